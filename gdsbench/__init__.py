@@ -1,0 +1,16 @@
+"""gdsbench: how fast can this storage put data into GPU memory?
+
+    import gdsbench
+    result = gdsbench.run(gdsbench.JobSpec(path="/data/test.dat", bs=1 << 20, qd=8))
+    print(result.bandwidth, result.percentile(99))
+"""
+
+__version__ = "0.1.0"
+
+from .errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
+from .prepare import prepare  # noqa: E402
+from .result import Result  # noqa: E402
+from .runner import run  # noqa: E402
+from .spec import JobSpec  # noqa: E402
+
+__all__ = ["GdsbenchError", "IoFailure", "JobSpec", "Result", "UsageError", "VerifyFailure", "prepare", "run"]

@@ -1,0 +1,49 @@
+"""`gdsbench` command line: main(argv) -> exit code, testable without a subprocess."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .commands import COMMANDS
+from .errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad input as one line (UsageError), not usage + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gdsbench", description="How fast can this storage put data into GPU memory?")
+    parser.add_argument("--version", action="version", version=f"gdsbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for command_class in COMMANDS:
+        command = command_class()
+        p = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(handler=command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 2
+        return args.handler.run(args)
+    except GdsbenchError as e:
+        print(f"gdsbench: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("gdsbench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def entry_point() -> None:
+    sys.exit(main())

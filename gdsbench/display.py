@@ -1,0 +1,41 @@
+"""Text a person reads in a terminal: the summary of one run."""
+
+from __future__ import annotations
+
+from .result import PERCENTILES, Result, percentile_key
+from .units import format_count, format_duration, format_rate, format_size
+
+
+def run_summary(r: Result) -> str:
+    spec = r.spec
+    target = (r.environment or {}).get("target") or {}
+    where = spec.path if spec.path and spec.engine != "null" else "(no target: null engine)"
+    place = ", ".join(str(x) for x in (target.get("fs_type"), target.get("block_device")) if x)
+    stop = []
+    if spec.runtime_ns:
+        stop.append(format_duration(spec.runtime_ns))
+    if spec.io_size:
+        stop.append(format_size(spec.io_size))
+    cache = "" if r.cached_fraction is None else f", {r.cached_fraction:.1%} of region cached at start"
+    lat = r.latency
+    lines = [
+        f"target     {where} ({format_size(spec.size)} region{', ' + place if place else ''})",
+        f"job        {spec.describe()}, stop after {' or '.join(stop)}{cache}",
+        f"bandwidth  {format_rate(r.bandwidth)}  ({r.bandwidth / 1e9:.3f} GB/s)   "
+        f"IOPS {format_count(r.iops)}   {format_size(r.bytes)} in {format_duration(r.elapsed_ns)}",
+        "latency    "
+        + "  ".join(
+            [f"min {format_duration(lat.min)}"]
+            + [f"{percentile_key(p)} {format_duration(r.percentile(p))}" for p in PERCENTILES]
+            + [f"max {format_duration(lat.max)}"]
+        ),
+        f"           mean {format_duration(lat.mean)} ± {format_duration(lat.variance**0.5)} over {lat.count:,} reads",
+        f"cpu        user {r.cpu_user_s:.2f} s  sys {r.cpu_sys_s:.2f} s"
+        + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else ""),
+    ]
+    if spec.verify:
+        lines.append(f"verify     {r.verified_blocks:,} blocks checked, {r.verify_mismatches:,} mismatched"
+                     + (f" (first at offset {r.first_mismatch_offset})" if r.verify_mismatches else ""))
+    if r.interrupted:
+        lines.append("status     INTERRUPTED: figures cover the part that ran")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""The outcome of one job: what was measured, how, and on what.
+
+Figures are computed from the merged native statistics, never re-measured in
+Python. Bandwidth is bytes over the measured window: from the end of the ramp
+to the last completion of any thread (IOR's rule: earliest start, latest end).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _native
+from .spec import JobSpec
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+def percentile_key(p: float) -> str:
+    """50 -> 'p50', 99.9 -> 'p99.9'."""
+    return "p" + f"{p:g}"
+
+
+@dataclass
+class Result:
+    spec: JobSpec  # as run: engine, region and runtime resolved
+    bytes: int
+    ops: int
+    elapsed_ns: int  # measured window: end of ramp to last completion
+    latency: _native.LatencyHistogram  # per-read latency, all threads merged
+    cpu_user_s: float  # worker threads, measured window
+    cpu_sys_s: float
+    timeline_bytes: list[int]  # bytes completed per spec.interval_ns, all threads
+    threads: list[dict]  # per-thread breakdown
+    passes: int = 0  # most passes over its slice any thread began
+    interrupted: bool = False
+    cached_fraction: float | None = None  # of the region, just before the run
+    cached_fraction_after: float | None = None
+    verified_blocks: int = 0
+    verify_mismatches: int = 0
+    first_mismatch_offset: int | None = None
+    start_skew_ns: int = 0
+    wall_ns: int = 0  # whole run, ramp and set-up included
+    process_cpu_user_s: float = 0.0  # whole process, whole run
+    process_cpu_sys_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    environment: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_native(cls, spec: JobSpec, raw: dict, **extra: Any) -> Result:
+        threads = raw["threads"]
+        latency = _native.LatencyHistogram()
+        timeline: list[int] = []
+        for t in threads:
+            latency.merge(t["latency"])
+            for i, b in enumerate(t["timeline_bytes"].tolist()):
+                if i == len(timeline):
+                    timeline.append(0)
+                timeline[i] += b
+        mismatched = [t for t in threads if t["verify_mismatches"]]
+        return cls(
+            spec=spec,
+            bytes=sum(t["bytes"] for t in threads),
+            ops=sum(t["ops"] for t in threads),
+            elapsed_ns=max((t["last_complete_ns"] for t in threads if t["ops"]), default=0),
+            latency=latency,
+            cpu_user_s=sum(t["cpu_user_s"] for t in threads),
+            cpu_sys_s=sum(t["cpu_sys_s"] for t in threads),
+            timeline_bytes=timeline,
+            threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
+            passes=max((t["passes"] for t in threads), default=0),
+            interrupted=raw["interrupted"],
+            verified_blocks=sum(t["verified_blocks"] for t in threads),
+            verify_mismatches=sum(t["verify_mismatches"] for t in threads),
+            first_mismatch_offset=min(t["first_mismatch_offset"] for t in mismatched) if mismatched else None,
+            start_skew_ns=raw["start_skew_ns"],
+            wall_ns=raw["wall_ns"],
+            process_cpu_user_s=raw["process_cpu_user_s"],
+            process_cpu_sys_s=raw["process_cpu_sys_s"],
+            **extra,
+        )
+
+    @property
+    def seconds(self) -> float:
+        return self.elapsed_ns / 1e9
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second over the measured window."""
+        return self.bytes / self.seconds if self.elapsed_ns else 0.0
+
+    @property
+    def iops(self) -> float:
+        return self.ops / self.seconds if self.elapsed_ns else 0.0
+
+    @property
+    def cpu_s_per_gb(self) -> float | None:
+        """Worker CPU seconds (user + system) per GB (10^9 bytes) moved."""
+        return (self.cpu_user_s + self.cpu_sys_s) / (self.bytes / 1e9) if self.bytes else None
+
+    def percentile(self, p: float) -> float:
+        """Latency percentile in ns, from the merged histogram (error under 1%)."""
+        return self.latency.percentile(p)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready record: summary figures with units in their names, the
+        spec, timeline, per-thread breakdown, histogram and environment."""
+        lat = self.latency
+        out: dict[str, Any] = {
+            "spec": dataclasses.asdict(self.spec),
+            "interrupted": self.interrupted,
+            "bytes": self.bytes,
+            "ops": self.ops,
+            "elapsed_ns": self.elapsed_ns,
+            "bandwidth_bytes_per_s": self.bandwidth,
+            "iops": self.iops,
+            "lat_min_ns": lat.min,
+            "lat_mean_ns": lat.mean,
+            "lat_stdev_ns": lat.variance**0.5,
+            **{f"lat_{percentile_key(p)}_ns": self.percentile(p) for p in PERCENTILES},
+            "lat_max_ns": lat.max,
+            "cpu_user_s": self.cpu_user_s,
+            "cpu_sys_s": self.cpu_sys_s,
+            "cpu_s_per_gb": self.cpu_s_per_gb,
+            "process_cpu_user_s": self.process_cpu_user_s,
+            "process_cpu_sys_s": self.process_cpu_sys_s,
+            "cached_fraction": self.cached_fraction,
+            "cached_fraction_after": self.cached_fraction_after,
+            "passes": self.passes,
+            "verified_blocks": self.verified_blocks,
+            "verify_mismatches": self.verify_mismatches,
+            "first_mismatch_offset": self.first_mismatch_offset,
+            "start_skew_ns": self.start_skew_ns,
+            "wall_ns": self.wall_ns,
+            "timeline": {"interval_ns": self.spec.interval_ns, "bytes": self.timeline_bytes},
+            "threads": self.threads,
+            "latency_histogram": histogram_to_dict(lat),
+            "warnings": self.warnings,
+            "environment": self.environment,
+        }
+        return out
+
+
+def histogram_to_dict(h: _native.LatencyHistogram) -> dict:
+    """Sparse form: the non-empty buckets by index, enough to merge exactly."""
+    counts = h.counts
+    nonzero = counts.nonzero()[0]
+    return {
+        "buckets": int(_native.LatencyHistogram.BUCKETS),
+        "index": nonzero.tolist(),
+        "count": counts[nonzero].tolist(),
+        "min_ns": h.min,
+        "max_ns": h.max,
+        "mean_ns": h.mean,
+        "m2": h.m2,
+    }
+
+
+def _thread_summary(index: int, t: dict) -> dict:
+    lat = t["latency"]
+    seconds = t["last_complete_ns"] / 1e9
+    return {
+        "thread": index,
+        "bytes": t["bytes"],
+        "ops": t["ops"],
+        "bandwidth_bytes_per_s": t["bytes"] / seconds if seconds else 0.0,
+        "lat_p50_ns": lat.percentile(50),
+        "lat_p99_ns": lat.percentile(99),
+        "lat_max_ns": lat.max,
+        "cpu_user_s": t["cpu_user_s"],
+        "cpu_sys_s": t["cpu_sys_s"],
+        "passes": t["passes"],
+    }

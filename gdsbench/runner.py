@@ -1,0 +1,153 @@
+"""Run one job in this process: check it against the target, set the page
+cache as asked, hand it to the native core, and build the Result."""
+
+from __future__ import annotations
+
+from . import _native, pagecache
+from .environment import host_environment, meminfo
+from .errors import UsageError
+from .result import Result
+from .spec import DEFAULT_RUNTIME_NS, GiB, JobSpec, job_options
+from .target import Target, check_direct, describe, has_pattern, inspect
+from .units import format_size
+
+NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
+
+
+def engine_info(name: str) -> dict:
+    for e in _native.engines():
+        if e["name"] == name:
+            return e
+    raise UsageError(f"--engine {name}: unknown engine")
+
+
+def resolve_engine(spec: JobSpec) -> str:
+    """'auto' becomes io_uring where the kernel allows it, else psync."""
+    if spec.engine != "auto":
+        reason = engine_info(spec.engine)["unavailable"]
+        if reason:
+            raise UsageError(f"--engine {spec.engine}: not available here: {reason}")
+        return spec.engine
+    reason = engine_info("io_uring")["unavailable"]
+    if not reason:
+        return "io_uring"
+    if spec.qd > 1:
+        raise UsageError(f"--qd {spec.qd}: io_uring is not available here ({reason}) and psync has queue depth 1; use --threads")
+    return "psync"
+
+
+def resolve_region(spec: JobSpec, target: Target) -> int:
+    """The region's length in bytes, checked to hold a block per thread."""
+    if spec.offset >= target.size:
+        raise UsageError(
+            f"--offset {format_size(spec.offset)}: at or past the end of {target.path} ({format_size(target.size)})"
+        )
+    size = spec.size or target.size - spec.offset
+    if spec.offset + size > target.size:
+        raise UsageError(
+            f"--size {format_size(spec.size)}: the region runs past the end of {target.path} "
+            f"({format_size(target.size)}); lower --size or --offset"
+        )
+    if size < spec.bs:
+        raise UsageError(
+            f"--bs {format_size(spec.bs)}: larger than the region of {target.path} ({format_size(size)}); "
+            f"use a smaller --bs or a larger file (`gdsbench prepare {target.path} --size 1G`)"
+        )
+    if size // spec.bs < spec.threads:
+        raise UsageError(
+            f"--threads {spec.threads}: the region holds only {size // spec.bs} blocks of {format_size(spec.bs)}; "
+            "use fewer threads, a smaller --bs or a larger region"
+        )
+    return size
+
+
+def check_memory(spec: JobSpec) -> None:
+    need = spec.threads * spec.qd * spec.bs
+    available = meminfo("MemAvailable")
+    if available is not None and need > available:
+        raise UsageError(
+            f"--threads x --qd x --bs = {format_size(need)} of buffers, more than the memory available "
+            f"({format_size(available)}); lower one of them"
+        )
+
+
+def cache_warnings(spec: JobSpec, cached: float) -> list[str]:
+    """What a reader of this result must know about the page cache."""
+    notes = []
+    if spec.warm and cached < 0.99:
+        notes.append(
+            f"--warm: only {cached:.0%} of the region is in the page cache; the first pass reads "
+            "from storage (add --ramp, or read the region once first)"
+        )
+    if not spec.warm and cached > 0.01:
+        notes.append(
+            f"{cached:.0%} of the region stayed in the page cache after dropping it (dirty or mapped pages); "
+            "some reads may be served from RAM"
+        )
+    available = meminfo("MemAvailable") or 0
+    may_loop = spec.runtime_ns is not None or spec.io_size > spec.size
+    if not spec.direct and not spec.warm and may_loop and spec.size < available:
+        notes.append(
+            f"buffered reads of a region ({format_size(spec.size)}) that fits in RAM "
+            f"({format_size(available)} available): after the first pass reads come from the page cache, "
+            "not storage; use --direct, or a region larger than RAM"
+        )
+    return notes
+
+
+def to_native(spec: JobSpec) -> _native.Job:
+    """The resolved spec as the native Job struct (same field names)."""
+    job = _native.Job()
+    for name, opt in job_options().items():
+        if opt.native:
+            value = getattr(spec, name)
+            setattr(job, name, 0 if value is None else value)
+    return job
+
+
+def run(spec: JobSpec, *, record_environment: bool = True) -> Result:
+    """Measure one job. Ctrl-C ends it within a fraction of a second and
+    returns what was measured so far, with interrupted=True."""
+    spec.validate()
+    engine = resolve_engine(spec)
+    check_memory(spec)
+    runtime = spec.runtime_ns if spec.runtime_ns is not None else (None if spec.io_size else DEFAULT_RUNTIME_NS)
+    target = None
+    if engine_info(engine)["reads_file"]:
+        target = inspect(spec.path)
+        size = resolve_region(spec, target)
+        if spec.direct:
+            check_direct(target, spec.bs, spec.offset)
+        if spec.verify and not has_pattern(spec.path, spec.offset):
+            raise UsageError(
+                f"--verify: {spec.path} holds no gdsbench pattern at offset {spec.offset}; "
+                f"write one with `gdsbench prepare {spec.path} --size ...` or drop --verify"
+            )
+    else:
+        if spec.verify:
+            raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
+        size = spec.size or NULL_REGION
+    resolved = spec.replace(engine=engine, size=size, runtime_ns=runtime)
+
+    warnings: list[str] = []
+    cached_before = None
+    if target is not None:
+        if not spec.warm:
+            pagecache.evict(target.path, spec.offset, size)
+        cached_before = pagecache.cached_fraction(target.path, spec.offset, size)
+        warnings += cache_warnings(resolved, cached_before)
+
+    raw = _native.run(to_native(resolved))
+
+    cached_after = pagecache.cached_fraction(target.path, spec.offset, size) if target else None
+    environment = {}
+    if record_environment:
+        environment = {"host": host_environment(), "target": describe(target) if target else None}
+    return Result.from_native(
+        resolved,
+        raw,
+        cached_fraction=cached_before,
+        cached_fraction_after=cached_after,
+        warnings=warnings,
+        environment=environment,
+    )

@@ -1,0 +1,42 @@
+"""The default target: a scratch file gdsbench creates itself under results/,
+so the quick start needs no path."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .prepare import Prepared, prepare
+from .spec import GiB
+
+SCRATCH_PATH = os.path.join("results", "scratch", "gdsbench-scratch.dat")
+SCRATCH_SIZE = GiB
+
+
+def ensure_scratch(path: str = SCRATCH_PATH, size: int = SCRATCH_SIZE) -> Prepared:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return prepare(path, size, progress=progress_printer("preparing scratch target " + path))
+
+
+def progress_printer(label: str):
+    """A progress callback drawing a rich bar on stderr (nothing when not a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    bar = Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(binary_units=True),
+        TransferSpeedColumn(), TimeRemainingColumn(), transient=True,
+    )
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task(label, total=total)
+        bar.update(task, completed=done)
+        if done >= total:
+            bar.stop()
+
+    return update

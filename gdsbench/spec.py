@@ -1,0 +1,168 @@
+"""The job spec: every option declared once, here.
+
+Each field of JobSpec carries its option metadata (kind, CLI flag, help), and
+the CLI, sweep grids and results all read this one table (as fio's
+fio_options[] serves its command line and job files). Values are stored in
+base units: bytes and nanoseconds. Fields marked native=True map one for one
+onto the native core's Job struct (native/job.hpp).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import units
+from .errors import UsageError
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+SECOND = 1_000_000_000
+
+ENGINES = ("auto", "null", "psync", "io_uring")
+PATTERNS = ("seq", "rand")
+MAX_THREADS = 1024  # per process; beyond this, threads only contend
+MAX_BS = GiB
+DEFAULT_RUNTIME_NS = 5 * SECOND
+
+
+@dataclass(frozen=True)
+class Option:
+    kind: str  # "path", "size", "duration", "int", "choice" or "bool"
+    flag: str  # CLI flag, e.g. "--bs"
+    help: str
+    choices: tuple[str, ...] = ()
+    negative: str | None = None  # flag that sets a bool False, e.g. "--buffered"
+    native: bool = True  # passed to the native Job
+    sweep: bool = True  # may be a sweep dimension
+
+    def parse(self, text: Any) -> Any:
+        """Convert one value as written by a user (CLI, sweep file) to its base unit."""
+        if text is None:
+            return None
+        if self.kind == "size":
+            return units.parse_size(text, self.flag)
+        if self.kind == "duration":
+            return units.parse_duration(text, self.flag)
+        if self.kind == "int":
+            try:
+                return int(text)
+            except (TypeError, ValueError):
+                raise UsageError(f"{self.flag} {text!r}: not a whole number") from None
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise UsageError(f"{self.flag} {text}: unknown; choose one of {', '.join(self.choices)}")
+            return text
+        if self.kind == "bool":
+            if isinstance(text, bool):
+                return text
+            lowered = str(text).lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise UsageError(f"{self.flag} {text!r}: write true or false")
+        return str(text)
+
+    def format(self, value: Any) -> str:
+        """A value in the unit a person would write it in."""
+        if value is None:
+            return "-"
+        if self.kind == "size":
+            return units.format_size(value)
+        if self.kind == "duration":
+            return units.format_duration(value)
+        return str(value)
+
+
+def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
+    return field(default=default, metadata={"option": Option(kind, flag, help, **kw)})
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
+    engine: str = option(
+        "auto", "choice", "--engine", "I/O engine; auto: io_uring where the kernel allows it, else psync", choices=ENGINES
+    )
+    bs: int = option(MiB, "size", "--bs", "block size of each read")
+    qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring; psync is always 1)")
+    threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region")
+    pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
+    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False)
+    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False)
+    runtime_ns: int | None = option(
+        None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, none with --io-size)"
+    )
+    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)")
+    ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics")
+    direct: bool = option(True, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it)", negative="--buffered")
+    warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first", native=False)
+    verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
+    seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False)
+    interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False)
+
+    def validate(self) -> JobSpec:
+        """Check what can be checked without touching the target; return self."""
+        if self.engine not in ENGINES:
+            raise UsageError(f"--engine {self.engine}: unknown engine; choose one of {', '.join(ENGINES)}")
+        if self.pattern not in PATTERNS:
+            raise UsageError(f"--pattern {self.pattern}: choose seq or rand")
+        if not 1 <= self.bs <= MAX_BS:
+            raise UsageError(f"--bs {self.bs}: a block must be between 1 byte and 1 GiB; try 4K or 1M")
+        if self.qd < 1:
+            raise UsageError(f"--qd {self.qd}: queue depth must be at least 1")
+        if self.engine == "psync" and self.qd > 1:
+            raise UsageError(
+                f"--qd {self.qd}: the psync engine is synchronous (queue depth 1); "
+                "use --engine io_uring for deeper queues, or more --threads"
+            )
+        if not 1 <= self.threads <= MAX_THREADS:
+            raise UsageError(f"--threads {self.threads}: must be between 1 and {MAX_THREADS}; use --procs to go wider")
+        if self.offset < 0 or self.size < 0 or self.io_size < 0:
+            raise UsageError("--offset, --size and --io-size cannot be negative")
+        if self.runtime_ns is not None and self.runtime_ns <= 0:
+            raise UsageError("--runtime must be positive, e.g. 10s; leave it out to stop on --io-size alone")
+        if self.ramp_ns < 0:
+            raise UsageError("--ramp cannot be negative")
+        if self.interval_ns < 1_000_000:
+            raise UsageError("--interval must be at least 1ms")
+        if self.io_size and self.io_size < self.bs * self.threads:
+            raise UsageError(
+                f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
+                f"({units.format_size(self.bs * self.threads)}); raise it or lower --bs/--threads"
+            )
+        if self.warm and self.direct:
+            raise UsageError("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
+        if self.verify and (self.bs % 4096 or self.offset % 4096):
+            raise UsageError("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
+        return self
+
+    def replace(self, **changes: Any) -> JobSpec:
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> str:
+        """One line a person can read: 'io_uring 1 MiB seq QD8 x2 threads O_DIRECT'."""
+        parts = [self.engine, units.format_size(self.bs), self.pattern, f"QD{self.qd}"]
+        if self.threads > 1:
+            parts.append(f"x{self.threads} threads")
+        if self.engine != "null":
+            parts.append("O_DIRECT" if self.direct else "buffered")
+        if self.warm:
+            parts.append("warm cache")
+        return " ".join(parts)
+
+
+def job_options() -> dict[str, Option]:
+    """Field name -> Option, in declaration order."""
+    return {f.name: f.metadata["option"] for f in dataclasses.fields(JobSpec)}
+
+
+def spec_from_values(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
+    """Build a spec from user-written values (strings with units, or numbers)."""
+    opts = job_options()
+    unknown = set(values) - set(opts)
+    if unknown:
+        raise UsageError(f"unknown option(s): {', '.join(sorted(unknown))}; known: {', '.join(opts)}")
+    parsed = {name: opts[name].parse(value) for name, value in values.items()}
+    return (base or JobSpec()).replace(**parsed)

@@ -1,0 +1,100 @@
+"""Sizes and durations with units: parsed from text, stored in base units
+(bytes, nanoseconds), printed with units.
+
+Sizes follow fio: K, M, G, T and P are binary (4K = 4096 bytes) whether written
+4K, 4KB or 4KiB. Durations take ns, us, ms, s, m (minutes) and h; a bare number
+is seconds, as in fio's runtime.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UsageError
+
+_SIZE_FACTORS = {"": 1, "b": 1}
+for _i, _p in enumerate("kmgtp", start=1):
+    for _suffix in (_p, _p + "b", _p + "ib"):
+        _SIZE_FACTORS[_suffix] = 1024**_i
+
+_DURATION_FACTORS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "": 1_000_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "min": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+
+_NUMBER = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+
+
+def _split(text: str, name: str, what: str, example: str) -> tuple[float, str]:
+    m = _NUMBER.match(str(text))
+    if not m:
+        raise UsageError(f"{name} {text!r}: not a {what}; write it like {example}")
+    return float(m.group(1)), m.group(2).lower()
+
+
+def parse_size(text: str | int, name: str = "size") -> int:
+    """'4K' -> 4096. Raises UsageError naming `name` on bad input."""
+    if isinstance(text, int):
+        return text
+    value, unit = _split(text, name, "size", "4K, 1MiB or 10G")
+    if unit not in _SIZE_FACTORS:
+        raise UsageError(f"{name} {text!r}: unknown unit {unit!r}; use B, K, M, G, T or P (binary: 4K = 4096 bytes)")
+    n = value * _SIZE_FACTORS[unit]
+    if n != int(n):
+        raise UsageError(f"{name} {text!r}: not a whole number of bytes")
+    return int(n)
+
+
+def parse_duration(text: str | int, name: str = "duration") -> int:
+    """'500ms' -> 500_000_000 ns; a bare number is seconds."""
+    if isinstance(text, int):
+        return text
+    value, unit = _split(text, name, "duration", "500ms, 10s or 2m")
+    if unit not in _DURATION_FACTORS:
+        raise UsageError(f"{name} {text!r}: unknown unit {unit!r}; use ns, us, ms, s, m or h")
+    return int(round(value * _DURATION_FACTORS[unit]))
+
+
+def _digits(x: float) -> str:
+    """Three significant digits, no exponent; whole numbers stay whole."""
+    if x == int(x):
+        return str(int(x))
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def format_size(n: float) -> str:
+    """4096 -> '4 KiB'; 1.5 * 2**30 -> '1.50 GiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{_digits(n)} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_rate(bytes_per_s: float) -> str:
+    return format_size(bytes_per_s) + "/s"
+
+
+def format_duration(ns: float) -> str:
+    """Nanoseconds -> '812 ns', '95.3 µs', '1.20 ms', '5.00 s'."""
+    for unit, factor in (("ns", 1), ("µs", 1e3), ("ms", 1e6)):
+        if ns < factor * 1000:
+            return f"{_digits(ns / factor)} {unit}"
+    return f"{_digits(ns / 1e9)} s"
+
+
+def format_count(n: float) -> str:
+    """1234567 -> '1.23 M'."""
+    for unit, factor in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= factor:
+            return f"{_digits(n / factor)} {unit}"
+    return _digits(n)

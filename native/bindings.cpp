@@ -1,0 +1,190 @@
+// Python bindings (module gdsbench._native). Arguments are converted while
+// the GIL is held; the whole run then happens without it, and the waiting
+// thread re-takes it briefly every few milliseconds only to look for Ctrl-C.
+#include <Python.h>
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "engine.hpp"
+#include "error.hpp"
+#include "histogram.hpp"
+#include "job.hpp"
+#include "files.hpp"
+#include "pattern.hpp"
+#include "runner.hpp"
+
+namespace py = pybind11;
+using gds::LatencyHistogram;
+
+namespace {
+
+py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
+  py::array_t<uint64_t> a(n);
+  std::copy(data, data + n, a.mutable_data());
+  return a;
+}
+
+py::dict thread_dict(const gds::ThreadResult& t) {
+  py::dict d;
+  d["latency"] = t.latency;
+  d["bytes"] = t.bytes;
+  d["ops"] = t.ops;
+  d["first_submit_ns"] = t.first_submit_ns;
+  d["last_complete_ns"] = t.last_complete_ns;
+  d["timeline_bytes"] = to_array(t.timeline_bytes.data(), t.timeline_bytes.size());
+  d["cpu_user_s"] = t.cpu_user_s;
+  d["cpu_sys_s"] = t.cpu_sys_s;
+  d["verified_blocks"] = t.verified_blocks;
+  d["verify_mismatches"] = t.verify_mismatches;
+  d["first_mismatch_offset"] = t.first_mismatch_offset;
+  d["passes"] = t.passes;
+  return d;
+}
+
+py::dict run(const gds::Job& job) {
+  gds::JobResult r;
+  {
+    py::gil_scoped_release release;
+    r = gds::run_job(job, [] {
+      py::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() == 0) return false;
+      PyErr_Clear();  // the interrupt is reported as result["interrupted"]
+      return true;
+    });
+  }
+  py::dict d;
+  py::list threads;
+  for (const auto& t : r.threads) threads.append(thread_dict(t));
+  d["threads"] = threads;
+  d["interrupted"] = r.interrupted;
+  d["start_skew_ns"] = r.start_skew_ns;
+  d["process_cpu_user_s"] = r.process_cpu_user_s;
+  d["process_cpu_sys_s"] = r.process_cpu_sys_s;
+  d["wall_ns"] = r.wall_ns;
+  return d;
+}
+
+py::buffer_info contiguous(const py::buffer& b, bool writable) {
+  py::buffer_info info = b.request(writable);
+  if (info.ndim != 1 || info.itemsize * info.shape[0] != info.size * info.itemsize ||
+      (info.strides[0] != info.itemsize))
+    throw gds::InputError("pattern buffers must be one-dimensional and contiguous");
+  return info;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "gdsbench native core: engines, worker loop, latency histogram";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const gds::InputError& e) {
+      py::object cls = py::module_::import("gdsbench.errors").attr("UsageError");
+      PyErr_SetString(cls.ptr(), e.what());
+    } catch (const gds::IoError& e) {
+      py::object cls = py::module_::import("gdsbench.errors").attr("IoFailure");
+      PyErr_SetString(cls.ptr(), e.what());
+    }
+  });
+
+  py::class_<gds::Job> job(m, "Job");
+  job.def(py::init<>());
+#define GDS_FIELD(name) job.def_readwrite(#name, &gds::Job::name)
+  GDS_FIELD(path);
+  GDS_FIELD(engine);
+  GDS_FIELD(bs);
+  GDS_FIELD(qd);
+  GDS_FIELD(threads);
+  GDS_FIELD(pattern);
+  GDS_FIELD(offset);
+  GDS_FIELD(size);
+  GDS_FIELD(runtime_ns);
+  GDS_FIELD(io_size);
+  GDS_FIELD(ramp_ns);
+  GDS_FIELD(direct);
+  GDS_FIELD(verify);
+  GDS_FIELD(seed);
+  GDS_FIELD(interval_ns);
+#undef GDS_FIELD
+
+  py::class_<LatencyHistogram>(m, "LatencyHistogram")
+      .def(py::init<>())
+      .def_readonly_static("BUCKETS", &LatencyHistogram::kBuckets)
+      .def_static("bucket_low", &LatencyHistogram::bucket_low)
+      .def_static("bucket_width", &LatencyHistogram::bucket_width)
+      .def_static("bucket_value", &LatencyHistogram::bucket_value)
+      .def_static("index_of", &LatencyHistogram::index_of)
+      .def("add", [](LatencyHistogram& h, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> v) {
+            auto r = v.unchecked<1>();
+            for (py::ssize_t i = 0; i < r.shape(0); ++i) h.add(r(i));
+          }, "Add latency samples in nanoseconds (an array of non-negative integers).")
+      .def("merge", &LatencyHistogram::merge, "Add another histogram's counts into this one.")
+      .def("percentile", &LatencyHistogram::percentile, py::arg("p"))
+      .def_property_readonly("count", &LatencyHistogram::count)
+      .def_property_readonly("min", &LatencyHistogram::min)
+      .def_property_readonly("max", &LatencyHistogram::max)
+      .def_property_readonly("mean", &LatencyHistogram::mean)
+      .def_property_readonly("variance", &LatencyHistogram::variance)
+      .def_property_readonly("m2", &LatencyHistogram::m2)
+      .def_property_readonly("counts",
+                             [](const LatencyHistogram& h) { return to_array(h.counts().data(), h.counts().size()); })
+      .def(py::pickle(
+          [](const LatencyHistogram& h) {
+            return py::make_tuple(to_array(h.counts().data(), h.counts().size()), h.min(), h.max(),
+                                  h.mean(), h.m2());
+          },
+          [](py::tuple t) {
+            auto counts = t[0].cast<py::array_t<uint64_t, py::array::c_style | py::array::forcecast>>();
+            return LatencyHistogram::from_state(counts.data(), size_t(counts.size()), t[1].cast<uint64_t>(),
+                                                t[2].cast<uint64_t>(), t[3].cast<double>(), t[4].cast<double>());
+          }));
+
+  m.def("run", &run, py::arg("job"),
+        "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.");
+
+  m.def("engines", [] {
+    py::list out;
+    for (const auto& e : gds::engines()) {
+      py::dict d;
+      d["name"] = e.name;
+      d["max_depth"] = e.max_depth;
+      d["reads_file"] = e.reads_file;
+      d["about"] = e.about;
+      d["unavailable"] = e.unavailable_reason();
+      out.append(d);
+    }
+    return out;
+  });
+
+  m.def("resident_fraction", &gds::resident_fraction, py::arg("path"), py::arg("offset"), py::arg("length"),
+        "Fraction of the region's pages resident in the page cache (mincore).");
+  m.def("dio_alignment", &gds::dio_alignment, py::arg("path"),
+        "(memory, offset) alignment O_DIRECT needs, from statx; (0, 0) if unknown.");
+
+  m.def("pattern_fill", [](py::buffer buf, uint64_t offset, uint64_t seed) {
+        py::buffer_info info = contiguous(buf, true);
+        size_t len = size_t(info.size * info.itemsize);
+        py::gil_scoped_release release;
+        gds::pattern::fill(info.ptr, len, offset, seed);
+      }, py::arg("buffer"), py::arg("offset"), py::arg("seed"),
+      "Fill a writable buffer with the pattern blocks for file offset `offset`.");
+
+  m.def("pattern_check", [](py::buffer buf, uint64_t offset) {
+        py::buffer_info info = contiguous(buf, false);
+        size_t len = size_t(info.size * info.itemsize);
+        uint64_t first = 0, bad;
+        {
+          py::gil_scoped_release release;
+          bad = gds::pattern::check(info.ptr, len, offset, &first);
+        }
+        return py::make_tuple(bad, bad ? py::object(py::int_(first)) : py::object(py::none()));
+      }, py::arg("buffer"), py::arg("offset"),
+      "Check pattern blocks read from file offset `offset`: (bad blocks, offset of the first bad one).");
+
+  m.attr("PATTERN_BLOCK") = gds::pattern::kBlock;
+  m.attr("PATTERN_MAGIC") = gds::pattern::kMagic;
+}

@@ -1,0 +1,54 @@
+// The engine contract, after fio's ioengine_ops: an engine moves bytes from a
+// file descriptor into caller-owned buffers and knows nothing of timing,
+// statistics or offsets. The worker loop (worker.cpp) owns all of that.
+//
+//   queue(r)      hand over one read; the engine may do it at once (psync) or
+//                 only remember it (io_uring)
+//   reap(min,..)  start whatever is queued and wait until at least `min`
+//                 reads have finished; return the finished ones
+//
+// A finished request has result = bytes read, or -errno.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gds {
+
+struct IoRequest {
+  char* buf = nullptr;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  int64_t result = 0;
+  uint64_t submit_ns = 0;
+  bool measured = false;  // issued after the ramp: counts in the statistics
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void queue(IoRequest* r) = 0;
+  virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
+};
+
+struct EngineInfo {
+  const char* name;
+  unsigned max_depth;  // largest queue depth it supports
+  bool reads_file;     // false: never opens the target (null)
+  const char* about;
+  std::unique_ptr<Engine> (*make)(int fd, unsigned depth);
+  // Why the engine cannot run here ("" when it can).
+  std::string (*unavailable_reason)();
+};
+
+// Every engine, in the order listed by `gdsbench info` (engines/registry.cpp).
+const std::vector<EngineInfo>& engines();
+const EngineInfo& engine_by_name(const std::string& name);
+
+// Defined by each engine's own file.
+extern const EngineInfo kNullEngine;
+extern const EngineInfo kPsyncEngine;
+extern const EngineInfo kIoUringEngine;
+
+}  // namespace gds

@@ -1,0 +1,35 @@
+// null: completes every read at once without touching storage or memory.
+// What it measures is the harness's own floor: the worker loop, clock reads
+// and histogram updates (fio's engines/null.c plays the same part).
+#include "../engine.hpp"
+
+namespace gds {
+namespace {
+
+class NullEngine final : public Engine {
+ public:
+  explicit NullEngine(unsigned depth) : queued_(depth) {}
+  void queue(IoRequest* r) override {
+    r->result = r->length;
+    queued_[n_++] = r;
+  }
+  unsigned reap(unsigned, IoRequest** done, unsigned max) override {
+    unsigned n = n_ < max ? n_ : max;
+    for (unsigned i = 0; i < n; ++i) done[i] = queued_[n_ - n + i];
+    n_ -= n;
+    return n;
+  }
+
+ private:
+  std::vector<IoRequest*> queued_;
+  unsigned n_ = 0;
+};
+
+}  // namespace
+
+const EngineInfo kNullEngine = {
+    "null", 65536, false, "no I/O: measures the harness's own per-request floor",
+    [](int, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<NullEngine>(depth); },
+    []() { return std::string(); }};
+
+}  // namespace gds

@@ -1,0 +1,27 @@
+// Errors raised by the native core. The bindings translate them into
+// gdsbench.errors.UsageError (bad input: the message names the parameter and
+// the fix) and gdsbench.errors.IoFailure (the storage failed during a run).
+#pragma once
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace gds {
+
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct IoError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+#define GDS_EXPECT(cond, message)                              \
+  do {                                                         \
+    if (!(cond)) throw ::gds::InputError(std::string(message)); \
+  } while (0)
+
+}  // namespace gds

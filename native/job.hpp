@@ -1,0 +1,54 @@
+// A job as the native core runs it. Field names match gdsbench.spec.JobSpec
+// one for one; the Python layer validates and resolves every field (a region
+// length of 0 becomes the real length, and so on) before a Job reaches here.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "histogram.hpp"
+
+namespace gds {
+
+struct Job {
+  std::string path;
+  std::string engine = "psync";
+  uint64_t bs = 4096;            // bytes per read
+  uint32_t qd = 1;               // reads in flight per thread
+  uint32_t threads = 1;
+  std::string pattern = "seq";   // "seq" or "rand"
+  uint64_t offset = 0;           // region start, bytes
+  uint64_t size = 0;             // region length, bytes (resolved: never 0 here)
+  uint64_t runtime_ns = 0;       // stop after this long (0: no time limit)
+  uint64_t io_size = 0;          // stop after this many bytes (0: no byte limit)
+  uint64_t ramp_ns = 0;          // run this long first, outside the statistics
+  bool direct = true;            // O_DIRECT
+  bool verify = false;           // check every block against the prepare pattern
+  uint64_t seed = 1;             // random order
+  uint64_t interval_ns = 100000000;  // throughput timeline resolution
+};
+
+struct ThreadResult {
+  LatencyHistogram latency;
+  uint64_t bytes = 0;
+  uint64_t ops = 0;
+  uint64_t first_submit_ns = 0;      // relative to the measured window's start
+  uint64_t last_complete_ns = 0;     // relative to the measured window's start
+  std::vector<uint64_t> timeline_bytes;  // bytes completed per interval
+  double cpu_user_s = 0, cpu_sys_s = 0;  // this thread, measured window only
+  uint64_t verified_blocks = 0;
+  uint64_t verify_mismatches = 0;
+  uint64_t first_mismatch_offset = 0;
+  uint64_t passes = 0;                   // passes over its slice begun
+};
+
+struct JobResult {
+  std::vector<ThreadResult> threads;
+  bool interrupted = false;
+  uint64_t start_skew_ns = 0;        // spread of thread start times
+  double process_cpu_user_s = 0;     // whole process, ramp included
+  double process_cpu_sys_s = 0;
+  uint64_t wall_ns = 0;              // whole run, ramp included
+};
+
+}  // namespace gds

@@ -1,0 +1,119 @@
+#include "runner.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "clock.hpp"
+#include "engine.hpp"
+#include "error.hpp"
+#include "worker.hpp"
+
+namespace gds {
+namespace {
+
+constexpr auto kPollPeriod = std::chrono::milliseconds(20);
+
+double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
+
+void check_job(const Job& job) {
+  const EngineInfo& engine = engine_by_name(job.engine);
+  GDS_EXPECT(job.bs > 0 && job.bs <= UINT32_MAX, "--bs must be between 1 byte and 4 GiB");
+  GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth,
+             "--qd " + std::to_string(job.qd) + ": the " + engine.name +
+                 " engine takes a queue depth from 1 to " + std::to_string(engine.max_depth));
+  GDS_EXPECT(job.threads >= 1, "--threads must be at least 1");
+  GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
+  GDS_EXPECT(job.size / job.bs >= job.threads,
+             "the region (--size) must hold at least one --bs block per thread");
+  GDS_EXPECT(job.runtime_ns || job.io_size, "give --runtime or --io-size: nothing would stop the run");
+  GDS_EXPECT(job.interval_ns > 0, "--interval must be positive");
+  GDS_EXPECT(!job.verify || (job.bs % 4096 == 0 && job.offset % 4096 == 0),
+             "--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4 KiB");
+}
+
+std::vector<WorkerPlan> plan_workers(const Job& job) {
+  const uint64_t nblocks = job.size / job.bs;
+  const uint64_t budget_total = job.io_size ? job.io_size / job.bs : 0;
+  std::vector<WorkerPlan> plans(job.threads);
+  for (uint32_t i = 0; i < job.threads; ++i) {
+    uint64_t lo = nblocks * i / job.threads, hi = nblocks * (i + 1) / job.threads;
+    plans[i].index = i;
+    plans[i].first_byte = job.offset + lo * job.bs;
+    plans[i].nblocks = hi - lo;
+    if (job.io_size)
+      plans[i].block_budget = budget_total / job.threads + (i < budget_total % job.threads ? 1 : 0);
+  }
+  return plans;
+}
+
+}  // namespace
+
+JobResult run_job(const Job& job, const std::function<bool()>& should_cancel) {
+  check_job(job);
+  RunControl control;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (const WorkerPlan& plan : plan_workers(job))
+    workers.push_back(std::make_unique<Worker>(job, plan, control));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint32_t finished = 0;
+  std::vector<std::thread> threads;
+  rusage cpu0{}, cpu1{};
+  getrusage(RUSAGE_SELF, &cpu0);
+  const uint64_t wall0 = now_ns();
+  for (auto& w : workers)
+    threads.emplace_back([&, w = w.get()] {
+      w->run();
+      std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+      cv.notify_all();
+    });
+
+  JobResult result;
+  auto wait_until = [&](auto done) {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!done()) {
+      cv.wait_for(lock, kPollPeriod);
+      if (done()) break;
+      lock.unlock();
+      if (!result.interrupted && should_cancel()) {
+        result.interrupted = true;
+        control.stop = true;
+      }
+      lock.lock();
+    }
+  };
+  // The gate opens once every worker is set up, so no thread's setup
+  // (open, allocation, ring creation) lands inside another's measurement.
+  wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
+  if (!control.stop.load()) control.start_ns.store(now_ns(), std::memory_order_release);
+  wait_until([&] { return finished == job.threads; });
+  for (auto& t : threads) t.join();
+  result.wall_ns = now_ns() - wall0;
+  getrusage(RUSAGE_SELF, &cpu1);
+  result.process_cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);
+  result.process_cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0.ru_stime);
+
+  for (auto& w : workers)
+    if (w->error()) std::rethrow_exception(w->error());
+
+  uint64_t first = UINT64_MAX, last = 0;
+  for (auto& w : workers) {
+    result.threads.push_back(w->result());
+    if (w->started_ns()) {
+      first = std::min(first, w->started_ns());
+      last = std::max(last, w->started_ns());
+    }
+  }
+  result.start_skew_ns = last >= first && first != UINT64_MAX ? last - first : 0;
+  return result;
+}
+
+}  // namespace gds

@@ -1,0 +1,61 @@
+// One worker thread: opens its own descriptor (one shared descriptor caps
+// throughput), owns its buffers, requests and engine (all sized once, before
+// the start gate: nothing is allocated per read), then runs the loop
+// queue -> reap -> time -> record until its stop condition.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "engine.hpp"
+#include "job.hpp"
+
+namespace gds {
+
+// Shared between the runner and every worker of one run.
+struct RunControl {
+  std::atomic<bool> stop{false};       // cancel, error, or a peer's failure
+  std::atomic<uint64_t> start_ns{0};   // 0 until the runner opens the start gate
+  std::atomic<uint32_t> ready{0};      // workers set up and waiting at the gate
+};
+
+struct WorkerPlan {
+  uint32_t index = 0;
+  uint64_t first_byte = 0;              // start of this worker's slice of the region
+  uint64_t nblocks = 0;                 // blocks in its slice
+  uint64_t block_budget = UINT64_MAX;   // measured reads to issue (UINT64_MAX: no limit)
+};
+
+class Worker {
+ public:
+  Worker(const Job& job, const WorkerPlan& plan, RunControl& control);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The thread's body: set up, wait at the gate, run. Never throws: a failure
+  // is kept in error() and raises control.stop so peers end promptly.
+  void run() noexcept;
+
+  const ThreadResult& result() const { return result_; }
+  std::exception_ptr error() const { return error_; }
+  uint64_t started_ns() const { return started_ns_; }
+
+ private:
+  void setup();
+  void loop();
+  void check_read(const IoRequest& r);
+
+  const Job& job_;
+  const WorkerPlan plan_;
+  RunControl& control_;
+  int fd_ = -1;
+  char* buffers_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  ThreadResult result_;
+  std::exception_ptr error_;
+  uint64_t started_ns_ = 0;
+};
+
+}  // namespace gds
