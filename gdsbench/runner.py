@@ -61,6 +61,12 @@ def resolve_region(spec: JobSpec, target: Target) -> int:
     return size
 
 
+def check_queue_depth(spec: JobSpec, engine: str) -> None:
+    limit = engine_info(engine)["max_depth"]
+    if spec.qd > limit:
+        raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {limit}")
+
+
 def check_memory(spec: JobSpec) -> None:
     need = spec.threads * spec.qd * spec.bs
     available = meminfo("MemAvailable")
@@ -110,6 +116,7 @@ def run(spec: JobSpec, *, record_environment: bool = True) -> Result:
     returns what was measured so far, with interrupted=True."""
     spec.validate()
     engine = resolve_engine(spec)
+    check_queue_depth(spec, engine)
     check_memory(spec)
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (None if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None

@@ -52,6 +52,8 @@ def inspect(path: str) -> Target:
         st = os.stat(path)
     except FileNotFoundError:
         raise UsageError(f"PATH {path}: does not exist; create a test file with `gdsbench prepare {path} --size 1G`") from None
+    except PermissionError:
+        raise UsageError(f"PATH {path}: permission denied; run as a user who may read it") from None
     except OSError as e:
         raise UsageError(f"PATH {path}: cannot stat: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):

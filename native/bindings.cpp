@@ -11,6 +11,7 @@
 #include "error.hpp"
 #include "histogram.hpp"
 #include "job.hpp"
+#include "offsets.hpp"
 #include "files.hpp"
 #include "pattern.hpp"
 #include "runner.hpp"
@@ -184,6 +185,17 @@ PYBIND11_MODULE(_native, m) {
         return py::make_tuple(bad, bad ? py::object(py::int_(first)) : py::object(py::none()));
       }, py::arg("buffer"), py::arg("offset"),
       "Check pattern blocks read from file offset `offset`: (bad blocks, offset of the first bad one).");
+
+  m.def("offset_sequence", [](uint64_t first_byte, uint64_t nblocks, uint64_t bs, bool random, uint64_t seed,
+                              uint64_t count) {
+        GDS_EXPECT(nblocks > 0 && bs > 0, "offset_sequence needs at least one block");
+        gds::OffsetSequence seq(first_byte, nblocks, bs, random, seed);
+        py::array_t<uint64_t> out(count);
+        auto* p = out.mutable_data();
+        for (uint64_t i = 0; i < count; ++i) p[i] = seq.next();
+        return out;
+      }, py::arg("first_byte"), py::arg("nblocks"), py::arg("bs"), py::arg("random"), py::arg("seed"), py::arg("count"),
+      "The first `count` offsets a worker would read (the same OffsetSequence the worker loop uses).");
 
   m.attr("PATTERN_BLOCK") = gds::pattern::kBlock;
   m.attr("PATTERN_MAGIC") = gds::pattern::kMagic;

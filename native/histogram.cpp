@@ -39,6 +39,7 @@ double LatencyHistogram::percentile(double p) const {
   if (count_ == 0) return 0.0;
   GDS_EXPECT(p >= 0.0 && p <= 100.0, "percentile must be between 0 and 100");
   if (p >= 100.0) return double(max_);
+  if (p <= 0.0) return double(min_);
   // rank = ceil(p/100 * n); the small slack keeps 99.9% of 1000 at rank 999
   // despite binary floating point.
   double x = p / 100.0 * double(count_);

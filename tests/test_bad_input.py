@@ -1,0 +1,145 @@
+"""Every bad input: one line on stderr naming the parameter and the fix,
+a non-zero exit, no traceback."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import is_root
+
+from gdsbench import cli
+
+
+def assert_one_line_error(res, *fragments, code=2):
+    assert res.code == code, (res.code, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1, res.err
+    assert lines[0].startswith("gdsbench: error: ")
+    assert "Traceback" not in res.err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+
+
+def test_missing_path(gdsbench, tmp_path):
+    assert_one_line_error(gdsbench("run", tmp_path / "nope.dat"), "does not exist", "gdsbench prepare")
+
+
+def test_directory(gdsbench, tmp_path):
+    assert_one_line_error(gdsbench("run", tmp_path), "is a directory")
+
+
+def test_file_shorter_than_one_block(gdsbench, tmp_path):
+    small = tmp_path / "small.dat"
+    small.write_bytes(b"x" * 4096)
+    assert_one_line_error(gdsbench("run", small, "--bs", "1M", "--buffered"), "--bs", "larger than the region")
+
+
+def test_block_size_zero(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "0"), "--bs 0", "between 1 byte")
+
+
+def test_block_size_misaligned_for_direct(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "1000", "--direct"), "--bs 1000", "logical block size", "--buffered")
+
+
+def test_offset_misaligned_for_direct(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "4K", "--offset", "100"), "--offset 100", "logical block size")
+
+
+@pytest.fixture
+def ramfs_dir(tmp_path):
+    """A ramfs mount, which refuses O_DIRECT. (tmpfs accepts O_DIRECT since Linux 6.6.)"""
+    mnt = tmp_path / "ramfs"
+    mnt.mkdir()
+    if not is_root() or shutil.which("mount") is None:
+        pytest.skip("mounting ramfs needs root")
+    if subprocess.run(["mount", "-t", "ramfs", "none", str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount ramfs here (container without CAP_SYS_ADMIN?)")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_direct_on_a_filesystem_that_refuses_it(gdsbench, ramfs_dir):
+    f = ramfs_dir / "data.dat"
+    f.write_bytes(b"\0" * 65536)
+    assert_one_line_error(gdsbench("run", f, "--bs", "4K", "--direct"), "--direct", "ramfs", "refuses O_DIRECT", "--buffered")
+
+
+@pytest.mark.parametrize("qd, fragment", [("0", "at least 1"), ("40000", "from 1 to 32768")])
+def test_queue_depth_out_of_range(gdsbench, pattern_file, qd, fragment):
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "io_uring", "--qd", qd), "--qd", fragment)
+
+
+def test_psync_with_queue_depth(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "psync", "--qd", "8"), "--qd 8", "psync", "--threads")
+
+
+def test_too_many_threads(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--threads", "5000"), "--threads 5000", "between 1 and")
+
+
+def test_buffers_larger_than_memory(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--engine", "io_uring", "--threads", "1000", "--qd", "1000", "--bs", "1G")
+    assert_one_line_error(res, "--threads x --qd x --bs", "memory available")
+
+
+def test_runtime_zero(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--runtime", "0"), "--runtime", "positive")
+
+
+def test_unknown_engine(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "libaio"), "--engine", "libaio")
+
+
+def test_bad_unit(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "4X"), "--bs '4X'", "unknown unit")
+
+
+def test_unknown_flag(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--iodepth", "4"), "--iodepth")
+
+
+def test_verify_without_pattern(gdsbench, tmp_path):
+    f = tmp_path / "plain.dat"
+    f.write_bytes(b"\0" * 65536)
+    assert_one_line_error(gdsbench("run", f, "--bs", "4K", "--verify"), "--verify", "gdsbench prepare")
+
+
+def test_not_a_regular_file(gdsbench):
+    assert_one_line_error(gdsbench("run", "/dev/null", "--bs", "4K"), "/dev/null", "not a regular file or block device")
+
+
+def test_unreadable_file(tmp_path):
+    """A file this user may not read. Root reads everything, so as root the
+    check runs in a forked child that has dropped to user nobody."""
+    f = tmp_path / "secret.dat"
+    f.write_bytes(b"\0" * 65536)
+    os.chmod(f, 0o600 if is_root() else 0o000)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: become nobody, run the CLI, report through the pipe
+        try:
+            if is_root():
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            sys.stderr = os.fdopen(write_end, "w")
+            code = cli.main(["run", str(f), "--bs", "4K", "--buffered"])
+            sys.stderr.flush()
+        finally:
+            os._exit(locals().get("code", 99))
+    os.close(write_end)
+    err = os.fdopen(read_end).read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 2, err
+    assert err.count("\n") == 1 and "permission denied" in err
+
+
+def test_real_process_exit_code_and_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gdsbench", "run", str(tmp_path / "missing")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gdsbench: error: PATH ") and proc.stderr.count("\n") == 1
+    assert proc.stdout == ""

@@ -1,0 +1,59 @@
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from gdsbench import _native
+from gdsbench.spec import JobSpec, job_options
+
+
+def test_spec_maps_one_to_one_onto_the_native_job():
+    native_fields = {name for name in dir(_native.Job()) if not name.startswith("_")}
+    spec_native = {name for name, opt in job_options().items() if opt.native}
+    assert spec_native == native_fields
+    assert set(job_options()) == {f.name for f in dataclasses.fields(JobSpec)}
+
+
+def test_every_option_is_a_flag(gdsbench):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        gdsbench("run", "--help")
+
+
+def test_run_prints_a_table(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--engine", "io_uring", "--qd", "4", "--bs", "64K", "--runtime", "200ms")
+    assert res.code == 0, res.err
+    for word in ("bandwidth", "IOPS", "p99.99", "CPU-s per GB", "cached at start"):
+        assert word in res.out
+
+
+def test_run_json(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--engine", "psync", "--bs", "1M", "--io-size", "4M", "--json")
+    assert res.code == 0
+    d = json.loads(res.out)
+    assert d["bytes"] == 4 << 20 and d["spec"]["bs"] == 1 << 20 and d["spec"]["runtime_ns"] is None
+
+
+def test_default_target_is_a_scratch_file(gdsbench, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("gdsbench.scratch.SCRATCH_SIZE", 8 << 20)
+    res = gdsbench("run", "--runtime", "100ms")
+    assert res.code == 0, res.err
+    assert os.path.exists("results/scratch/gdsbench-scratch.dat")
+    assert "results/scratch/gdsbench-scratch.dat" in res.out
+
+
+def test_ctrl_c_on_the_command_line(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "run", "--engine", "null", "--runtime", "60s", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # interpreter start-up and the run under way
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, err = proc.communicate(timeout=10)
+    assert time.monotonic() - sent < 1.0
+    assert proc.returncode == 130, err
+    assert json.loads(out)["interrupted"] is True

@@ -1,0 +1,138 @@
+"""Runs through the native engines: data read is the file's, counts add up,
+stop conditions hold, the page cache is handled as documented."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gdsbench import JobSpec, run
+from gdsbench._native import PATTERN_BLOCK
+
+MiB = 1024 * 1024
+ENGINES = ["psync", "io_uring"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("pattern", ["seq", "rand"])
+@pytest.mark.parametrize("direct", [True, False])
+def test_every_block_read_matches_the_file(pattern_file, engine, pattern, direct):
+    size = os.path.getsize(pattern_file)
+    qd = 1 if engine == "psync" else 8
+    spec = JobSpec(path=pattern_file, engine=engine, bs=64 * 1024, qd=qd, threads=2, pattern=pattern,
+                   direct=direct, verify=True, io_size=size)
+    r = run(spec)
+    # one full pass: every 4 KiB block of the file read once, each carrying its own offset and checksum
+    assert r.bytes == size and r.ops == size // (64 * 1024)
+    assert r.verified_blocks == size // PATTERN_BLOCK
+    assert r.verify_mismatches == 0
+    assert r.passes == 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_planted_corruption_is_found(own_pattern_file, engine):
+    bad_offset = 3 * 4096 * 17 + 100  # inside block 51
+    with open(own_pattern_file, "r+b") as f:
+        f.seek(bad_offset)
+        byte = f.read(1)
+        f.seek(bad_offset)
+        f.write(bytes([byte[0] ^ 0x01]))
+    spec = JobSpec(path=own_pattern_file, engine=engine, bs=128 * 1024, verify=True, io_size=4 * MiB, direct=False)
+    r = run(spec)
+    assert r.verify_mismatches == 1
+    assert r.first_mismatch_offset == bad_offset // 4096 * 4096
+
+
+def test_misplaced_block_is_found(own_pattern_file):
+    """A correct block at the wrong offset (a misdirected read or write) fails the check."""
+    with open(own_pattern_file, "r+b") as f:
+        block0 = f.read(4096)
+        f.seek(8 * 4096)
+        f.write(block0)
+    r = run(JobSpec(path=own_pattern_file, engine="psync", bs=4096, verify=True, io_size=4 * MiB))
+    assert r.verify_mismatches == 1 and r.first_mismatch_offset == 8 * 4096
+
+
+def test_counts_add_up(pattern_file):
+    r = run(JobSpec(path=pattern_file, engine="io_uring", bs=4096, qd=4, threads=3, pattern="rand", io_size=3 * MiB))
+    assert r.bytes == 3 * MiB and r.ops == 3 * MiB // 4096
+    assert r.latency.count == r.ops
+    assert sum(r.timeline_bytes) == r.bytes
+    assert sum(t["bytes"] for t in r.threads) == r.bytes
+    assert r.elapsed_ns > 0 and r.bandwidth == pytest.approx(r.bytes / (r.elapsed_ns / 1e9))
+    assert 0 < r.latency.min <= r.percentile(50) <= r.percentile(99) <= r.latency.max
+
+
+def test_runtime_stops_the_run_and_loops_over_the_region(pattern_file):
+    r = run(JobSpec(path=pattern_file, engine="null", bs=4096, runtime_ns=300_000_000))
+    assert 0.3 <= r.seconds < 0.5
+    assert r.passes > 1  # null is fast: it wraps around its slice many times
+    assert len(r.timeline_bytes) in (3, 4)  # 100 ms intervals
+
+
+def test_ramp_is_excluded(pattern_file):
+    r = run(JobSpec(path=pattern_file, engine="null", bs=4096, ramp_ns=200_000_000, io_size=4 * MiB))
+    assert r.bytes == 4 * MiB  # the byte budget counts only after the ramp
+    assert r.wall_ns >= 200_000_000
+    assert r.elapsed_ns < r.wall_ns - 150_000_000
+
+
+def test_cold_run_drops_the_page_cache(pattern_file):
+    with open(pattern_file, "rb") as f:  # pull the whole file into the cache
+        while f.read(MiB):
+            pass
+    r = run(JobSpec(path=pattern_file, engine="psync", bs=MiB, direct=True, io_size=MiB))
+    assert r.cached_fraction is not None and r.cached_fraction < 0.05
+
+
+def test_warm_run_keeps_the_page_cache(pattern_file):
+    with open(pattern_file, "rb") as f:
+        while f.read(MiB):
+            pass
+    r = run(JobSpec(path=pattern_file, engine="psync", bs=MiB, direct=False, warm=True, io_size=MiB))
+    assert r.cached_fraction > 0.95
+    assert not any("--warm" in w for w in r.warnings)
+
+
+def test_buffered_looping_run_warns_it_may_measure_ram(pattern_file):
+    r = run(JobSpec(path=pattern_file, engine="psync", bs=MiB, direct=False, runtime_ns=50_000_000))
+    assert any("fits in RAM" in w for w in r.warnings)
+
+
+def test_ctrl_c_stops_within_200ms_and_keeps_results():
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    sent = time.monotonic() + 0.3
+    r = run(JobSpec(engine="null", bs=4096, runtime_ns=30_000_000_000))
+    stopped = time.monotonic()
+    timer.join()
+    assert r.interrupted
+    assert r.ops > 0 and r.bytes > 0
+    assert stopped - sent < 0.2
+
+
+def test_ctrl_c_on_real_reads(pattern_file):
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    sent = time.monotonic() + 0.3
+    r = run(JobSpec(path=pattern_file, engine="io_uring", qd=16, bs=4096, pattern="rand", runtime_ns=30_000_000_000))
+    stopped = time.monotonic()
+    timer.join()
+    assert r.interrupted and r.ops > 0
+    assert stopped - sent < 0.2
+
+
+def test_result_json_round_trips(pattern_file):
+    import json
+
+    r = run(JobSpec(path=pattern_file, engine="psync", bs=MiB, io_size=4 * MiB))
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["bytes"] == 4 * MiB and d["spec"]["engine"] == "psync"
+    assert sum(d["latency_histogram"]["count"]) == d["ops"]
+    assert d["environment"]["target"]["kind"] == "file"
+    assert d["environment"]["host"]["kernel"]
+    for key in ("lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p99.9_ns", "lat_p99.99_ns", "lat_max_ns", "cpu_s_per_gb"):
+        assert key in d
