@@ -36,6 +36,11 @@ class Option:
     native: bool = True  # passed to the native Job
     sweep: bool = True  # may be a sweep dimension
 
+    @property
+    def key(self) -> str:
+        """The name users write in sweep files and APIs: the flag without dashes ("io_size", "runtime")."""
+        return self.flag.lstrip("-").replace("-", "_").lower()
+
     def parse(self, text: Any) -> Any:
         """Convert one value as written by a user (CLI, sweep file) to its base unit."""
         if text is None:
@@ -87,6 +92,9 @@ class JobSpec:
     )
     bs: int = option(MiB, "size", "--bs", "block size of each read")
     qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring; psync is always 1)")
+    submit_batch: int = option(
+        1, "int", "--submit-batch", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)"
+    )
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region")
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
     offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False)
@@ -112,6 +120,8 @@ class JobSpec:
             raise UsageError(f"--bs {self.bs}: a block must be between 1 byte and 1 GiB; try 4K or 1M")
         if self.qd < 1:
             raise UsageError(f"--qd {self.qd}: queue depth must be at least 1")
+        if not 1 <= self.submit_batch <= self.qd:
+            raise UsageError(f"--submit-batch {self.submit_batch}: must be between 1 and --qd ({self.qd})")
         if self.engine == "psync" and self.qd > 1:
             raise UsageError(
                 f"--qd {self.qd}: the psync engine is synchronous (queue depth 1); "
@@ -158,11 +168,17 @@ def job_options() -> dict[str, Option]:
     return {f.name: f.metadata["option"] for f in dataclasses.fields(JobSpec)}
 
 
+def options_by_key() -> dict[str, tuple[str, Option]]:
+    """User key ("runtime") -> (field name ("runtime_ns"), Option)."""
+    return {opt.key: (name, opt) for name, opt in job_options().items()}
+
+
 def spec_from_values(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
-    """Build a spec from user-written values (strings with units, or numbers)."""
-    opts = job_options()
-    unknown = set(values) - set(opts)
+    """Build a spec from user-written values keyed as users write them
+    ({"bs": "4K", "runtime": "10s"}): strings with units, or numbers in base units."""
+    by_key = options_by_key()
+    unknown = sorted(set(values) - set(by_key))
     if unknown:
-        raise UsageError(f"unknown option(s): {', '.join(sorted(unknown))}; known: {', '.join(opts)}")
-    parsed = {name: opts[name].parse(value) for name, value in values.items()}
+        raise UsageError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(by_key)}")
+    parsed = {by_key[k][0]: by_key[k][1].parse(v) for k, v in values.items()}
     return (base or JobSpec()).replace(**parsed)

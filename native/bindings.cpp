@@ -99,6 +99,7 @@ PYBIND11_MODULE(_native, m) {
   GDS_FIELD(engine);
   GDS_FIELD(bs);
   GDS_FIELD(qd);
+  GDS_FIELD(submit_batch);
   GDS_FIELD(threads);
   GDS_FIELD(pattern);
   GDS_FIELD(offset);

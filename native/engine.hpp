@@ -4,8 +4,9 @@
 //
 //   queue(r)      hand over one read; the engine may do it at once (psync) or
 //                 only remember it (io_uring)
-//   reap(min,..)  start whatever is queued and wait until at least `min`
-//                 reads have finished; return the finished ones
+//   submit()      start whatever is queued (a no-op where queue() already did)
+//   reap(min,..)  submit whatever is still queued, wait until at least `min`
+//                 reads have finished, and return the finished ones
 //
 // A finished request has result = bytes read, or -errno.
 #pragma once
@@ -29,6 +30,7 @@ class Engine {
  public:
   virtual ~Engine() = default;
   virtual void queue(IoRequest* r) = 0;
+  virtual void submit() {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
 

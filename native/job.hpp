@@ -15,6 +15,7 @@ struct Job {
   std::string engine = "psync";
   uint64_t bs = 4096;            // bytes per read
   uint32_t qd = 1;               // reads in flight per thread
+  uint32_t submit_batch = 1;     // reads queued before each submission (io_uring)
   uint32_t threads = 1;
   std::string pattern = "seq";   // "seq" or "rand"
   uint64_t offset = 0;           // region start, bytes

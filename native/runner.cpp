@@ -27,6 +27,8 @@ void check_job(const Job& job) {
   GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth,
              "--qd " + std::to_string(job.qd) + ": the " + engine.name +
                  " engine takes a queue depth from 1 to " + std::to_string(engine.max_depth));
+  GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd,
+             "--submit-batch must be between 1 and --qd");
   GDS_EXPECT(job.threads >= 1, "--threads must be at least 1");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
   GDS_EXPECT(job.size / job.bs >= job.threads,

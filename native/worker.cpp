@@ -19,8 +19,6 @@
 namespace gds {
 namespace {
 
-constexpr size_t kBufferAlign = 4096;  // satisfies O_DIRECT on 512 B and 4 KiB devices
-
 double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
 
 }  // namespace
@@ -31,7 +29,6 @@ Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
 Worker::~Worker() {
   engine_.reset();
   if (fd_ >= 0) ::close(fd_);
-  std::free(buffers_);
 }
 
 void Worker::setup() {
@@ -42,13 +39,7 @@ void Worker::setup() {
     if (fd_ < 0)
       throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
   }
-  size_t bytes = size_t(job_.bs) * job_.qd;
-  void* p = nullptr;
-  if (posix_memalign(&p, kBufferAlign, bytes) != 0)
-    throw InputError("cannot allocate " + std::to_string(bytes) +
-                     " bytes of buffers (--bs x --qd); lower --bs or --qd");
-  buffers_ = static_cast<char*>(p);
-  std::memset(buffers_, 0, bytes);  // fault the pages in now, not inside the measured loop
+  buffers_ = std::make_unique<HostBuffers>(size_t(job_.bs) * job_.qd);
   engine_ = engine.make(fd_, job_.qd);
 }
 
@@ -105,7 +96,7 @@ void Worker::loop() {
   std::vector<IoRequest> requests(depth);
   std::vector<IoRequest*> idle(depth), done(depth);
   for (unsigned i = 0; i < depth; ++i) {
-    requests[i].buf = buffers_ + size_t(i) * job_.bs;
+    requests[i].buf = buffers_->data() + size_t(i) * job_.bs;
     requests[i].length = uint32_t(job_.bs);
     idle[i] = &requests[i];
   }
@@ -117,30 +108,41 @@ void Worker::loop() {
   rusage cpu0{};
   uint64_t tick_end = measure_start + interval;
   size_t tick = 0;
-  uint64_t now = now_ns();
+  unsigned unsubmitted = 0;
+  uint64_t now = 0;
   for (;;) {
-    if (!measuring && now >= measure_start) {
-      measuring = true;
-      getrusage(RUSAGE_THREAD, &cpu0);
-    }
-    if (submitting && (control_.stop.load(std::memory_order_relaxed) || now >= deadline ||
-                       issued >= plan_.block_budget))
-      submitting = false;
+    // Refill the queue. Each read is stamped just before it is queued, so its
+    // latency runs from issue to the completion being seen (fio's "lat").
     while (submitting && n_idle) {
+      now = now_ns();
+      if (!measuring && now >= measure_start) {
+        measuring = true;
+        getrusage(RUSAGE_THREAD, &cpu0);
+      }
+      if (control_.stop.load(std::memory_order_relaxed) || now >= deadline ||
+          issued >= plan_.block_budget) {
+        submitting = false;
+        break;
+      }
       IoRequest* r = idle[--n_idle];
       r->offset = offsets.next();
       r->submit_ns = now;
       r->measured = measuring;
       engine_->queue(r);
       ++inflight;
+      if (++unsubmitted >= job_.submit_batch) {
+        engine_->submit();
+        unsubmitted = 0;
+      }
       if (measuring) {
         if (issued == 0) result_.first_submit_ns = now - measure_start;
-        if (++issued >= plan_.block_budget) submitting = false;
+        ++issued;
       }
     }
     if (inflight == 0) break;
 
-    unsigned n = engine_->reap(1, done.data(), depth);
+    unsigned n = engine_->reap(1, done.data(), depth);  // also submits any still queued
+    unsubmitted = 0;
     now = now_ns();
     for (unsigned i = 0; i < n; ++i) {
       IoRequest* r = done[i];

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 
+#include "buffers.hpp"
 #include "engine.hpp"
 #include "job.hpp"
 
@@ -51,7 +52,7 @@ class Worker {
   const WorkerPlan plan_;
   RunControl& control_;
   int fd_ = -1;
-  char* buffers_ = nullptr;
+  std::unique_ptr<HostBuffers> buffers_;
   std::unique_ptr<Engine> engine_;
   ThreadResult result_;
   std::exception_ptr error_;

@@ -57,3 +57,17 @@ def test_ctrl_c_on_the_command_line(tmp_path):
     assert time.monotonic() - sent < 1.0
     assert proc.returncode == 130, err
     assert json.loads(out)["interrupted"] is True
+
+
+def test_readme_documents_every_flag():
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    for name, opt in job_options().items():
+        if name != "path":
+            assert f"`{opt.flag}`" in readme or f"`{opt.flag} /" in readme, opt.flag
+            if opt.negative:
+                assert opt.negative in readme
+
+
+def test_submit_batch_is_checked(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--engine", "io_uring", "--qd", "4", "--submit-batch", "8")
+    assert res.code == 2 and "--submit-batch 8" in res.err

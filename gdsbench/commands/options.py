@@ -36,5 +36,5 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] 
 
 
 def job_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The job options the user gave, as written."""
-    return {name: getattr(args, name) for name in job_options() if getattr(args, name, None) is not None}
+    """The job options the user gave, as written, by user key."""
+    return {opt.key: getattr(args, name) for name, opt in job_options().items() if getattr(args, name, None) is not None}

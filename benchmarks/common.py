@@ -1,0 +1,38 @@
+"""Shared by the benchmark scripts: where tables go, and how they are written."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "benchmarks")
+
+
+def median(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict) -> tuple[str, str]:
+    """Write <name>.md (a table a person reads) and <name>.json (every measured value)."""
+    os.makedirs(RESULTS, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    header = [f"# {title}", "", f"Measured {stamp} on {platform.node()} ({platform.release()}, "
+              f"{os.cpu_count()} CPUs). Command: `{command}`", ""]
+    md_path = os.path.join(RESULTS, f"{name}.md")
+    with open(md_path, "w") as f:
+        f.write("\n".join(header + [table, ""] + [f"- {n}" for n in notes]) + "\n")
+    json_path = os.path.join(RESULTS, f"{name}.json")
+    with open(json_path, "w") as f:
+        json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1)
+    return md_path, json_path
