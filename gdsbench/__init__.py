@@ -13,4 +13,14 @@ from .result import Result  # noqa: E402
 from .runner import run  # noqa: E402
 from .spec import JobSpec  # noqa: E402
 
-__all__ = ["GdsbenchError", "IoFailure", "JobSpec", "Result", "UsageError", "VerifyFailure", "prepare", "run"]
+
+def __getattr__(name: str):
+    # load() brings in pandas; import it on first use so `gdsbench run` starts fast.
+    if name == "load":
+        from .store import load
+
+        return load
+    raise AttributeError(f"module 'gdsbench' has no attribute {name!r}")
+
+
+__all__ = ["GdsbenchError", "IoFailure", "JobSpec", "Result", "UsageError", "VerifyFailure", "load", "prepare", "run"]

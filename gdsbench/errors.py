@@ -17,6 +17,11 @@ class UsageError(GdsbenchError):
     exit_code = 2
 
 
+class IncompatibleOptions(UsageError):
+    """Options that make no sense together (psync with QD>1). A sweep skips such
+    points with a note instead of failing."""
+
+
 class IoFailure(GdsbenchError):
     """The storage failed during a run (read error, short read)."""
 

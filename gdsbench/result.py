@@ -103,12 +103,10 @@ class Result:
         """Latency percentile in ns, from the merged histogram (error under 1%)."""
         return self.latency.percentile(p)
 
-    def to_dict(self) -> dict:
-        """A JSON-ready record: summary figures with units in their names, the
-        spec, timeline, per-thread breakdown, histogram and environment."""
+    def summary(self) -> dict[str, Any]:
+        """The figures of this run, flat, units in their names (results columns)."""
         lat = self.latency
-        out: dict[str, Any] = {
-            "spec": dataclasses.asdict(self.spec),
+        return {
             "interrupted": self.interrupted,
             "bytes": self.bytes,
             "ops": self.ops,
@@ -133,13 +131,20 @@ class Result:
             "first_mismatch_offset": self.first_mismatch_offset,
             "start_skew_ns": self.start_skew_ns,
             "wall_ns": self.wall_ns,
+        }
+
+    def to_dict(self) -> dict:
+        """A JSON-ready record: the summary figures, the spec, timeline,
+        per-thread breakdown, histogram and environment."""
+        return {
+            "spec": dataclasses.asdict(self.spec),
+            **self.summary(),
             "timeline": {"interval_ns": self.spec.interval_ns, "bytes": self.timeline_bytes},
             "threads": self.threads,
-            "latency_histogram": histogram_to_dict(lat),
+            "latency_histogram": histogram_to_dict(self.latency),
             "warnings": self.warnings,
             "environment": self.environment,
         }
-        return out
 
 
 def histogram_to_dict(h: _native.LatencyHistogram) -> dict:

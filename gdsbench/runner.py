@@ -3,6 +3,8 @@ cache as asked, hand it to the native core, and build the Result."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import _native, pagecache
 from .environment import host_environment, meminfo
 from .errors import UsageError
@@ -111,9 +113,17 @@ def to_native(spec: JobSpec) -> _native.Job:
     return job
 
 
-def run(spec: JobSpec, *, record_environment: bool = True) -> Result:
-    """Measure one job. Ctrl-C ends it within a fraction of a second and
-    returns what was measured so far, with interrupted=True."""
+@dataclass(frozen=True)
+class Plan:
+    """A job checked against its target and resolved, ready to run."""
+
+    spec: JobSpec  # engine, region and runtime resolved
+    target: Target | None  # None for engines that read nothing
+
+
+def plan(spec: JobSpec) -> Plan:
+    """Check everything that can be checked without reading: options, target,
+    O_DIRECT, memory. Raises UsageError; a sweep calls this for every point first."""
     spec.validate()
     engine = resolve_engine(spec)
     check_queue_depth(spec, engine)
@@ -134,27 +144,39 @@ def run(spec: JobSpec, *, record_environment: bool = True) -> Result:
         if spec.verify:
             raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
         size = spec.size or NULL_REGION
-    resolved = spec.replace(engine=engine, size=size, runtime_ns=runtime)
+    return Plan(spec.replace(engine=engine, size=size, runtime_ns=runtime), target)
 
+
+def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result:
+    """Set the page cache as asked, run, and build the Result."""
+    spec, target = p.spec, p.target
     warnings: list[str] = []
     cached_before = None
     if target is not None:
         if not spec.warm:
-            pagecache.evict(target.path, spec.offset, size)
-        cached_before = pagecache.cached_fraction(target.path, spec.offset, size)
-        warnings += cache_warnings(resolved, cached_before)
+            pagecache.evict(target.path, spec.offset, spec.size)
+        cached_before = pagecache.cached_fraction(target.path, spec.offset, spec.size)
+        warnings += cache_warnings(spec, cached_before)
 
-    raw = _native.run(to_native(resolved))
+    raw = _native.run(to_native(spec), progress)
 
-    cached_after = pagecache.cached_fraction(target.path, spec.offset, size) if target else None
+    cached_after = pagecache.cached_fraction(target.path, spec.offset, spec.size) if target else None
     environment = {}
     if record_environment:
         environment = {"host": host_environment(), "target": describe(target) if target else None}
     return Result.from_native(
-        resolved,
+        spec,
         raw,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
         warnings=warnings,
         environment=environment,
     )
+
+
+def run(spec: JobSpec, *, record_environment: bool = True, progress=None) -> Result:
+    """Measure one job. Ctrl-C ends it within a fraction of a second and
+    returns what was measured so far, with interrupted=True.
+
+    progress(bytes, elapsed_ns), if given, is called a few times a second."""
+    return execute(plan(spec), record_environment=record_environment, progress=progress)

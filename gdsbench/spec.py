@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import units
-from .errors import UsageError
+from .errors import IncompatibleOptions, UsageError
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECOND = 1_000_000_000
@@ -120,10 +120,12 @@ class JobSpec:
             raise UsageError(f"--bs {self.bs}: a block must be between 1 byte and 1 GiB; try 4K or 1M")
         if self.qd < 1:
             raise UsageError(f"--qd {self.qd}: queue depth must be at least 1")
-        if not 1 <= self.submit_batch <= self.qd:
-            raise UsageError(f"--submit-batch {self.submit_batch}: must be between 1 and --qd ({self.qd})")
+        if self.submit_batch < 1:
+            raise UsageError(f"--submit-batch {self.submit_batch}: must be at least 1")
+        if self.submit_batch > self.qd:
+            raise IncompatibleOptions(f"--submit-batch {self.submit_batch}: must be between 1 and --qd ({self.qd})")
         if self.engine == "psync" and self.qd > 1:
-            raise UsageError(
+            raise IncompatibleOptions(
                 f"--qd {self.qd}: the psync engine is synchronous (queue depth 1); "
                 "use --engine io_uring for deeper queues, or more --threads"
             )
@@ -138,14 +140,14 @@ class JobSpec:
         if self.interval_ns < 1_000_000:
             raise UsageError("--interval must be at least 1ms")
         if self.io_size and self.io_size < self.bs * self.threads:
-            raise UsageError(
+            raise IncompatibleOptions(
                 f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
                 f"({units.format_size(self.bs * self.threads)}); raise it or lower --bs/--threads"
             )
         if self.warm and self.direct:
-            raise UsageError("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
+            raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
         if self.verify and (self.bs % 4096 or self.offset % 4096):
-            raise UsageError("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
+            raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
         return self
 
     def replace(self, **changes: Any) -> JobSpec:
@@ -161,6 +163,31 @@ class JobSpec:
         if self.warm:
             parts.append("warm cache")
         return " ".join(parts)
+
+
+def column_name(name: str, opt: Option) -> str:
+    """Results column for a spec field, its unit in the name: bs -> bs_bytes, runtime_ns stays."""
+    return f"{name}_bytes" if opt.kind == "size" and not name.endswith("_bytes") else name
+
+
+def spec_columns(spec: JobSpec) -> dict[str, Any]:
+    """The spec as results columns (base units, unit-suffixed names)."""
+    return {column_name(name, opt): getattr(spec, name) for name, opt in job_options().items()}
+
+
+def spec_from_columns(row: dict[str, Any]) -> JobSpec:
+    """Inverse of spec_columns, for specs read back from results."""
+    values = {}
+    for name, opt in job_options().items():
+        value = row[column_name(name, opt)]
+        if value != value:  # NaN: pandas' way of writing None in a numeric column
+            value = None
+        if value is not None and opt.kind in ("size", "duration", "int"):
+            value = int(value)
+        elif opt.kind == "bool":
+            value = bool(value)
+        values[name] = value
+    return JobSpec(**values)
 
 
 def job_options() -> dict[str, Option]:
@@ -180,5 +207,10 @@ def spec_from_values(values: dict[str, Any], base: JobSpec | None = None) -> Job
     unknown = sorted(set(values) - set(by_key))
     if unknown:
         raise UsageError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(by_key)}")
-    parsed = {by_key[k][0]: by_key[k][1].parse(v) for k, v in values.items()}
-    return (base or JobSpec()).replace(**parsed)
+    return with_parsed({k: by_key[k][1].parse(v) for k, v in values.items()}, base)
+
+
+def with_parsed(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
+    """A spec from values already in base units, keyed as users write them."""
+    by_key = options_by_key()
+    return (base or JobSpec()).replace(**{by_key[k][0]: v for k, v in values.items()})

@@ -52,10 +52,10 @@ def parse_size(text: str | int, name: str = "size") -> int:
     return int(n)
 
 
-def parse_duration(text: str | int, name: str = "duration") -> int:
-    """'500ms' -> 500_000_000 ns; a bare number is seconds."""
-    if isinstance(text, int):
-        return text
+def parse_duration(text: str | int | float, name: str = "duration") -> int:
+    """'500ms' -> 500_000_000 ns; a bare number, written or numeric, is seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        text = repr(text)
     value, unit = _split(text, name, "duration", "500ms, 10s or 2m")
     if unit not in _DURATION_FACTORS:
         raise UsageError(f"{name} {text!r}: unknown unit {unit!r}; use ns, us, ms, s, m or h")

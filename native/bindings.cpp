@@ -44,17 +44,33 @@ py::dict thread_dict(const gds::ThreadResult& t) {
   return d;
 }
 
-py::dict run(const gds::Job& job) {
+constexpr uint64_t kProgressPeriodNs = 200000000;  // progress callbacks at most 5 times a second
+
+py::dict run(const gds::Job& job, const py::object& progress) {
   gds::JobResult r;
+  std::unique_ptr<py::error_already_set> callback_error;
+  uint64_t last_progress = 0;
   {
     py::gil_scoped_release release;
-    r = gds::run_job(job, [] {
+    r = gds::run_job(job, [&](uint64_t bytes, uint64_t elapsed_ns) {
       py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() == 0) return false;
-      PyErr_Clear();  // the interrupt is reported as result["interrupted"]
-      return true;
+      if (PyErr_CheckSignals() != 0) {
+        PyErr_Clear();  // the interrupt is reported as result["interrupted"]
+        return true;
+      }
+      if (!progress.is_none() && elapsed_ns >= last_progress + kProgressPeriodNs) {
+        last_progress = elapsed_ns;
+        try {
+          progress(bytes, elapsed_ns);
+        } catch (py::error_already_set& e) {
+          callback_error = std::make_unique<py::error_already_set>(std::move(e));
+          return true;
+        }
+      }
+      return false;
     });
   }
+  if (callback_error) throw std::move(*callback_error);
   py::dict d;
   py::list threads;
   for (const auto& t : r.threads) threads.append(thread_dict(t));
@@ -134,6 +150,11 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("m2", &LatencyHistogram::m2)
       .def_property_readonly("counts",
                              [](const LatencyHistogram& h) { return to_array(h.counts().data(), h.counts().size()); })
+      .def_static("from_state", [](py::array_t<uint64_t, py::array::c_style | py::array::forcecast> counts, uint64_t min,
+                                   uint64_t max, double mean, double m2) {
+            return LatencyHistogram::from_state(counts.data(), size_t(counts.size()), min, max, mean, m2);
+          }, py::arg("counts"), py::arg("min"), py::arg("max"), py::arg("mean"), py::arg("m2"),
+          "Rebuild a histogram from its dense counts and summary statistics (results files).")
       .def(py::pickle(
           [](const LatencyHistogram& h) {
             return py::make_tuple(to_array(h.counts().data(), h.counts().size()), h.min(), h.max(),
@@ -145,8 +166,9 @@ PYBIND11_MODULE(_native, m) {
                                                 t[2].cast<uint64_t>(), t[3].cast<double>(), t[4].cast<double>());
           }));
 
-  m.def("run", &run, py::arg("job"),
-        "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.");
+  m.def("run", &run, py::arg("job"), py::arg("progress") = py::none(),
+        "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.\n"
+        "progress(bytes, elapsed_ns), if given, is called a few times a second during the measured window.");
 
   m.def("engines", [] {
     py::list out;

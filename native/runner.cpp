@@ -56,7 +56,7 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
 
 }  // namespace
 
-JobResult run_job(const Job& job, const std::function<bool()>& should_cancel) {
+JobResult run_job(const Job& job, const PollFn& poll) {
   check_job(job);
   RunControl control;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -85,7 +85,10 @@ JobResult run_job(const Job& job, const std::function<bool()>& should_cancel) {
       cv.wait_for(lock, kPollPeriod);
       if (done()) break;
       lock.unlock();
-      if (!result.interrupted && should_cancel()) {
+      uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
+      for (auto& w : workers) bytes += w->progress_bytes();
+      uint64_t measured_since = start ? start + job.ramp_ns : now;
+      if (!result.interrupted && poll(bytes, now > measured_since ? now - measured_since : 0)) {
         result.interrupted = true;
         control.stop = true;
       }

@@ -8,8 +8,10 @@
 
 namespace gds {
 
-// should_cancel is called every few milliseconds from the calling thread;
+// poll(bytes measured so far, ns since the measured window opened; 0 during
+// the ramp) is called every few milliseconds from the calling thread;
 // returning true stops the run promptly and marks the result interrupted.
-JobResult run_job(const Job& job, const std::function<bool()>& should_cancel);
+using PollFn = std::function<bool(uint64_t bytes, uint64_t elapsed_ns)>;
+JobResult run_job(const Job& job, const PollFn& poll);
 
 }  // namespace gds

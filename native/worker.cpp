@@ -159,6 +159,7 @@ void Worker::loop() {
       if (!r->measured) continue;
       result_.latency.add(now - r->submit_ns);
       result_.bytes += r->length;
+      progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
       ++result_.ops;
       result_.last_complete_ns = now - measure_start;
       while (now >= tick_end) {

@@ -42,6 +42,8 @@ class Worker {
   const ThreadResult& result() const { return result_; }
   std::exception_ptr error() const { return error_; }
   uint64_t started_ns() const { return started_ns_; }
+  // Bytes measured so far; safe to read from another thread while running.
+  uint64_t progress_bytes() const { return progress_bytes_.load(std::memory_order_relaxed); }
 
  private:
   void setup();
@@ -57,6 +59,7 @@ class Worker {
   ThreadResult result_;
   std::exception_ptr error_;
   uint64_t started_ns_ = 0;
+  std::atomic<uint64_t> progress_bytes_{0};  // written only by this worker: no contention
 };
 
 }  // namespace gds

@@ -50,7 +50,7 @@ def test_default_target_is_a_scratch_file(gdsbench, tmp_path, monkeypatch):
 def test_ctrl_c_on_the_command_line(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "run", "--engine", "null", "--runtime", "60s", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # interpreter start-up and the run under way
+    time.sleep(2.5)  # interpreter start-up (about 0.4 s here) and the run under way
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     out, err = proc.communicate(timeout=10)

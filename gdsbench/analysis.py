@@ -1,0 +1,96 @@
+"""Turning a run's rows (one per point and repeat, see store.load) into what
+people read: per-point medians with their spread, the knee of the
+throughput-latency curve, the best points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import _native
+from .spec import column_name, job_options
+
+SPREAD_LIMIT = 0.05  # MLPerf Storage's rule: repeats more than 5% apart are flagged
+MEDIAN_COLUMNS = [
+    "bandwidth_bytes_per_s", "iops", "lat_min_ns", "lat_mean_ns", "lat_p50_ns", "lat_p90_ns", "lat_p99_ns",
+    "lat_p99.9_ns", "lat_p99.99_ns", "lat_max_ns", "cpu_s_per_gb", "cpu_user_s", "cpu_sys_s", "cached_fraction",
+]
+
+
+def dimension_columns() -> list[str]:
+    """Columns that can be sweep dimensions, in option-table order."""
+    return [column_name(name, opt) for name, opt in job_options().items() if opt.sweep]
+
+
+def varying(df: pd.DataFrame) -> list[str]:
+    """Dimension columns that take more than one value in df."""
+    return [c for c in dimension_columns() if c in df.columns and df[c].nunique(dropna=False) > 1]
+
+
+def merged_histogram(rows: pd.DataFrame) -> _native.LatencyHistogram:
+    """The exact union of the rows' latency histograms (adding bucket counts)."""
+    merged = _native.LatencyHistogram()
+    for row in rows.itertuples(index=False):
+        counts = np.zeros(_native.LatencyHistogram.BUCKETS, dtype=np.uint64)
+        counts[np.asarray(row.hist_index, dtype=np.int64)] = np.asarray(row.hist_count, dtype=np.uint64)
+        merged.merge(_native.LatencyHistogram.from_state(
+            counts, int(row.lat_min_ns), int(row.lat_max_ns), float(row.lat_mean_ns), float(row.hist_m2)))
+    return merged
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per point: its dimensions, the median of each figure over its
+    repeats, the spread of bandwidth ((max - min) / median) and whether that
+    exceeds 5% (flagged)."""
+    dims = dimension_columns()
+    rows = []
+    for point, group in df.groupby("point", sort=True):
+        first = group.iloc[0]
+        bw = group["bandwidth_bytes_per_s"]
+        median_bw = float(bw.median())
+        spread = float((bw.max() - bw.min()) / median_bw) if median_bw else 0.0
+        out: dict[str, Any] = {"point": point, "repeats": len(group)}
+        out.update({c: first[c] for c in dims if c in group.columns})
+        out.update({c: float(group[c].median()) for c in MEDIAN_COLUMNS if c in group.columns and group[c].notna().any()})
+        out["spread"] = spread
+        out["flagged"] = spread > SPREAD_LIMIT
+        out["warnings"] = "; ".join(sorted({w for w in group.get("warnings", []) if w}))
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+def describe_point(row: pd.Series | dict, columns: list[str]) -> str:
+    """'bs=4 KiB qd=32' from a summary row, naming only the given columns."""
+    opts = {column_name(n, o): o for n, o in job_options().items()}
+    return " ".join(f"{opts[c].key}={opts[c].format(row[c])}" for c in columns) or "the only point"
+
+
+def knee(curve: pd.DataFrame, throughput: str, latency: str = "lat_p50_ns") -> int | None:
+    """Position (in curve order) of the knee of a throughput-latency curve:
+    the last point before latency starts growing faster than throughput, i.e.
+    before the first step whose relative latency rise exceeds its relative
+    throughput gain. None when latency never outgrows throughput. The median
+    latency is used: tails are too noisy to place a knee on."""
+    t, lat = curve[throughput].to_numpy(float), curve[latency].to_numpy(float)
+    for i in range(1, len(curve)):
+        if t[i - 1] <= 0 or lat[i - 1] <= 0:
+            continue
+        gain = t[i] / t[i - 1] - 1
+        rise = lat[i] / lat[i - 1] - 1
+        if rise > max(gain, 0):
+            return i - 1
+    return None
+
+
+def series(summary: pd.DataFrame, along: str) -> list[tuple[str, pd.DataFrame]]:
+    """Split a summary into curves along one dimension (sorted by it): one per
+    combination of the other varying dimensions, each with a label."""
+    others = [c for c in varying(summary) if c != along]
+    if not others:
+        return [("", summary.sort_values(along))]
+    out = []
+    for _, group in summary.groupby(others, sort=True, dropna=False):
+        out.append((describe_point(group.iloc[0], others), group.sort_values(along)))
+    return out

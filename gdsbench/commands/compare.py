@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+class CompareCommand:
+    name = "compare"
+    help = "compare runs of the same grid on different tiers: ratios, a headline, overlaid charts"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("runs", metavar="RUN", nargs="+", help="runs (directories or run ids); ratios are against the first")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        parser.add_argument("--out", metavar="DIR", help="where to write the page (default: <results>/compare-<runs>)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .. import compare
+        from ..store import resolve_run
+
+        dirs = [resolve_run(r, args.results) for r in args.runs]
+        c = compare.compare(dirs)
+        out = args.out or os.path.join(args.results, "compare-" + "-vs-".join(r.label for r in c.runs))
+        path = compare.write(c, out)
+        for line in c.headlines:
+            print(line)
+        for d in c.differences:
+            print(f"gdsbench: warning: runs differ: {d}", file=sys.stderr)
+        header, rows = compare.text_table(c)
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+        for row in [header] + rows:
+            print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip())
+        print(f"page: {path}")
+        return 0

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import argparse
+
+
+class ReportCommand:
+    name = "report"
+    help = "write PNG charts and a self-contained HTML page for a run"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run", metavar="RUN", help="run directory, or run id under --results")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
+        parser.add_argument("--point", type=int, default=None, metavar="N",
+                            help="point whose throughput timeline to draw (default: the best bandwidth point)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .. import report
+        from ..store import resolve_run
+
+        built = report.build(resolve_run(args.run, args.results), args.out, args.point)
+        for what, value in built.summary:
+            print(f"{what}: {value}")
+        print(f"report: {built.html_path}")
+        return 0

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import EXIT_INTERRUPTED, UsageError
+from ..scratch import SCRATCH_PATH, ensure_scratch
+from .options import add_job_arguments, sweep_values
+
+
+class SweepCommand:
+    name = "sweep"
+    help = "measure a grid of jobs (block sizes, queue depths, threads, ...), saved point by point, then report"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", metavar="PATH", nargs="?", default=None,
+                            help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH})")
+        parser.add_argument("--file", metavar="SWEEP.toml", help="read the grid and options from a TOML sweep file")
+        parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                            help="measure each point N times; the median is reported, repeats >5%% apart flagged")
+        parser.add_argument("--name", default=None, help="name of the run (its directory is <results>/<date>-<name>)")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        parser.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run without repeating its saved points")
+        parser.add_argument("--no-report", action="store_true", help="do not write the HTML report at the end")
+        add_job_arguments(parser, lists=True)
+
+    def _spec(self, args: argparse.Namespace):
+        from .. import sweep
+
+        grid, fixed = sweep_values(args)
+        spec = sweep.load_sweep_file(args.file) if args.file else sweep.SweepSpec(grid={}, fixed={})
+        for key in grid:
+            spec.fixed.pop(key, None)
+        for key in fixed:
+            spec.grid.pop(key, None)
+        grid = {**spec.grid, **grid}
+        fixed = {**spec.fixed, **fixed}
+        if args.path:
+            fixed["path"] = args.path
+        if "path" not in fixed and set(grid.get("engine", [fixed.get("engine", "auto")])) != {"null"}:
+            ensure_scratch()
+            fixed["path"] = SCRATCH_PATH
+        repeat = args.repeat if args.repeat is not None else spec.repeat
+        return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name)
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .. import report, sweep
+        from ..store import resolve_run
+
+        if args.resume:
+            store, grid, plans = sweep.resume(resolve_run(args.resume, args.results))
+        else:
+            if args.repeat is not None and args.repeat < 1:
+                raise UsageError(f"--repeat {args.repeat}: must be at least 1")
+            store, grid, plans = sweep.start(self._spec(args), args.results)
+        for s in grid.skipped:
+            values = " ".join(f"{k}={v}" for k, v in s["values"].items())
+            print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)
+        outcome = sweep.run(store, grid, plans)
+        print(f"{outcome.points_done} of {outcome.points_total} measurements saved in {store.path}")
+        if outcome.interrupted:
+            print(f"gdsbench: interrupted; finish with: gdsbench sweep --resume {store.run_id} --results {args.results}",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if not args.no_report:
+            built = report.build(store.path)
+            for what, value in built.summary[2:4]:
+                print(f"{what}: {value}")
+            print(f"report: {built.html_path}")
+        return 0

@@ -1,0 +1,124 @@
+"""`gdsbench report`: PNG charts and one self-contained HTML page for a run."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from . import analysis, charts, html
+from .errors import UsageError
+from .store import load
+from .units import format_count, format_duration, format_rate
+
+
+@dataclass
+class Report:
+    html_path: str
+    charts: dict[str, str]  # name -> PNG path
+    summary: list[tuple[str, str]] = field(default_factory=list)  # (what, value), also printed
+
+
+def _knees(curves, column: str) -> dict[str, int | None]:
+    return {label: analysis.knee(df, column) if len(df) > 1 else None for label, df in curves}
+
+
+def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: str) -> list[tuple[str, str]]:
+    info = df.attrs["run"]
+    dims = analysis.varying(summary)
+    best_bw = summary.loc[summary["bandwidth_bytes_per_s"].idxmax()]
+    best_iops = summary.loc[summary["iops"].idxmax()]
+    lines = [
+        ("run", f"{info['run_id']} ({info['status']}), gdsbench {info['gdsbench']} on {info['host']}"),
+        ("points", f"{len(summary)} of {len(info['points'])} measured, {int(summary['repeats'].max())} repeat(s) each"
+                   + (f"; {len(info['skipped'])} skipped as nonsensical" if info["skipped"] else "")),
+        ("best bandwidth", f"{format_rate(best_bw['bandwidth_bytes_per_s'])} at {analysis.describe_point(best_bw, dims)}"),
+        ("best IOPS", f"{format_count(best_iops['iops'])} at {analysis.describe_point(best_iops, dims)}"),
+    ]
+    for label, df_curve in qd_curves:
+        k = knees.get(label)
+        if k is None:
+            text = "latency never grows faster than throughput" if len(df_curve) > 1 else "queue depth not swept"
+        else:
+            row = df_curve.iloc[k]
+            value = format_count(row["iops"]) + " IOPS" if column == "iops" else format_rate(row["bandwidth_bytes_per_s"])
+            text = (f"QD{int(row['qd'])}: {value}, p50 {format_duration(row['lat_p50_ns'])}, "
+                    f"p99 {format_duration(row['lat_p99_ns'])}; deeper queues add more latency than throughput")
+        lines.append((f"knee {label}".strip(), text))
+    cached = df["cached_fraction"].dropna()
+    lines.append(("page cache", f"{cached.min():.1%} to {cached.max():.1%} of the region cached at the start of a point"
+                  if len(cached) else "not applicable (null engine)"))
+    flagged = summary[summary["flagged"]]
+    lines.append(("flagged (repeats > 5% apart)", ", ".join(
+        f"{analysis.describe_point(r, dims)} ({r['spread']:.0%})" for _, r in flagged.iterrows()) or "none"))
+    warnings = sorted({w for w in summary["warnings"] if w})
+    if warnings:
+        lines.append(("warnings", " | ".join(warnings)))
+    return lines
+
+
+def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None = None) -> Report:
+    df = load(run_dir)
+    if df.empty:
+        raise UsageError(f"run {run_dir}: no completed points yet; finish it with `gdsbench sweep --resume`")
+    info = df.attrs["run"]
+    out_dir = out_dir or os.path.join(run_dir, "report")
+    os.makedirs(out_dir, exist_ok=True)
+    summary = analysis.summarize(df)
+    name = info["name"]
+    png = {}
+
+    bs_curves = analysis.series(summary, "bs_bytes")
+    png["bandwidth_vs_block_size"] = charts.bandwidth_vs_block_size(
+        bs_curves, os.path.join(out_dir, "bandwidth_vs_block_size.png"), f"{name}: bandwidth by block size")
+    qd_curves = analysis.series(summary, "qd")
+    column = charts.throughput_column(qd_curves)[0]
+    knees = _knees(qd_curves, column)
+    png["throughput_latency"] = charts.throughput_latency(
+        qd_curves, os.path.join(out_dir, "throughput_latency.png"),
+        f"{name}: throughput against latency as queue depth grows", knees)
+    png["latency_vs_queue_depth"] = charts.latency_vs_queue_depth(
+        qd_curves, os.path.join(out_dir, "latency_vs_queue_depth.png"), f"{name}: latency percentiles by queue depth")
+    others = [c for c in analysis.varying(summary) if c not in ("bs_bytes", "qd")]
+    png["heatmap"] = charts.heatmap(summary, os.path.join(out_dir, "heatmap.png"),
+                                    f"{name}: bandwidth by block size and queue depth"
+                                    + (" (best over " + ", ".join(others) + ")" if others else ""))
+    if timeline_point is None:
+        timeline_point = int(summary.loc[summary["bandwidth_bytes_per_s"].idxmax(), "point"])
+    rows = df[df["point"] == timeline_point]
+    if rows.empty:
+        raise UsageError(f"--point {timeline_point}: no such point in {run_dir} (points 0-{int(summary['point'].max())})")
+    label = analysis.describe_point(summary[summary["point"] == timeline_point].iloc[0], analysis.varying(summary))
+    png["timeline"] = charts.timeline(rows, os.path.join(out_dir, "timeline.png"), f"{name}: timeline of {label}")
+
+    lines = _summary(df, summary, knees, qd_curves, column)
+    dims = analysis.varying(summary)
+    table_rows = [
+        [analysis.describe_point(r, dims), format_rate(r["bandwidth_bytes_per_s"]), format_count(r["iops"]),
+         format_duration(r["lat_p50_ns"]), format_duration(r["lat_p99_ns"]), format_duration(r["lat_p99.9_ns"]),
+         f"{r['cpu_s_per_gb']:.3f}" if pd.notna(r.get("cpu_s_per_gb")) else "-", int(r["repeats"]),
+         f"{r['spread']:.1%}" + (" FLAGGED" if r["flagged"] else "")]
+        for _, r in summary.iterrows()
+    ]
+    sections = [
+        ("Summary", html.table(["", ""], lines)),
+        ("Bandwidth by block size", html.image(png["bandwidth_vs_block_size"], "bandwidth by block size")),
+        ("Throughput against latency", html.image(png["throughput_latency"], "throughput-latency curve")),
+        ("Latency by queue depth", html.image(png["latency_vs_queue_depth"], "latency percentiles by queue depth")),
+        ("Bandwidth heatmap", html.image(png["heatmap"], "bandwidth heatmap")),
+        (f"Timeline of {label}", html.image(png["timeline"], "throughput timeline")),
+        ("Points (medians over repeats)", html.table(
+            ["point", "bandwidth", "IOPS", "p50", "p99", "p99.9", "CPU-s/GB", "repeats", "spread"], table_rows)),
+    ]
+    if info["skipped"]:
+        sections.append(("Skipped points", html.table(["point", "why"], [
+            [" ".join(f"{k}={v}" for k, v in s["values"].items()), s["reason"]] for s in info["skipped"]])))
+    target_rows = [[path, ", ".join(f"{k}={v}" for k, v in t.items() if v not in (None, ""))]
+                   for path, t in info["environment"]["targets"].items()]
+    host = info["environment"]["host"]
+    sections.append(("Environment", html.table(["", ""], [[k, v] for k, v in host.items()]) +
+                     (html.table(["target", "storage"], target_rows) if target_rows else "")))
+    html_path = os.path.join(out_dir, "report.html")
+    html.write_page(html_path, f"gdsbench report: {info['run_id']}", sections)
+    return Report(html_path, png, lines)

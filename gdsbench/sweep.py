@@ -1,0 +1,306 @@
+"""Sweeps: a grid of jobs over any option dimensions, run point by point into
+a RunStore so that nothing measured is lost.
+
+A dimension is any job option marked sweepable in spec.JobSpec (block size,
+queue depth, threads, engine, pattern, O_DIRECT, ...); options added later
+become dimensions with no change here. Grids come from comma lists on the
+command line (--bs 4K,64K,1M) or from a TOML file:
+
+    name = "nvme"                 # the run's name (results/<date>-<name>/)
+    repeat = 3                    # measurements per point
+    path = "/mnt/nvme/test.dat"   # a scalar: the same for every point
+    runtime = "5s"
+    bs = ["4K", "128K", "1M"]     # a list: a dimension
+    qd = [1, 4, 16, 64]
+
+Points that make no sense together (psync with QD>1) are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import runner
+from .environment import host_environment
+from .errors import IncompatibleOptions, UsageError
+from .result import Result
+from .spec import JobSpec, Option, options_by_key, spec_from_values, with_parsed
+from .store import RunStore, record
+from .target import describe
+from .units import format_rate
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+# The main job's grid, used when a sweep names no dimension of its own: about
+# a minute on a local disk.
+DEFAULT_GRID = {"bs": ["4K", "64K", "1M"], "qd": [1, 4, 16, 32]}
+DEFAULT_FIXED = {"pattern": "rand", "runtime": "2s", "ramp": "500ms"}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    grid: dict[str, list]  # user key -> values as written, in the order given
+    fixed: dict[str, Any] = field(default_factory=dict)  # user key -> value as written
+    repeat: int = 1
+    name: str = "sweep"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"grid": self.grid, "fixed": self.fixed, "repeat": self.repeat, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        return cls(grid=d["grid"], fixed=d["fixed"], repeat=d["repeat"], name=d["name"])
+
+    def with_defaults(self) -> SweepSpec:
+        """The main job's grid and timing where the sweep names none of its own."""
+        if self.grid:
+            return self
+        grid = {k: v for k, v in DEFAULT_GRID.items() if k not in self.fixed}
+        fixed = {**{k: v for k, v in DEFAULT_FIXED.items() if k not in self.fixed}, **self.fixed}
+        return SweepSpec(grid=grid, fixed=fixed, repeat=self.repeat, name=self.name)
+
+
+@dataclass(frozen=True)
+class Point:
+    index: int
+    values: dict[str, Any]  # dimension key -> value in base units
+    spec: JobSpec
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the point, for resuming."""
+        return json.dumps(self.values, sort_keys=True)
+
+    def label(self) -> str:
+        opts = options_by_key()
+        return " ".join(f"{k}={opts[k][1].format(v)}" for k, v in self.values.items())
+
+
+@dataclass
+class Grid:
+    points: list[Point]
+    skipped: list[dict[str, Any]]  # {"values": {...}, "reason": "..."}
+
+
+def _dimension_option(key: str, where: str) -> Option:
+    by_key = options_by_key()
+    if key not in by_key:
+        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join(by_key)}")
+    opt = by_key[key][1]
+    return opt
+
+
+def expand(sweep: SweepSpec) -> Grid:
+    """Every combination of the grid's values, last dimension fastest.
+
+    A value that is wrong on its own (bs 0, an unknown unit) is an error; a
+    combination that makes no sense (psync with QD>1) is skipped with a note."""
+    base = spec_from_values(sweep.fixed)
+    parsed: dict[str, list] = {}
+    for key, values in sweep.grid.items():
+        opt = _dimension_option(key, opt_flag(key))
+        if not opt.sweep:
+            raise UsageError(f"{opt.flag}: cannot be a sweep dimension; give one value")
+        if not values:
+            raise UsageError(f"{opt.flag}: empty list; give at least one value")
+        parsed[key] = [opt.parse(v) for v in values]
+        if len(set(map(repr, parsed[key]))) != len(parsed[key]):
+            raise UsageError(f"{opt.flag}: a value is listed twice in {values}")
+        for value in parsed[key]:  # each value on its own, against the fixed options
+            try:
+                with_parsed({key: value}, base).validate()
+            except IncompatibleOptions:
+                pass  # judged per combination below
+    points, skipped = [], []
+    for combo in itertools.product(*parsed.values()):
+        values = dict(zip(parsed, combo))
+        spec = with_parsed(values, base)
+        try:
+            spec.validate()
+        except IncompatibleOptions as e:
+            skipped.append({"values": values, "reason": str(e)})
+            continue
+        points.append(Point(len(points), values, spec))
+    if not points:
+        raise UsageError("the sweep has no runnable point: every combination was skipped ("
+                         + "; ".join(sorted({s["reason"] for s in skipped})) + ")")
+    return Grid(points, skipped)
+
+
+def opt_flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _line_of(text: str, key: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip().lstrip('"').lstrip("'")
+        if stripped.startswith(key) and stripped[len(key):].lstrip(" \"'").startswith("="):
+            return number
+    return None
+
+
+def load_sweep_file(path: str) -> SweepSpec:
+    """Read a TOML sweep file; errors name the file and line."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode()
+    except OSError as e:
+        raise UsageError(f"--file {path}: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: not valid TOML: {e}") from None
+    grid: dict[str, list] = {}
+    fixed: dict[str, Any] = {}
+    repeat, name = 1, os.path.splitext(os.path.basename(path))[0]
+    for key, value in data.items():
+        where = f"{path} line {_line_of(text, key)}"
+        try:
+            if key == "repeat":
+                if not isinstance(value, int) or value < 1:
+                    raise UsageError("repeat must be a whole number of at least 1")
+                repeat = value
+                continue
+            if key == "name":
+                name = str(value)
+                continue
+            opt = _dimension_option(key, "option")
+            if isinstance(value, list):
+                if not value:
+                    raise UsageError(f"{key} is an empty list; give at least one value")
+                if not opt.sweep:
+                    raise UsageError(f"{key} cannot be a sweep dimension; give one value")
+                for v in value:
+                    opt.parse(v)
+                grid[key] = value
+            elif isinstance(value, dict):
+                raise UsageError(f"[{key}]: tables are not sweep options; write key = value at the top level")
+            else:
+                opt.parse(value)
+                fixed[key] = value
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
+    if not grid and not fixed:
+        raise UsageError(f"{path}: empty sweep file; give at least one option, e.g. bs = [\"4K\", \"1M\"]")
+    return SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=name)
+
+
+class _LineProgress:
+    """Progress for a log (stderr not a terminal): one line per point."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done = total, done
+
+    def start_point(self, label: str) -> None:
+        self.label = label
+
+    def progress(self, nbytes: int, elapsed_ns: int) -> None:
+        pass
+
+    def end_point(self, result: Result) -> None:
+        self.done += 1
+        print(f"[{self.done}/{self.total}] {self.label}: {format_rate(result.bandwidth)}, "
+              f"p99 {result.percentile(99) / 1e3:.0f} µs", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class _BarProgress(_LineProgress):
+    """A rich progress bar: current point, live bandwidth, points done/total, ETA."""
+
+    def __init__(self, total: int, done: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        super().__init__(total, done)
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False)
+        self.task = self.bar.add_task("sweep", total=total, completed=done, rate="")
+        self.bar.start()
+
+    def start_point(self, label: str) -> None:
+        self.bar.update(self.task, description=label, rate="")
+
+    def progress(self, nbytes: int, elapsed_ns: int) -> None:
+        if elapsed_ns:
+            self.bar.update(self.task, rate=format_rate(nbytes / (elapsed_ns / 1e9)))
+
+    def end_point(self, result: Result) -> None:
+        self.bar.update(self.task, advance=1, rate=format_rate(result.bandwidth))
+
+    def close(self) -> None:
+        self.bar.stop()
+
+
+@dataclass
+class SweepOutcome:
+    store: RunStore
+    points_done: int
+    points_total: int
+    interrupted: bool
+    skipped: list[dict[str, Any]]
+
+
+def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore, Grid, list[runner.Plan]]:
+    """Check every point against its target (no reads yet), then create the run directory."""
+    sweep = sweep.with_defaults()
+    grid = expand(sweep)
+    plans = [runner.plan(p.spec) for p in grid.points]
+    targets = {p.target.path: describe(p.target) for p in plans if p.target is not None}
+    store = RunStore.create(results_dir, sweep.name, {
+        "sweep": sweep.to_dict(),
+        "points": [{"point": p.index, "values": p.values, "label": p.label()} for p in grid.points],
+        "skipped": grid.skipped,
+        "environment": {"host": host_environment(), "targets": targets},
+    })
+    return store, grid, plans
+
+
+def resume(run_dir: str) -> tuple[RunStore, Grid, list[runner.Plan]]:
+    store = RunStore.open(run_dir)
+    sweep = SweepSpec.from_dict(store.info()["sweep"])
+    grid = expand(sweep)
+    return store, grid, [runner.plan(p.spec) for p in grid.points]
+
+
+def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress: bool = True) -> SweepOutcome:
+    """Measure every point and repeat not yet in the store, saving each as it completes."""
+    repeat = store.info()["sweep"]["repeat"]
+    rows = store.records()
+    done = {(r["point_key"], r["repeat"]) for r in rows}
+    # Repeat-major (the whole grid, then again): drift in the device shows up
+    # as spread between repeats instead of hiding inside one point.
+    todo = [(p, plan, rep) for rep in range(repeat) for p, plan in zip(grid.points, plans) if (p.key, rep) not in done]
+    total = len(grid.points) * repeat
+    ui_class = _BarProgress if show_progress and sys.stderr.isatty() else _LineProgress
+    ui = ui_class(total, total - len(todo)) if show_progress else None
+    store.update_info(status="running")
+    interrupted = False
+    try:
+        for point, plan, rep in todo:
+            if ui:
+                ui.start_point(point.label() + (f" #{rep + 1}" if repeat > 1 else ""))
+            result = runner.execute(plan, record_environment=False, progress=ui.progress if ui else None)
+            if result.interrupted:
+                interrupted = True  # the point in flight is not saved: it is incomplete
+                break
+            row = record(result, point.index, point.key, rep)
+            rows.append(row)
+            store.append(row, rows)
+            if ui:
+                ui.end_point(result)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if ui:
+            ui.close()
+        store.update_info(status="interrupted" if interrupted else "complete")
+    return SweepOutcome(store, len(rows), total, interrupted, grid.skipped)

@@ -1,0 +1,131 @@
+"""Reports and tier comparison: every chart drawn, a valid offline page, exact ratios."""
+
+import json
+import os
+import shutil
+import struct
+from html.parser import HTMLParser
+
+import pytest
+
+from gdsbench import charts, compare, report
+from gdsbench.errors import UsageError
+from gdsbench.store import POINTS_JSONL, RUN_FILE
+from gdsbench.sweep import SweepSpec, run, start
+
+CHARTS = ["bandwidth_vs_block_size", "throughput_latency", "latency_vs_queue_depth", "heatmap", "timeline"]
+
+
+@pytest.fixture(scope="module")
+def null_run(tmp_path_factory) -> str:
+    results = str(tmp_path_factory.mktemp("runs"))
+    spec = SweepSpec(grid={"bs": ["4K", "64K"], "qd": [1, 2, 4]}, fixed={"engine": "null", "runtime": "30ms"},
+                     repeat=2, name="base")
+    store, grid, plans = start(spec, results)
+    run(store, grid, plans, show_progress=False)
+    return store.path
+
+
+def png_size(path: str) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", head[16:24])
+
+
+class Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"])
+
+
+def check_page(path: str, images: int) -> str:
+    text = open(path).read()
+    assert text.startswith("<!doctype html>") and text.rstrip().endswith("</html>")
+    parser = Images()
+    parser.feed(text)
+    assert len(parser.sources) == images
+    assert all(s.startswith("data:image/png;base64,") for s in parser.sources)  # opens offline
+    assert "http://" not in text and "https://" not in text
+    return text
+
+
+def test_report_draws_every_chart_and_a_page(null_run, tmp_path):
+    built = report.build(null_run, str(tmp_path / "report"))
+    assert sorted(built.charts) == sorted(CHARTS)
+    for name, path in built.charts.items():
+        assert os.path.getsize(path) > 10_000, name
+        assert png_size(path) == charts.PIXELS, name
+    text = check_page(built.html_path, len(CHARTS))
+    for heading in ("Summary", "Bandwidth heatmap", "Points (medians over repeats)", "Environment"):
+        assert heading in text
+    what = dict(built.summary)
+    assert what["best bandwidth"].endswith("bs=64 KiB qd=1") or "bs=64 KiB" in what["best bandwidth"]
+    assert "flagged (repeats > 5% apart)" in what
+
+
+def test_report_command(gdsbench, null_run):
+    res = gdsbench("report", null_run, "--point", "1")
+    assert res.code == 0 and "report:" in res.out
+    assert os.path.exists(os.path.join(null_run, "report", "report.html"))
+    res = gdsbench("report", null_run, "--point", "99")
+    assert res.code == 2 and "--point 99" in res.err
+
+
+def faster_copy(run_dir: str, dest: str, factor: float, p99_factor: float, hostname: str | None = None) -> str:
+    """A copy of a run with every point `factor` times faster and p99 divided by p99_factor."""
+    shutil.copytree(run_dir, dest)
+    rows = [json.loads(line) for line in open(os.path.join(dest, POINTS_JSONL))]
+    with open(os.path.join(dest, POINTS_JSONL), "w") as f:
+        for r in rows:
+            r["bandwidth_bytes_per_s"] *= factor
+            r["iops"] *= factor
+            r["lat_p99_ns"] /= p99_factor
+            f.write(json.dumps(r) + "\n")
+    info = json.load(open(os.path.join(dest, RUN_FILE)))
+    info["name"] = "flash"
+    info["run_id"] = os.path.basename(dest)
+    if hostname:
+        info["environment"]["host"]["hostname"] = hostname
+    json.dump(info, open(os.path.join(dest, RUN_FILE), "w"))
+    return dest
+
+
+def test_compare_arithmetic(null_run, tmp_path):
+    flash = faster_copy(null_run, str(tmp_path / "flash"), factor=6.0, p99_factor=12.0)
+    c = compare.compare([null_run, flash])
+    assert c.keys == ["bs_bytes", "qd"] and len(c.table) == 6
+    for col in ("bandwidth_bytes_per_s ratio flash", "iops ratio flash"):
+        assert c.table[col].to_numpy() == pytest.approx(6.0)
+    assert c.table["lat_p99_ns ratio flash"].to_numpy() == pytest.approx(1 / 12)
+    assert c.table["lat_p50_ns ratio flash"].to_numpy() == pytest.approx(1.0)
+    assert c.headlines == ["flash/base: 6.0x bandwidth at 64 KiB, 6.0x IOPS at 4 KiB QD4, 12x lower p99"]
+    assert c.differences == []
+    page = compare.write(c, str(tmp_path / "page"))
+    check_page(page, 2)
+
+
+def test_compare_warns_about_differences(null_run, tmp_path):
+    other = faster_copy(null_run, str(tmp_path / "other"), 2.0, 1.0, hostname="elsewhere")
+    c = compare.compare([null_run, other])
+    assert any(d.startswith("hostname:") and "elsewhere (flash)" in d for d in c.differences)
+
+
+def test_compare_needs_common_points(null_run, tmp_path):
+    spec = SweepSpec(grid={"bs": ["8K", "16K"]}, fixed={"engine": "null", "runtime": "20ms"}, name="odd")
+    store, grid, plans = start(spec, str(tmp_path))
+    run(store, grid, plans, show_progress=False)
+    with pytest.raises(UsageError, match="no point in common"):
+        compare.compare([null_run, store.path])
+
+
+def test_compare_command(gdsbench, null_run, tmp_path):
+    flash = faster_copy(null_run, str(tmp_path / "flash"), 3.0, 2.0)
+    res = gdsbench("compare", null_run, flash, "--out", tmp_path / "cmp")
+    assert res.code == 0, res.err
+    assert res.out.startswith("flash/base: 3.0x bandwidth") and "page:" in res.out
+    assert os.path.exists(tmp_path / "cmp" / "compare.html")
