@@ -47,12 +47,11 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     dims = dimension_columns()
     rows = []
     for point, group in df.groupby("point", sort=True):
-        first = group.iloc[0]
         bw = group["bandwidth_bytes_per_s"]
         median_bw = float(bw.median())
         spread = float((bw.max() - bw.min()) / median_bw) if median_bw else 0.0
         out: dict[str, Any] = {"point": point, "repeats": len(group)}
-        out.update({c: first[c] for c in dims if c in group.columns})
+        out.update({c: group[c].iloc[0] for c in dims if c in group.columns})  # per column: keeps its dtype
         out.update({c: float(group[c].median()) for c in MEDIAN_COLUMNS if c in group.columns and group[c].notna().any()})
         out["spread"] = spread
         out["flagged"] = spread > SPREAD_LIMIT

@@ -79,8 +79,13 @@ def check_memory(spec: JobSpec) -> None:
         )
 
 
-def cache_warnings(spec: JobSpec, cached: float) -> list[str]:
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
+def cache_warnings(spec: JobSpec, target: Target, cached: float) -> list[str]:
     """What a reader of this result must know about the page cache."""
+    if target.mount and target.mount.fs_type in MEMORY_FILESYSTEMS:
+        return [f"{target.path} is on {target.mount.fs_type}: its data lives in RAM, so this measures memory, not storage"]
     notes = []
     if spec.warm and cached < 0.99:
         notes.append(
@@ -156,7 +161,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         if not spec.warm:
             pagecache.evict(target.path, spec.offset, spec.size)
         cached_before = pagecache.cached_fraction(target.path, spec.offset, spec.size)
-        warnings += cache_warnings(spec, cached_before)
+        warnings += cache_warnings(spec, target, cached_before)
 
     raw = _native.run(to_native(spec), progress)
 

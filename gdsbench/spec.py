@@ -77,6 +77,8 @@ class Option:
             return units.format_size(value)
         if self.kind == "duration":
             return units.format_duration(value)
+        if self.kind == "int":
+            return str(int(value))
         return str(value)
 
 

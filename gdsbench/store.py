@@ -10,6 +10,8 @@
 
 A kill at any moment loses at most the point in flight: a torn last line of
 points.jsonl is ignored on reading, and the tables are never half-written.
+(Only points.jsonl is fsync'd: after a power cut the tables may be a point
+behind it, and are rebuilt from it by the next append.)
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import subprocess
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
 from . import __version__
 from .errors import UsageError
@@ -47,11 +52,12 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None
 
 
-def _write_atomic(path: str, write) -> None:
+def _write_atomic(path: str, write, *, durable: bool = True) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     write(tmp)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
+    if durable:
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -78,6 +84,7 @@ class RunStore:
     def __init__(self, path: str):
         self.path = path
         self.run_id = os.path.basename(os.path.normpath(path))
+        self._table: pa.Table | None = None  # the rows so far, as Arrow, grown a row at a time
 
     # ---- creating and opening ----
 
@@ -151,15 +158,20 @@ class RunStore:
     def completed(self) -> set[tuple[str, int]]:
         return {(r["point_key"], r["repeat"]) for r in self.records()}
 
-    def append(self, row: dict[str, Any], all_rows: list[dict[str, Any]]) -> None:
-        """Durably add one row, then rewrite the tables from all_rows (which includes it)."""
+    def append(self, row: dict[str, Any]) -> None:
+        """Durably add one row, then rewrite the tables with it."""
         path = os.path.join(self.path, POINTS_JSONL)
         self._drop_torn_tail(path)
+        if self._table is None:  # first append of this process: start from what is on disk
+            self._table = pa.Table.from_pylist(self.records()) if os.path.exists(path) else None
         with open(path, "a") as f:
             f.write(json.dumps(row, default=float) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        self.write_tables(all_rows)
+        new = pa.Table.from_pylist([row])
+        self._table = new if self._table is None or self._table.num_rows == 0 else pa.concat_tables(
+            [self._table, new], promote_options="default")
+        self.write_tables(self._table)
 
     @staticmethod
     def _drop_torn_tail(path: str) -> None:
@@ -171,11 +183,10 @@ class RunStore:
             if data and not data.endswith(b"\n"):
                 f.truncate(data.rfind(b"\n") + 1)
 
-    def write_tables(self, rows: list[dict[str, Any]]) -> None:
-        df = pd.DataFrame(rows)
-        _write_atomic(os.path.join(self.path, POINTS_PARQUET), lambda tmp: df.to_parquet(tmp, index=False))
-        flat = df.drop(columns=[c for c in LIST_COLUMNS if c in df.columns])
-        _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: flat.to_csv(tmp, index=False))
+    def write_tables(self, table: pa.Table) -> None:
+        _write_atomic(os.path.join(self.path, POINTS_PARQUET), lambda tmp: pq.write_table(table, tmp), durable=False)
+        flat = table.drop_columns([c for c in LIST_COLUMNS if c in table.column_names])
+        _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: pa_csv.write_csv(flat, tmp), durable=False)
 
 
 def resolve_run(run: str, results_dir: str = "results") -> str:

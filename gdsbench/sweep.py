@@ -274,8 +274,7 @@ def resume(run_dir: str) -> tuple[RunStore, Grid, list[runner.Plan]]:
 def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress: bool = True) -> SweepOutcome:
     """Measure every point and repeat not yet in the store, saving each as it completes."""
     repeat = store.info()["sweep"]["repeat"]
-    rows = store.records()
-    done = {(r["point_key"], r["repeat"]) for r in rows}
+    done = store.completed()
     # Repeat-major (the whole grid, then again): drift in the device shows up
     # as spread between repeats instead of hiding inside one point.
     todo = [(p, plan, rep) for rep in range(repeat) for p, plan in zip(grid.points, plans) if (p.key, rep) not in done]
@@ -292,9 +291,8 @@ def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress:
             if result.interrupted:
                 interrupted = True  # the point in flight is not saved: it is incomplete
                 break
-            row = record(result, point.index, point.key, rep)
-            rows.append(row)
-            store.append(row, rows)
+            store.append(record(result, point.index, point.key, rep))
+            done.add((point.key, rep))
             if ui:
                 ui.end_point(result)
     except KeyboardInterrupt:
@@ -303,4 +301,4 @@ def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress:
         if ui:
             ui.close()
         store.update_info(status="interrupted" if interrupted else "complete")
-    return SweepOutcome(store, len(rows), total, interrupted, grid.skipped)
+    return SweepOutcome(store, len(done), total, interrupted, grid.skipped)

@@ -63,26 +63,23 @@ JobResult run_job(const Job& job, const PollFn& poll) {
   for (const WorkerPlan& plan : plan_workers(job))
     workers.push_back(std::make_unique<Worker>(job, plan, control));
 
-  std::mutex mu;
-  std::condition_variable cv;
-  uint32_t finished = 0;
   std::vector<std::thread> threads;
   rusage cpu0{}, cpu1{};
   getrusage(RUSAGE_SELF, &cpu0);
   const uint64_t wall0 = now_ns();
   for (auto& w : workers)
-    threads.emplace_back([&, w = w.get()] {
+    threads.emplace_back([&control, w = w.get()] {
       w->run();
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      cv.notify_all();
+      std::lock_guard<std::mutex> lock(control.mu);
+      ++control.finished;
+      control.cv.notify_all();
     });
 
   JobResult result;
   auto wait_until = [&](auto done) {
-    std::unique_lock<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(control.mu);
     while (!done()) {
-      cv.wait_for(lock, kPollPeriod);
+      control.cv.wait_for(lock, kPollPeriod);
       if (done()) break;
       lock.unlock();
       uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
@@ -99,7 +96,7 @@ JobResult run_job(const Job& job, const PollFn& poll) {
   // (open, allocation, ring creation) lands inside another's measurement.
   wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
   if (!control.stop.load()) control.start_ns.store(now_ns(), std::memory_order_release);
-  wait_until([&] { return finished == job.threads; });
+  wait_until([&] { return control.finished == job.threads; });
   for (auto& t : threads) t.join();
   result.wall_ns = now_ns() - wall0;
   getrusage(RUSAGE_SELF, &cpu1);

@@ -55,6 +55,7 @@ void Worker::run() noexcept {
     control_.stop = true;
   }
   control_.ready.fetch_add(1);
+  control_.notify();
   if (error_) return;
   while (control_.start_ns.load(std::memory_order_acquire) == 0) {
     if (control_.stop.load()) return;

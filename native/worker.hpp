@@ -4,9 +4,11 @@
 // queue -> reap -> time -> record until its stop condition.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 
 #include "buffers.hpp"
 #include "engine.hpp"
@@ -19,6 +21,14 @@ struct RunControl {
   std::atomic<bool> stop{false};       // cancel, error, or a peer's failure
   std::atomic<uint64_t> start_ns{0};   // 0 until the runner opens the start gate
   std::atomic<uint32_t> ready{0};      // workers set up and waiting at the gate
+  uint32_t finished = 0;               // workers done (guarded by mu)
+  std::mutex mu;                       // the runner sleeps on cv until a worker
+  std::condition_variable cv;          // is ready or done, or a poll is due
+
+  void notify() {
+    std::lock_guard<std::mutex> lock(mu);
+    cv.notify_all();
+  }
 };
 
 struct WorkerPlan {

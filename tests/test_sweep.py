@@ -170,13 +170,11 @@ def test_resume_after_interruption_loses_nothing_and_repeats_nothing(tmp_path, s
 
 def test_resume_in_process(tmp_path):
     store, grid, plans = start(null_sweep(tmp_path), str(tmp_path / "results"))
-    rows = []
     first = grid.points[0]
     from gdsbench import runner
     from gdsbench.store import record
     r = runner.execute(plans[0], record_environment=False)
-    row = record(r, first.index, first.key, 0)
-    store.append(row, [row])
+    store.append(record(r, first.index, first.key, 0))
     store2, grid2, plans2 = resume(store.path)
     outcome = run(store2, grid2, plans2, show_progress=False)
     assert outcome.points_done == 8
