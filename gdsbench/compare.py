@@ -86,7 +86,7 @@ def differences(runs: list[Run], keys: list[str]) -> list[str]:
         col = column_name(name, opt)
         if col in keys or name in ("path", "size", "offset"):
             continue
-        note(opt.flag.lstrip("-"), [opt.format(r.df[col].iloc[0]) for r in runs])
+        note(opt.flag.lstrip("-"), [opt.format(r.df[col].iloc[0]) if col in r.df.columns else "-" for r in runs])
     note("repeats", [r.info["sweep"]["repeat"] for r in runs])
     return out
 

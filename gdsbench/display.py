@@ -21,6 +21,7 @@ def run_summary(r: Result) -> str:
     lines = [
         f"target     {where} ({format_size(spec.size)} region{', ' + place if place else ''})",
         f"job        {spec.describe()}, stop after {' or '.join(stop)}{cache}",
+        f"path       {r.data_path}",
         f"bandwidth  {format_rate(r.bandwidth)}  ({r.bandwidth / 1e9:.3f} GB/s)   "
         f"IOPS {format_count(r.iops)}   {format_size(r.bytes)} in {format_duration(r.elapsed_ns)}",
         "latency    "

@@ -34,6 +34,8 @@ class Result:
     timeline_bytes: list[int]  # bytes completed per spec.interval_ns, all threads
     threads: list[dict]  # per-thread breakdown
     passes: int = 0  # most passes over its slice any thread began
+    data_path: str = ""  # what the bytes really passed through (never a path they did not take)
+    reads_while_copying: int = 0  # bounce modes: reads issued while a copy to the GPU was in flight
     interrupted: bool = False
     cached_fraction: float | None = None  # of the region, just before the run
     cached_fraction_after: float | None = None
@@ -70,6 +72,7 @@ class Result:
             timeline_bytes=timeline,
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
             passes=max((t["passes"] for t in threads), default=0),
+            reads_while_copying=sum(t["reads_while_copying"] for t in threads),
             interrupted=raw["interrupted"],
             verified_blocks=sum(t["verified_blocks"] for t in threads),
             verify_mismatches=sum(t["verify_mismatches"] for t in threads),
@@ -107,6 +110,9 @@ class Result:
         """The figures of this run, flat, units in their names (results columns)."""
         lat = self.latency
         return {
+            "mode": self.spec.mode,
+            "data_path": self.data_path,
+            "gpu_simulated": self.spec.mode != "cpu" and self.spec.simulated,
             "interrupted": self.interrupted,
             "bytes": self.bytes,
             "ops": self.ops,
@@ -126,6 +132,7 @@ class Result:
             "cached_fraction": self.cached_fraction,
             "cached_fraction_after": self.cached_fraction_after,
             "passes": self.passes,
+            "reads_while_copying": self.reads_while_copying,
             "verified_blocks": self.verified_blocks,
             "verify_mismatches": self.verify_mismatches,
             "first_mismatch_offset": self.first_mismatch_offset,
@@ -167,6 +174,7 @@ def _thread_summary(index: int, t: dict) -> dict:
     seconds = t["last_complete_ns"] / 1e9
     return {
         "thread": index,
+        "gpu": t.get("gpu", -1),
         "bytes": t["bytes"],
         "ops": t["ops"],
         "bandwidth_bytes_per_s": t["bytes"] / seconds if seconds else 0.0,

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _native, pagecache
+from . import _native, gpu, kvikio_mode, pagecache, pattern
 from .environment import host_environment, meminfo
 from .errors import UsageError
 from .result import Result
-from .spec import DEFAULT_RUNTIME_NS, GiB, JobSpec, job_options
+from .spec import DEFAULT_RUNTIME_NS, MODE_ENGINES, GiB, JobSpec, job_options
 from .target import Target, check_direct, describe, has_pattern, inspect
 from .units import format_size
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
 
+# kvikio is driven from Python (kvikio_mode.py), not by a native engine.
+KVIKIO_ENGINE = {"name": "kvikio", "max_depth": 1024, "reads_file": True, "unavailable": ""}
+
+
 def engine_info(name: str) -> dict:
+    if name == "kvikio":
+        return KVIKIO_ENGINE
     for e in _native.engines():
         if e["name"] == name:
             return e
@@ -24,12 +30,16 @@ def engine_info(name: str) -> dict:
 
 
 def resolve_engine(spec: JobSpec) -> str:
-    """'auto' becomes io_uring where the kernel allows it, else psync."""
+    """'auto' becomes the mode's engine: for host and bounce modes io_uring
+    where the kernel allows it, else psync; cufile for gds; kvikio for kvikio."""
     if spec.engine != "auto":
         reason = engine_info(spec.engine)["unavailable"]
-        if reason:
+        if reason and spec.mode not in ("gds",):  # gds reports what is missing in gpu.require
             raise UsageError(f"--engine {spec.engine}: not available here: {reason}")
         return spec.engine
+    first = MODE_ENGINES[spec.mode][0]
+    if first != "io_uring":
+        return first
     reason = engine_info("io_uring")["unavailable"]
     if not reason:
         return "io_uring"
@@ -133,12 +143,13 @@ def plan(spec: JobSpec) -> Plan:
     engine = resolve_engine(spec)
     check_queue_depth(spec, engine)
     check_memory(spec)
+    gpu.require(spec)
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (None if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
     if engine_info(engine)["reads_file"]:
         target = inspect(spec.path)
         size = resolve_region(spec, target)
-        if spec.direct:
+        if spec.is_direct and spec.mode != "kvikio":  # kvikio chooses its own flags
             check_direct(target, spec.bs, spec.offset)
         if spec.verify and not has_pattern(spec.path, spec.offset):
             raise UsageError(
@@ -149,7 +160,7 @@ def plan(spec: JobSpec) -> Plan:
         if spec.verify:
             raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
         size = spec.size or NULL_REGION
-    return Plan(spec.replace(engine=engine, size=size, runtime_ns=runtime), target)
+    return Plan(spec.replace(engine=engine, size=size, runtime_ns=runtime, direct=spec.is_direct), target)
 
 
 def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result:
@@ -163,17 +174,28 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         cached_before = pagecache.cached_fraction(target.path, spec.offset, spec.size)
         warnings += cache_warnings(spec, target, cached_before)
 
-    raw = _native.run(to_native(spec), progress)
+    kvikio_compat = None
+    if spec.mode == "kvikio":
+        raw, kvikio_compat = kvikio_mode.run(spec, progress)
+        warnings.append(kvikio_mode.TIMING_NOTE)
+    else:
+        real_gpu = spec.mode != "cpu" and not spec.simulated
+        check = pattern.check_device if real_gpu and spec.verify else None
+        raw = _native.run(to_native(spec), progress, check)
 
     cached_after = pagecache.cached_fraction(target.path, spec.offset, spec.size) if target else None
     environment = {}
+    storage = describe(target) if target else None
+    gpus = gpu.status()["gpus"] if spec.mode != "cpu" and not spec.simulated else []
+    warnings += gpu.placement_warnings(spec, storage, gpus)
     if record_environment:
-        environment = {"host": host_environment(), "target": describe(target) if target else None}
+        environment = {"host": host_environment(), "target": storage, "gpus": gpus}
     return Result.from_native(
         spec,
         raw,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
+        data_path=gpu.data_path(spec, target, kvikio_compat),
         warnings=warnings,
         environment=environment,
     )

@@ -19,7 +19,16 @@ from .errors import IncompatibleOptions, UsageError
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECOND = 1_000_000_000
 
-ENGINES = ("auto", "null", "psync", "io_uring")
+ENGINES = ("auto", "null", "psync", "io_uring", "cufile", "kvikio")
+MODES = ("cpu", "bounce", "cached-bounce", "gds", "kvikio")
+# Engines each mode can read with; `auto` picks the first available.
+MODE_ENGINES = {
+    "cpu": ("io_uring", "psync", "null"),
+    "bounce": ("io_uring", "psync", "null"),
+    "cached-bounce": ("io_uring", "psync", "null"),
+    "gds": ("cufile",),
+    "kvikio": ("kvikio",),
+}
 PATTERNS = ("seq", "rand")
 MAX_THREADS = 1024  # per process; beyond this, threads only contend
 MAX_BS = GiB
@@ -89,8 +98,15 @@ def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class JobSpec:
     path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
+    mode: str = option(
+        "cpu", "choice", "--mode",
+        "where the bytes go: cpu (host memory), bounce (O_DIRECT into pinned memory, then copied to the GPU), "
+        "cached-bounce (page-cache reads, then copied), gds (cuFile into GPU memory), kvikio (kvikio's own reads)",
+        choices=MODES,
+    )
     engine: str = option(
-        "auto", "choice", "--engine", "I/O engine; auto: io_uring where the kernel allows it, else psync", choices=ENGINES
+        "auto", "choice", "--engine",
+        "I/O engine; auto: io_uring where the kernel allows it, else psync (gds: cufile; kvikio: kvikio)", choices=ENGINES,
     )
     bs: int = option(MiB, "size", "--bs", "block size of each read")
     qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring; psync is always 1)")
@@ -106,14 +122,59 @@ class JobSpec:
     )
     io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)")
     ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics")
-    direct: bool = option(True, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it)", negative="--buffered")
+    direct: bool | None = option(
+        None, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it); default by mode: "
+        "O_DIRECT except cached-bounce", negative="--buffered",
+    )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first", native=False)
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
     seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False)
     interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False)
+    gpu: str = option("0", "str", "--gpu", "GPU index, or several (0,1) taken round-robin by threads", sweep=False)
+    gpu_backend: str = option(
+        "cuda", "str", "--gpu-backend", "cuda; or sim: a CPU stand-in that tests the staging pipeline "
+        "and is never a GPU measurement (sim:fail-copy=N,copy-delay-us=M inject faults and delays)", sweep=False,
+    )
+    gds_register: bool = option(False, "bool", "--gds-register", "register the GPU buffers with cuFile (gds)")
+    kvikio_threads: int = option(0, "int", "--kvikio-threads", "kvikio's thread pool size (kvikio; 0: kvikio's default)", native=False)
+    kvikio_task_size: int = option(
+        0, "size", "--kvikio-task-size", "size of the tasks kvikio splits a read into (kvikio; 0: kvikio's default)", native=False
+    )
+
+    @property
+    def simulated(self) -> bool:
+        """Whether GPU memory is the CPU stand-in (gpu/sim_device.cpp), never a real GPU."""
+        return self.gpu_backend == "sim" or self.gpu_backend.startswith("sim:")
+
+    @property
+    def is_direct(self) -> bool:
+        """O_DIRECT as it will run: the flag, or by mode (all but cached-bounce)."""
+        return self.direct if self.direct is not None else self.mode != "cached-bounce"
 
     def validate(self) -> JobSpec:
         """Check what can be checked without touching the target; return self."""
+        if self.mode not in MODES:
+            raise UsageError(f"--mode {self.mode}: unknown; choose one of {', '.join(MODES)}")
+        if self.gpu_backend != "cuda" and not self.simulated:
+            raise UsageError(f"--gpu-backend {self.gpu_backend}: choose cuda (or sim, a CPU stand-in for tests)")
+        if not all(part.isdigit() for part in self.gpu.split(",")):
+            raise UsageError(f"--gpu {self.gpu}: give GPU indexes such as 0 or 0,1")
+        if self.engine != "auto" and self.engine in ENGINES and self.engine not in MODE_ENGINES[self.mode]:
+            raise IncompatibleOptions(
+                f"--engine {self.engine} with --mode {self.mode}: this mode reads with {', '.join(MODE_ENGINES[self.mode])}"
+            )
+        if self.mode in ("bounce", "gds") and self.direct is False:
+            raise IncompatibleOptions(f"--mode {self.mode} reads with O_DIRECT; for page-cache reads use --mode cached-bounce")
+        if self.mode == "cached-bounce" and self.direct:
+            raise IncompatibleOptions("--mode cached-bounce reads through the page cache; for O_DIRECT use --mode bounce")
+        if self.mode == "gds" and self.qd > 1:
+            raise IncompatibleOptions(
+                f"--qd {self.qd}: cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio"
+            )
+        if self.mode == "kvikio" and self.threads > 1:
+            raise IncompatibleOptions(f"--threads {self.threads}: kvikio reads with its own pool; use --kvikio-threads")
+        if self.kvikio_threads < 0 or self.kvikio_task_size < 0:
+            raise UsageError("--kvikio-threads and --kvikio-task-size cannot be negative")
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine}: unknown engine; choose one of {', '.join(ENGINES)}")
         if self.pattern not in PATTERNS:
@@ -146,7 +207,7 @@ class JobSpec:
                 f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
                 f"({units.format_size(self.bs * self.threads)}); raise it or lower --bs/--threads"
             )
-        if self.warm and self.direct:
+        if self.warm and self.is_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
         if self.verify and (self.bs % 4096 or self.offset % 4096):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
@@ -156,12 +217,13 @@ class JobSpec:
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> str:
-        """One line a person can read: 'io_uring 1 MiB seq QD8 x2 threads O_DIRECT'."""
-        parts = [self.engine, units.format_size(self.bs), self.pattern, f"QD{self.qd}"]
+        """One line a person can read: 'bounce io_uring 1 MiB seq QD8 x2 threads O_DIRECT'."""
+        parts = ([] if self.mode == "cpu" else [self.mode]) + [
+            self.engine, units.format_size(self.bs), self.pattern, f"QD{self.qd}"]
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
         if self.engine != "null":
-            parts.append("O_DIRECT" if self.direct else "buffered")
+            parts.append("O_DIRECT" if self.is_direct else "buffered")
         if self.warm:
             parts.append("warm cache")
         return " ".join(parts)

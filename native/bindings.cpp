@@ -13,6 +13,7 @@
 #include "job.hpp"
 #include "offsets.hpp"
 #include "files.hpp"
+#include "gpu/status.hpp"
 #include "pattern.hpp"
 #include "runner.hpp"
 
@@ -29,6 +30,7 @@ py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
 
 py::dict thread_dict(const gds::ThreadResult& t) {
   py::dict d;
+  d["gpu"] = t.gpu;
   d["latency"] = t.latency;
   d["bytes"] = t.bytes;
   d["ops"] = t.ops;
@@ -41,12 +43,26 @@ py::dict thread_dict(const gds::ThreadResult& t) {
   d["verify_mismatches"] = t.verify_mismatches;
   d["first_mismatch_offset"] = t.first_mismatch_offset;
   d["passes"] = t.passes;
+  d["reads_while_copying"] = t.reads_while_copying;
   return d;
 }
 
 constexpr uint64_t kProgressPeriodNs = 200000000;  // progress callbacks at most 5 times a second
 
-py::dict run(const gds::Job& job, const py::object& progress) {
+// The Python checker of GPU memory (gdsbench.pattern.check_device), called
+// from worker threads with the GIL taken for each read.
+gds::DeviceVerifyFn device_verifier(const py::object& check) {
+  if (check.is_none()) return {};
+  return [check](const void* ptr, size_t length, uint64_t offset, int gpu, uint64_t* first_bad) -> uint64_t {
+    py::gil_scoped_acquire acquire;
+    py::tuple out = check(reinterpret_cast<uintptr_t>(ptr), length, offset, gpu);
+    uint64_t bad = out[0].cast<uint64_t>();
+    if (bad) *first_bad = out[1].cast<uint64_t>();
+    return bad;
+  };
+}
+
+py::dict run(const gds::Job& job, const py::object& progress, const py::object& verify_device) {
   gds::JobResult r;
   std::unique_ptr<py::error_already_set> callback_error;
   uint64_t last_progress = 0;
@@ -68,7 +84,7 @@ py::dict run(const gds::Job& job, const py::object& progress) {
         }
       }
       return false;
-    });
+    }, device_verifier(verify_device));
   }
   if (callback_error) throw std::move(*callback_error);
   py::dict d;
@@ -127,6 +143,10 @@ PYBIND11_MODULE(_native, m) {
   GDS_FIELD(verify);
   GDS_FIELD(seed);
   GDS_FIELD(interval_ns);
+  GDS_FIELD(mode);
+  GDS_FIELD(gpu);
+  GDS_FIELD(gpu_backend);
+  GDS_FIELD(gds_register);
 #undef GDS_FIELD
 
   py::class_<LatencyHistogram>(m, "LatencyHistogram")
@@ -166,9 +186,38 @@ PYBIND11_MODULE(_native, m) {
                                                 t[2].cast<uint64_t>(), t[3].cast<double>(), t[4].cast<double>());
           }));
 
-  m.def("run", &run, py::arg("job"), py::arg("progress") = py::none(),
+  m.def("run", &run, py::arg("job"), py::arg("progress") = py::none(), py::arg("verify_device") = py::none(),
         "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.\n"
-        "progress(bytes, elapsed_ns), if given, is called a few times a second during the measured window.");
+        "progress(bytes, elapsed_ns), if given, is called a few times a second during the measured window.\n"
+        "verify_device(ptr, length, offset, gpu) -> (bad, first_bad) checks GPU memory for --verify.");
+
+  m.def("set_library_candidates", &gds::gpu::set_library_candidates, py::arg("library"), py::arg("paths"),
+        "Extra files to try when loading libcudart or libcufile (the nvidia-* wheels' copies).");
+  m.def("gpu_status", [] {
+    gds::gpu::GpuStatus s = gds::gpu::gpu_status();
+    py::dict d;
+    d["built_with_cuda"] = s.built_with_cuda;
+    d["cudart_error"] = s.cudart_error;
+    d["cudart_path"] = s.cudart_path;
+    d["runtime_version"] = s.runtime_version;
+    d["driver_version"] = s.driver_version;
+    py::list devices;
+    for (const auto& dev : s.devices) {
+      py::dict x;
+      x["index"] = dev.index;
+      x["pci_bus_id"] = dev.pci_bus_id;
+      x["total_bytes"] = dev.total_bytes;
+      x["free_bytes"] = dev.free_bytes;
+      devices.append(x);
+    }
+    d["devices"] = devices;
+    d["cufile_error"] = s.cufile_error;
+    d["cufile_path"] = s.cufile_path;
+    d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
+    d["compat_allowed"] = s.compat_allowed;
+    d["max_direct_io_size"] = s.max_direct_io_size;
+    return d;
+  }, "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
   m.def("engines", [] {
     py::list out;
@@ -209,16 +258,20 @@ PYBIND11_MODULE(_native, m) {
       }, py::arg("buffer"), py::arg("offset"),
       "Check pattern blocks read from file offset `offset`: (bad blocks, offset of the first bad one).");
 
-  m.def("offset_sequence", [](uint64_t first_byte, uint64_t nblocks, uint64_t bs, bool random, uint64_t seed,
-                              uint64_t count) {
-        GDS_EXPECT(nblocks > 0 && bs > 0, "offset_sequence needs at least one block");
-        gds::OffsetSequence seq(first_byte, nblocks, bs, random, seed);
-        py::array_t<uint64_t> out(count);
-        auto* p = out.mutable_data();
-        for (uint64_t i = 0; i < count; ++i) p[i] = seq.next();
-        return out;
-      }, py::arg("first_byte"), py::arg("nblocks"), py::arg("bs"), py::arg("random"), py::arg("seed"), py::arg("count"),
-      "The first `count` offsets a worker would read (the same OffsetSequence the worker loop uses).");
+  py::class_<gds::OffsetSequence>(m, "OffsetSequence",
+                                   "The order a worker reads blocks in (the worker loop's own OffsetSequence).")
+      .def(py::init([](uint64_t first_byte, uint64_t nblocks, uint64_t bs, bool random, uint64_t seed, uint32_t worker) {
+             GDS_EXPECT(nblocks > 0 && bs > 0, "an offset sequence needs at least one block");
+             return gds::OffsetSequence::for_worker(first_byte, nblocks, bs, random, seed, worker);
+           }),
+           py::arg("first_byte"), py::arg("nblocks"), py::arg("bs"), py::arg("random"), py::arg("seed"),
+           py::arg("worker") = 0)
+      .def("take", [](gds::OffsetSequence& seq, uint64_t count) {
+            py::array_t<uint64_t> out(count);
+            auto* p = out.mutable_data();
+            for (uint64_t i = 0; i < count; ++i) p[i] = seq.next();
+            return out;
+          }, py::arg("count"), "The next `count` byte offsets.");
 
   m.attr("PATTERN_BLOCK") = gds::pattern::kBlock;
   m.attr("PATTERN_MAGIC") = gds::pattern::kMagic;

@@ -10,6 +10,7 @@
 //
 // A finished request has result = bytes read, or -errno.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,7 +19,9 @@
 namespace gds {
 
 struct IoRequest {
-  char* buf = nullptr;
+  char* buf = nullptr;         // where the engine reads to (host, pinned staging or device memory)
+  char* device_dst = nullptr;  // bounce modes: where the staged bytes are copied on the GPU
+  unsigned slot = 0;           // index of this request in its worker
   uint64_t offset = 0;
   uint32_t length = 0;
   int64_t result = 0;
@@ -31,6 +34,8 @@ class Engine {
   virtual ~Engine() = default;
   virtual void queue(IoRequest* r) = 0;
   virtual void submit() {}
+  // Tell the engine the buffers its reads will use (cuFile registration).
+  virtual void register_buffer(void*, size_t) {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
 
@@ -52,5 +57,6 @@ const EngineInfo& engine_by_name(const std::string& name);
 extern const EngineInfo kNullEngine;
 extern const EngineInfo kPsyncEngine;
 extern const EngineInfo kIoUringEngine;
+extern const EngineInfo kCuFileEngine;
 
 }  // namespace gds

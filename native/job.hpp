@@ -27,9 +27,16 @@ struct Job {
   bool verify = false;           // check every block against the prepare pattern
   uint64_t seed = 1;             // random order
   uint64_t interval_ns = 100000000;  // throughput timeline resolution
+  // Where the bytes go: "cpu" (host memory), "bounce" / "cached-bounce" (pinned
+  // host staging, then a copy to the GPU) or "gds" (cuFile into GPU memory).
+  std::string mode = "cpu";
+  std::string gpu = "0";            // GPU indexes, "0" or "0,1": threads take them round-robin
+  std::string gpu_backend = "cuda"; // "cuda", or "sim": a CPU stand-in for tests (gpu/device.hpp)
+  bool gds_register = false;        // cuFileBufRegister the device buffers (gds)
 };
 
 struct ThreadResult {
+  int gpu = -1;                      // GPU this thread read into (-1: none)
   LatencyHistogram latency;
   uint64_t bytes = 0;
   uint64_t ops = 0;
@@ -41,6 +48,7 @@ struct ThreadResult {
   uint64_t verify_mismatches = 0;
   uint64_t first_mismatch_offset = 0;
   uint64_t passes = 0;                   // passes over its slice begun
+  uint64_t reads_while_copying = 0;      // bounce: reads issued while a copy was in flight (overlap)
 };
 
 struct JobResult {

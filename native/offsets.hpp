@@ -26,6 +26,12 @@ class OffsetSequence {
     rekey();
   }
 
+  // The order worker `index` of a job seeded `job_seed` reads in.
+  static OffsetSequence for_worker(uint64_t first_byte, uint64_t nblocks, uint64_t block_size, bool random,
+                                   uint64_t job_seed, uint32_t index) {
+    return OffsetSequence(first_byte, nblocks, block_size, random, pattern::mix64(job_seed) + index);
+  }
+
   uint64_t next() {
     if (pos_ == n_) {
       pos_ = 0;

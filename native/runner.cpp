@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -31,6 +32,9 @@ void check_job(const Job& job) {
              "--submit-batch must be between 1 and --qd");
   GDS_EXPECT(job.threads >= 1, "--threads must be at least 1");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
+  GDS_EXPECT(job.mode == "cpu" || job.mode == "bounce" || job.mode == "cached-bounce" || job.mode == "gds",
+             "--mode " + job.mode + ": the native core runs cpu, bounce, cached-bounce and gds");
+  GDS_EXPECT((job.mode == "gds") == (job.engine == "cufile"), "--mode gds reads with the cufile engine, and only it does");
   GDS_EXPECT(job.size / job.bs >= job.threads,
              "the region (--size) must hold at least one --bs block per thread");
   GDS_EXPECT(job.runtime_ns || job.io_size, "give --runtime or --io-size: nothing would stop the run");
@@ -39,8 +43,27 @@ void check_job(const Job& job) {
              "--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4 KiB");
 }
 
+// "0" or "0,2,3" -> {0} or {0, 2, 3}
+std::vector<int> parse_gpus(const std::string& text) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    GDS_EXPECT(!item.empty() && *end == '\0' && v >= 0,
+               "--gpu " + text + ": give GPU indexes such as 0 or 0,1");
+    out.push_back(int(v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::vector<WorkerPlan> plan_workers(const Job& job) {
   const uint64_t nblocks = job.size / job.bs;
+  const std::vector<int> gpus = parse_gpus(job.gpu);
   const uint64_t budget_total = job.io_size ? job.io_size / job.bs : 0;
   std::vector<WorkerPlan> plans(job.threads);
   for (uint32_t i = 0; i < job.threads; ++i) {
@@ -48,6 +71,7 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
     plans[i].index = i;
     plans[i].first_byte = job.offset + lo * job.bs;
     plans[i].nblocks = hi - lo;
+    if (job.mode != "cpu") plans[i].gpu = gpus[i % gpus.size()];  // round-robin over threads
     if (job.io_size)
       plans[i].block_budget = budget_total / job.threads + (i < budget_total % job.threads ? 1 : 0);
   }
@@ -56,9 +80,10 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
 
 }  // namespace
 
-JobResult run_job(const Job& job, const PollFn& poll) {
+JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device) {
   check_job(job);
   RunControl control;
+  control.verify_device = verify_device;
   std::vector<std::unique_ptr<Worker>> workers;
   for (const WorkerPlan& plan : plan_workers(job))
     workers.push_back(std::make_unique<Worker>(job, plan, control));

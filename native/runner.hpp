@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "job.hpp"
+#include "worker.hpp"
 
 namespace gds {
 
@@ -12,6 +13,7 @@ namespace gds {
 // the ramp) is called every few milliseconds from the calling thread;
 // returning true stops the run promptly and marks the result interrupted.
 using PollFn = std::function<bool(uint64_t bytes, uint64_t elapsed_ns)>;
-JobResult run_job(const Job& job, const PollFn& poll);
+// verify_device checks GPU memory for --verify in GPU modes (may be empty).
+JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device = {});
 
 }  // namespace gds

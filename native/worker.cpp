@@ -6,10 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <thread>
-#include <vector>
 
 #include "clock.hpp"
 #include "error.hpp"
@@ -21,6 +18,8 @@ namespace {
 
 double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
 
+bool staged(const Job& job) { return job.mode == "bounce" || job.mode == "cached-bounce"; }
+
 }  // namespace
 
 Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
@@ -28,19 +27,51 @@ Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
 
 Worker::~Worker() {
   engine_.reset();
+  copies_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
+// Buffers per mode:
+//   cpu            qd slots in host memory (buffers.hpp)
+//   bounce         2 x qd slots, each a pinned staging buffer and its twin in
+//                  device memory: while one slot's bytes are copied to the GPU,
+//                  another is being read, so reads and copies overlap
+//   gds            qd slots in device memory, read by cuFile directly
 void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
+  const bool gpu_mode = job_.mode != "cpu";
+  const unsigned slots = staged(job_) ? 2 * job_.qd : job_.qd;
+  const size_t bytes = size_t(job_.bs) * slots;
+  requests_.resize(slots);
+  if (gpu_mode) {
+    device_ = gpu::open_device(job_.gpu_backend, plan_.gpu);
+    device_->make_current();  // this thread's allocations, streams and cuFile calls use it
+    result_.gpu = plan_.gpu;
+    device_memory_ = device_->alloc_device(bytes);
+    if (staged(job_)) {
+      staging_ = device_->alloc_pinned(bytes);
+      copies_ = device_->stream(slots);
+    }
+    if (job_.verify && !device_->simulated() && !control_.verify_device)
+      throw InputError("--verify in --mode " + job_.mode + " checks GPU memory with cupy, which is not installed");
+  } else {
+    host_ = std::make_unique<HostBuffers>(bytes);
+  }
+  char* read_base = host_ ? host_->data() : staging_ ? staging_.get() : device_memory_.get();
+  for (unsigned i = 0; i < slots; ++i) {
+    requests_[i].slot = i;
+    requests_[i].buf = read_base + size_t(i) * job_.bs;
+    requests_[i].device_dst = staging_ ? device_memory_.get() + size_t(i) * job_.bs : nullptr;
+    requests_[i].length = uint32_t(job_.bs);
+  }
   if (engine.reads_file) {
     int flags = O_RDONLY | O_CLOEXEC | (job_.direct ? O_DIRECT : 0);
     fd_ = ::open(job_.path.c_str(), flags);
     if (fd_ < 0)
       throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
   }
-  buffers_ = std::make_unique<HostBuffers>(size_t(job_.bs) * job_.qd);
   engine_ = engine.make(fd_, job_.qd);
+  if (job_.gds_register) engine_->register_buffer(device_memory_.get(), bytes);
 }
 
 void Worker::run() noexcept {
@@ -84,6 +115,20 @@ void Worker::check_read(const IoRequest& r) {
                 " (was the file truncated during the run?)");
 }
 
+// Checks the bytes where they finally landed: host memory, or GPU memory
+// (natively for the simulated device, through the cupy hook for a real GPU).
+void Worker::verify(const IoRequest& r) {
+  const char* landed = r.device_dst ? r.device_dst : r.buf;
+  uint64_t first = 0, bad;
+  if (host_ || device_->simulated())
+    bad = pattern::check(landed, r.length, r.offset, &first);
+  else
+    bad = control_.verify_device(landed, r.length, r.offset, plan_.gpu, &first);
+  if (bad && result_.verify_mismatches == 0) result_.first_mismatch_offset = first;
+  result_.verify_mismatches += bad;
+  result_.verified_blocks += r.length / pattern::kBlock;
+}
+
 void Worker::loop() {
   const uint64_t t0 = control_.start_ns.load();
   started_ns_ = now_ns();
@@ -91,17 +136,16 @@ void Worker::loop() {
   const uint64_t deadline = job_.runtime_ns ? measure_start + job_.runtime_ns : UINT64_MAX;
   const uint64_t interval = job_.interval_ns;
   const unsigned depth = job_.qd;
+  const unsigned slots = unsigned(requests_.size());
 
-  OffsetSequence offsets(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
-                         pattern::mix64(job_.seed) + plan_.index);
-  std::vector<IoRequest> requests(depth);
-  std::vector<IoRequest*> idle(depth), done(depth);
-  for (unsigned i = 0; i < depth; ++i) {
-    requests[i].buf = buffers_->data() + size_t(i) * job_.bs;
-    requests[i].length = uint32_t(job_.bs);
-    idle[i] = &requests[i];
-  }
-  unsigned n_idle = depth, inflight = 0;
+  OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs,
+                                                      job_.pattern == "rand", job_.seed, plan_.index);
+  std::vector<IoRequest*> idle(slots), done(depth);
+  for (unsigned i = 0; i < slots; ++i) idle[i] = &requests_[i];
+  unsigned n_idle = slots, reading = 0;
+  // Slots whose bytes are on their way to the GPU, oldest first (a ring).
+  std::vector<IoRequest*> copying(slots);
+  unsigned copy_head = 0, n_copying = 0;
   uint64_t issued = 0;  // measured reads issued
   result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / interval + 2 : 256);
 
@@ -111,10 +155,37 @@ void Worker::loop() {
   size_t tick = 0;
   unsigned unsubmitted = 0;
   uint64_t now = 0;
+
+  // A request is complete when its bytes are where they are going: in host
+  // memory, in device memory (gds), or copied to the GPU (bounce) at `when`.
+  auto complete = [&](IoRequest* r, uint64_t when) {
+    idle[n_idle++] = r;
+    if (job_.verify) verify(*r);
+    if (!r->measured) return;
+    result_.latency.add(when - r->submit_ns);
+    result_.bytes += r->length;
+    progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
+    ++result_.ops;
+    if (when - measure_start > result_.last_complete_ns) result_.last_complete_ns = when - measure_start;
+    while (when >= tick_end) {
+      ++tick;
+      tick_end += interval;
+    }
+    if (tick >= result_.timeline_bytes.size()) result_.timeline_bytes.resize(tick + 1, 0);
+    result_.timeline_bytes[tick] += r->length;
+  };
+  auto oldest_copy = [&]() {
+    IoRequest* r = copying[copy_head];
+    copy_head = (copy_head + 1) % slots;
+    --n_copying;
+    return r;
+  };
+
   for (;;) {
     // Refill the queue. Each read is stamped just before it is queued, so its
-    // latency runs from issue to the completion being seen (fio's "lat").
-    while (submitting && n_idle) {
+    // latency runs from issue to the completion being seen (fio's "lat"), or
+    // in bounce modes to its copy reaching the GPU.
+    while (submitting && n_idle && reading < depth) {
       now = now_ns();
       if (!measuring && now >= measure_start) {
         measuring = true;
@@ -130,7 +201,8 @@ void Worker::loop() {
       r->submit_ns = now;
       r->measured = measuring;
       engine_->queue(r);
-      ++inflight;
+      ++reading;
+      if (n_copying) ++result_.reads_while_copying;
       if (++unsubmitted >= job_.submit_batch) {
         engine_->submit();
         unsubmitted = 0;
@@ -140,36 +212,29 @@ void Worker::loop() {
         ++issued;
       }
     }
-    if (inflight == 0) break;
+    if (reading == 0 && n_copying == 0) break;
 
-    unsigned n = engine_->reap(1, done.data(), depth);  // also submits any still queued
-    unsubmitted = 0;
-    now = now_ns();
-    for (unsigned i = 0; i < n; ++i) {
-      IoRequest* r = done[i];
-      --inflight;
-      idle[n_idle++] = r;
-      check_read(*r);
-      if (job_.verify) {
-        uint64_t first = 0;
-        uint64_t bad = pattern::check(r->buf, r->length, r->offset, &first);
-        if (bad && result_.verify_mismatches == 0) result_.first_mismatch_offset = first;
-        result_.verify_mismatches += bad;
-        result_.verified_blocks += r->length / pattern::kBlock;
+    if (reading > 0) {
+      unsigned n = engine_->reap(1, done.data(), depth);  // also submits any still queued
+      unsubmitted = 0;
+      now = now_ns();
+      for (unsigned i = 0; i < n; ++i) {
+        IoRequest* r = done[i];
+        --reading;
+        check_read(*r);
+        if (copies_) {
+          copies_->copy_to_device(r->device_dst, r->buf, r->length, r->slot);
+          copying[(copy_head + n_copying++) % slots] = r;
+        } else {
+          complete(r, now);
+        }
       }
-      if (!r->measured) continue;
-      result_.latency.add(now - r->submit_ns);
-      result_.bytes += r->length;
-      progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
-      ++result_.ops;
-      result_.last_complete_ns = now - measure_start;
-      while (now >= tick_end) {
-        ++tick;
-        tick_end += interval;
-      }
-      if (tick >= result_.timeline_bytes.size()) result_.timeline_bytes.resize(tick + 1, 0);
-      result_.timeline_bytes[tick] += r->length;
+    } else {  // nothing being read: every free slot waits on a copy
+      IoRequest* r = oldest_copy();
+      complete(r, copies_->wait(r->slot));
     }
+    uint64_t when = 0;
+    while (n_copying && copies_->poll(copying[copy_head]->slot, &when)) complete(oldest_copy(), when);
   }
   if (measuring) {
     rusage cpu1{};

@@ -1,20 +1,29 @@
 // One worker thread: opens its own descriptor (one shared descriptor caps
 // throughput), owns its buffers, requests and engine (all sized once, before
 // the start gate: nothing is allocated per read), then runs the loop
-// queue -> reap -> time -> record until its stop condition.
+// queue -> reap -> [copy to the GPU] -> time -> record until its stop condition.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "buffers.hpp"
 #include "engine.hpp"
+#include "gpu/device.hpp"
 #include "job.hpp"
 
 namespace gds {
+
+// Checks bytes that landed in GPU memory against the prepare pattern: returns
+// the number of bad 4 KiB blocks and sets *first_bad. Supplied by the Python
+// layer (cupy, on the GPU); the simulated device is checked natively.
+using DeviceVerifyFn =
+    std::function<uint64_t(const void* device_ptr, size_t length, uint64_t file_offset, int gpu, uint64_t* first_bad)>;
 
 // Shared between the runner and every worker of one run.
 struct RunControl {
@@ -24,6 +33,7 @@ struct RunControl {
   uint32_t finished = 0;               // workers done (guarded by mu)
   std::mutex mu;                       // the runner sleeps on cv until a worker
   std::condition_variable cv;          // is ready or done, or a poll is due
+  DeviceVerifyFn verify_device;        // for --verify with a real GPU
 
   void notify() {
     std::lock_guard<std::mutex> lock(mu);
@@ -36,6 +46,7 @@ struct WorkerPlan {
   uint64_t first_byte = 0;              // start of this worker's slice of the region
   uint64_t nblocks = 0;                 // blocks in its slice
   uint64_t block_budget = UINT64_MAX;   // measured reads to issue (UINT64_MAX: no limit)
+  int gpu = -1;                         // GPU index for GPU modes
 };
 
 class Worker {
@@ -59,12 +70,17 @@ class Worker {
   void setup();
   void loop();
   void check_read(const IoRequest& r);
+  void verify(const IoRequest& r);
 
   const Job& job_;
   const WorkerPlan plan_;
   RunControl& control_;
   int fd_ = -1;
-  std::unique_ptr<HostBuffers> buffers_;
+  std::unique_ptr<HostBuffers> host_;      // cpu mode: reads land here
+  std::unique_ptr<gpu::Device> device_;    // GPU modes
+  gpu::Memory staging_, device_memory_;    // bounce: pinned staging -> device; gds: device only
+  std::unique_ptr<gpu::CopyStream> copies_;
+  std::vector<IoRequest> requests_;
   std::unique_ptr<Engine> engine_;
   ThreadResult result_;
   std::exception_ptr error_;

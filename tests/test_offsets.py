@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from gdsbench._native import offset_sequence
+from gdsbench._native import OffsetSequence
+
+
+def offset_sequence(first_byte, nblocks, bs, random, seed, count):
+    return OffsetSequence(first_byte, nblocks, bs, random, seed).take(count)
 
 
 @pytest.mark.parametrize("nblocks", [1, 2, 3, 7, 64, 1000, 4097])
@@ -25,6 +29,12 @@ def test_random_order_is_seeded_and_changes_each_pass():
     # not secretly sequential: few neighbours in a row
     steps = np.diff(a[:n].astype(np.int64))
     assert np.mean(steps == 4096) < 0.01
+
+
+def test_workers_get_different_orders_from_one_seed():
+    a = OffsetSequence(0, 1000, 4096, True, 7, worker=0).take(1000)
+    b = OffsetSequence(0, 1000, 4096, True, 7, worker=1).take(1000)
+    assert not np.array_equal(a, b)
 
 
 def test_sequential_wraps():

@@ -6,9 +6,10 @@ Modules that pull in pandas or matplotlib are imported inside run(), so that
 """
 
 from .compare import CompareCommand
+from .info import InfoCommand
 from .prepare import PrepareCommand
 from .report import ReportCommand
 from .run import RunCommand
 from .sweep import SweepCommand
 
-COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand]
+COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand]

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _o_direct(path: str) -> str:
+    from ..errors import UsageError
+    from ..target import check_direct, direct_alignment, inspect
+
+    try:
+        target = inspect(path)
+        check_direct(target, 0, 0)
+        return f"supported on {path} ({target.where}; offsets and sizes in multiples of {direct_alignment(target)} B)"
+    except UsageError as e:
+        return f"not usable on {path}: {e}"
+
+
+class InfoCommand:
+    name = "info"
+    help = "what this machine can do: GPUs, CUDA, cuFile, nvidia-fs, kvikio, cupy, io_uring, O_DIRECT"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--path", help="also check O_DIRECT and describe the storage under this file or device")
+        parser.add_argument("--json", action="store_true", help="print everything as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from .. import _native, gpu
+        from ..target import describe, inspect
+        from ..units import format_size
+
+        s = gpu.status()
+        engines = {e["name"]: e["unavailable"] for e in _native.engines()}
+        storage = describe(inspect(args.path)) if args.path else None
+        if args.json:
+            print(json.dumps({**s, "engines": engines, "storage": storage,
+                              "o_direct": _o_direct(args.path) if args.path else None}, indent=1, default=str))
+            return 0
+        cuda, fs = s["cuda"], s["nvidia_fs"]
+        lines = ["GPUs"]
+        for g in s["gpus"]:
+            mem = format_size(g["memory_bytes"]) if g["memory_bytes"] else "memory unknown"
+            index = f"cuda:{g['cuda_index']}" if g["cuda_index"] is not None else "not visible to CUDA"
+            lines.append(f"  {g['pci_address']}  {g['model'] or 'NVIDIA GPU'}  {index}  {mem}  NUMA {g['numa_node']}  "
+                         f"PCIe {g['pcie_link_speed']} x{g['pcie_link_width']} (max {g['pcie_max_link_speed']} "
+                         f"x{g['pcie_max_link_width']})")
+        if not s["gpus"]:
+            lines.append("  none on the PCI bus")
+        direct_ok, why = gpu.gds_is_direct(s, inspect(args.path) if args.path else None)
+        lines += [
+            f"NVIDIA driver   {s['driver_version'] or 'not loaded'}",
+            "libcudart       " + (f"{cuda['cudart_path']} (runtime {cuda['runtime_version']}, driver API "
+                                  f"{cuda['driver_version']})" if not cuda["cudart_error"]
+                                  else f"not usable: {cuda['cudart_error']}"),
+            "libcufile       " + (f"{cuda['cufile_path']} (nvidia-fs as cuFile sees it: {cuda['nvfs_version']})"
+                                  if not cuda["cufile_error"] else f"not usable: {cuda['cufile_error']}"),
+            f"nvidia-fs       {'loaded' if fs['loaded'] else 'not loaded'}{' ' + fs['version'] if fs['version'] else ''}",
+            "GDS             " + (("native: " if direct_ok else "compat: ") + why if not cuda["cufile_error"]
+                                  else "unavailable (no usable cuFile)"),
+            "cufile.json     " + (f"{s['cufile_json']['path']} (allow_compat_mode: {s['cufile_json']['allow_compat_mode']})"
+                                  if s["cufile_json"]["found"] else f"{s['cufile_json']['path']} not found"),
+            f"cupy            {s['cupy'] or 'not installed'}",
+            f"kvikio          {s['kvikio'] or 'not installed'}",
+            "engines         " + ", ".join(f"{n}: {'ok' if not why_not else why_not}" for n, why_not in engines.items()),
+        ]
+        if args.path:
+            lines.append(f"O_DIRECT        {_o_direct(args.path)}")
+            keys = ("fs_type", "block_device", "model", "driver", "rotational", "scheduler", "numa_node", "pci_address",
+                    "pcie_link_speed", "pcie_link_width")
+            lines.append("storage         " + ", ".join(f"{k}={storage.get(k)}" for k in keys if storage.get(k) is not None))
+        print("\n".join(lines))
+        return 0

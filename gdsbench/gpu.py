@@ -1,0 +1,199 @@
+"""GPUs, CUDA, cuFile and GPUDirect Storage on this machine, and the path a
+GPU job's bytes really take.
+
+Nothing here needs a GPU to import or run: each fact is read from sysfs,
+procfs or the run-time loaded libraries and reported as missing, with the
+reason, where it is absent. The labels it produces never call a read
+GPUDirect that did not take that path.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import site
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from . import _native
+from .errors import UsageError
+from .spec import JobSpec
+from .target import Target, pci_placement
+
+SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
+PCI_DEVICES = Path("/sys/bus/pci/devices")
+NVIDIA_VENDOR = "0x10de"
+
+_configured = False
+
+
+def _wheel_libraries(pattern: str) -> list[str]:
+    """Copies of a library inside installed nvidia-* wheels (nvidia/*/lib/)."""
+    roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+    found: list[str] = []
+    for root in dict.fromkeys(roots):
+        for path in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", pattern)), reverse=True):
+            if path not in found:
+                found.append(path)
+    return found
+
+
+def configure_libraries() -> None:
+    """Let the native shim find libcudart and libcufile in the nvidia-* wheels too."""
+    global _configured
+    if not _configured:
+        _native.set_library_candidates("cudart", _wheel_libraries("libcudart.so*"))
+        _native.set_library_candidates("cufile", _wheel_libraries("libcufile.so*"))
+        _configured = True
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def pci_gpus() -> list[dict]:
+    """NVIDIA GPUs on the PCI bus (with or without a working driver or CUDA)."""
+    gpus = []
+    for dev in sorted(PCI_DEVICES.glob("*")) if PCI_DEVICES.exists() else []:
+        if _read(dev / "vendor") != NVIDIA_VENDOR or not (_read(dev / "class") or "").startswith("0x03"):
+            continue
+        info = _read(Path("/proc/driver/nvidia/gpus") / dev.name / "information") or ""
+        model = re.search(r"^Model:\s*(.+)$", info, re.M)
+        gpus.append({"model": model.group(1).strip() if model else None, **pci_placement(dev),
+                     "pcie_max_link_speed": _read(dev / "max_link_speed"),
+                     "pcie_max_link_width": _read(dev / "max_link_width")})
+    return gpus
+
+
+def nvidia_driver_version() -> str | None:
+    text = _read(Path("/proc/driver/nvidia/version")) or ""
+    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
+    return m.group(1) if m else None
+
+
+def nvidia_fs() -> dict:
+    """Whether the nvidia-fs kernel module (needed for GPUDirect Storage) is loaded."""
+    loaded = Path("/sys/module/nvidia_fs").exists()
+    version = _read(Path("/sys/module/nvidia_fs/version")) or _read(Path("/proc/driver/nvidia-fs/version"))
+    return {"loaded": loaded, "version": version}
+
+
+def cufile_config() -> dict:
+    """cufile.json as cuFile will read it ($CUFILE_ENV_PATH_JSON or /etc/cufile.json)."""
+    path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
+    text = _read(Path(path))
+    if text is None:
+        return {"path": path, "found": False, "allow_compat_mode": None}
+    text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)  # cufile.json allows // comments
+    try:
+        allow = json.loads(text).get("properties", {}).get("allow_compat_mode")
+    except json.JSONDecodeError:
+        allow = None
+    return {"path": path, "found": True, "allow_compat_mode": allow}
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def status() -> dict:
+    """Everything gdsbench knows about GPUs here, for `gdsbench info` and results."""
+    configure_libraries()
+    native = _native.gpu_status()
+    cuda_by_bus = {d["pci_bus_id"].lower(): d for d in native["devices"]}
+    gpus = pci_gpus()
+    for g in gpus:
+        cuda = cuda_by_bus.get((g["pci_address"] or "").lower())
+        g["cuda_index"] = cuda["index"] if cuda else None
+        g["memory_bytes"] = cuda["total_bytes"] if cuda else None
+    return {
+        "gpus": gpus,
+        "driver_version": nvidia_driver_version(),
+        "cuda": native,
+        "nvidia_fs": nvidia_fs(),
+        "cufile_json": cufile_config(),
+        "cupy": _version("cupy-cuda13x", "cupy-cuda12x", "cupy"),
+        "kvikio": _version("kvikio-cu13", "kvikio-cu12", "kvikio"),
+    }
+
+
+def require(spec: JobSpec) -> None:
+    """UsageError, one line naming what is missing, unless spec's GPU mode can run here."""
+    if spec.mode == "cpu" or spec.simulated:
+        if spec.simulated and spec.mode in ("gds", "kvikio"):
+            raise UsageError(f"--gpu-backend sim simulates the bounce pipeline only, not --mode {spec.mode}")
+        return
+    configure_libraries()
+    native = _native.gpu_status()
+    if native["cudart_error"]:
+        raise UsageError(f"--mode {spec.mode} needs a GPU: {native['cudart_error']}")
+    count = len(native["devices"])
+    for index in (int(i) for i in spec.gpu.split(",")):
+        if index >= count:
+            raise UsageError(f"--gpu {spec.gpu}: this machine has {count} GPU(s), numbered 0 to {count - 1}")
+    if spec.mode == "gds" and native["cufile_error"]:
+        raise UsageError(f"--mode gds needs cuFile: {native['cufile_error']} (pip install gdsbench[cu13])")
+    if spec.mode == "kvikio":
+        for module, extra in (("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")):
+            try:
+                __import__(module)
+            except ImportError:
+                raise UsageError(f"--mode kvikio needs {module}: pip install gdsbench[cu13] (or {extra})") from None
+    if spec.verify:
+        try:
+            import cupy  # noqa: F401
+        except ImportError:
+            raise UsageError(f"--verify in --mode {spec.mode} checks GPU memory with cupy: pip install cupy-cuda13x") from None
+
+
+def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
+    """Whether cuFile reads of target go GPUDirect, and why (or why not)."""
+    fs = info["nvidia_fs"]
+    if not fs["loaded"]:
+        return False, "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
+    local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
+    if not local:
+        where = target.where if target else "this target"
+        return False, f"cuFile on {where} may use its compatibility mode; only ext4/xfs are confirmed here"
+    return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where}".strip()
+
+
+def data_path(spec: JobSpec, target: Target | None, kvikio_compat: str | None = None) -> str:
+    """What the bytes of this (resolved) job really pass through, in words."""
+    sim = f" [{SIMULATED}]" if spec.simulated and spec.mode != "cpu" else ""
+    read = f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads"
+    if spec.mode == "cpu":
+        return f"{read} into host memory"
+    if spec.mode in ("bounce", "cached-bounce"):
+        return f"{read} into pinned host memory, then cudaMemcpyAsync to GPU memory{sim}"
+    if spec.mode == "gds":
+        direct, why = gds_is_direct(status(), target)
+        return ("cuFile GPUDirect Storage reads into GPU memory" if direct
+                else "cuFile reads in COMPATIBILITY mode (not GPUDirect)") + f" ({why})"
+    return f"kvikio reads into GPU memory ({kvikio_compat})"
+
+
+def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) -> list[str]:
+    """Warn when a GPU the job uses and the storage device sit on different NUMA nodes."""
+    storage_node = (storage or {}).get("numa_node")
+    if storage_node is None or storage_node < 0:
+        return []
+    used = {int(i) for i in spec.gpu.split(",")}
+    return [
+        f"GPU {g['cuda_index']} ({g['pci_address']}) is on NUMA node {g['numa_node']}, the storage "
+        f"({storage.get('block_device')}) on node {storage_node}: cross-socket transfers can lose a large share of bandwidth"
+        for g in gpus
+        if g["cuda_index"] in used and g.get("numa_node") is not None and g["numa_node"] >= 0
+        and g["numa_node"] != storage_node
+    ]

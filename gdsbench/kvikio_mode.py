@@ -1,0 +1,155 @@
+"""--mode kvikio: reads through kvikio's own API (CuFile.pread and its thread
+pool), as RAPIDS users run them, into cupy arrays on the GPU.
+
+kvikio is a Python-facing library, so this mode is driven from Python, not
+the native worker loop: up to --qd preads are in flight, each split by kvikio
+into --kvikio-task-size tasks on --kvikio-threads threads. Each read's latency
+is timed in Python from the call to the moment its future returns (futures
+are collected oldest first), and results say so. Untested on a GPU here.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections import deque
+
+import numpy as np
+
+from . import _native
+from .errors import UsageError
+from .pattern import check_device
+from .spec import JobSpec
+
+TIMING_NOTE = "kvikio mode: latency timed in Python from pread() to its future returning, oldest first"
+
+
+def _configure(kvikio, spec: JobSpec) -> None:
+    settings = {}
+    if spec.kvikio_threads:
+        settings["num_threads"] = spec.kvikio_threads
+    if spec.kvikio_task_size:
+        settings["task_size"] = spec.kvikio_task_size
+    if not settings:
+        return
+    defaults = kvikio.defaults
+    if hasattr(defaults, "set"):  # kvikio >= 25.02
+        defaults.set(settings)
+    else:
+        if "num_threads" in settings:
+            defaults.num_threads_reset(settings["num_threads"])
+        if "task_size" in settings:
+            defaults.task_size_reset(settings["task_size"])
+
+
+def compat_description(kvikio) -> str:
+    """How kvikio will read: through cuFile or its own POSIX compatibility mode."""
+    defaults = kvikio.defaults
+    try:
+        preferred = defaults.is_compat_mode_preferred()
+    except AttributeError:
+        preferred = bool(defaults.compat_mode())
+    threshold = None
+    for getter in ("gds_threshold", "get"):
+        try:
+            threshold = defaults.gds_threshold() if getter == "gds_threshold" else defaults.get("gds_threshold")
+            break
+        except (AttributeError, TypeError, KeyError):
+            continue
+    if preferred:
+        return "kvikio compatibility mode: POSIX reads and a bounce buffer, NOT GPUDirect"
+    note = f"; reads under its gds_threshold ({threshold} bytes) take POSIX" if threshold else ""
+    return f"kvikio through cuFile (GPUDirect only if cuFile itself is not in compatibility mode{note})"
+
+
+def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
+    """Measure a resolved kvikio job; returns (the native-shaped raw result, data path)."""
+    try:
+        import cupy
+        import kvikio
+    except ImportError as e:
+        raise UsageError(f"--mode kvikio needs {e.name}: pip install gdsbench[cu13]") from None
+    _configure(kvikio, spec)
+    gpu = int(spec.gpu.split(",")[0])
+    nblocks = spec.size // spec.bs
+    budget = spec.io_size // spec.bs if spec.io_size else None
+    latency = _native.LatencyHistogram()
+    samples: list[int] = []
+    timeline: list[int] = []
+    verified = mismatches = 0
+    first_bad = None
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    interrupted = False
+    with cupy.cuda.Device(gpu):
+        buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
+        order = _native.OffsetSequence(spec.offset, nblocks, spec.bs, spec.pattern == "rand", spec.seed)
+        offsets = order.take(min(nblocks, 4096))
+        handle = kvikio.CuFile(spec.path, "r")
+        t0 = time.monotonic_ns()
+        measure_start = t0 + spec.ramp_ns
+        deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None
+        inflight: deque = deque()  # (future, issued at, file offset, buffer index, measured), oldest first
+        free = deque(range(spec.qd))
+        issued = done_bytes = ops = 0
+        last = 0
+        position = 0
+        try:
+            while True:
+                now = time.monotonic_ns()
+                submitting = (deadline is None or now < deadline) and (budget is None or issued < budget)
+                while submitting and free:
+                    index = free.popleft()
+                    if position and position % len(offsets) == 0:
+                        offsets = order.take(len(offsets))
+                    off = int(offsets[position % len(offsets)])
+                    position += 1
+                    now = time.monotonic_ns()
+                    measured = now >= measure_start
+                    inflight.append((handle.pread(buffers[index], spec.bs, off), now, off, index, measured))
+                    issued += measured
+                    submitting = budget is None or issued < budget
+                if not inflight:
+                    break
+                future, started, off, index, measured = inflight.popleft()
+                got = future.get()
+                end = time.monotonic_ns()
+                free.append(index)
+                if got != spec.bs:
+                    raise UsageError(f"kvikio read {got} of {spec.bs} bytes at offset {off} of {spec.path}")
+                if spec.verify:
+                    bad, first = check_device(buffers[index].data.ptr, spec.bs, off, gpu)
+                    verified += spec.bs // _native.PATTERN_BLOCK
+                    if bad and first_bad is None:
+                        first_bad = first
+                    mismatches += bad
+                if not measured:
+                    continue
+                samples.append(end - started)
+                done_bytes += spec.bs
+                ops += 1
+                last = end - measure_start
+                tick = last // spec.interval_ns
+                timeline.extend([0] * (tick + 1 - len(timeline)))
+                timeline[tick] += spec.bs
+                if progress and ops % 64 == 0:
+                    progress(done_bytes, last)
+        except KeyboardInterrupt:
+            interrupted = True
+            for future, *_ in inflight:
+                future.get()
+        finally:
+            handle.close()
+    latency.add(np.asarray(samples, dtype=np.uint64))
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    thread = {
+        "gpu": gpu, "latency": latency, "bytes": done_bytes, "ops": ops, "first_submit_ns": 0,
+        "last_complete_ns": last, "timeline_bytes": np.asarray(timeline, dtype=np.uint64),
+        # kvikio's pool threads are this process's: its CPU time is the process's
+        "cpu_user_s": cpu1.ru_utime - cpu0.ru_utime, "cpu_sys_s": cpu1.ru_stime - cpu0.ru_stime,
+        "verified_blocks": verified, "verify_mismatches": mismatches, "first_mismatch_offset": first_bad or 0,
+        "passes": -(-position // nblocks), "reads_while_copying": 0,
+    }
+    raw = {"threads": [thread], "interrupted": interrupted, "start_skew_ns": 0,
+           "process_cpu_user_s": thread["cpu_user_s"], "process_cpu_sys_s": thread["cpu_sys_s"],
+           "wall_ns": time.monotonic_ns() - t0}
+    return raw, compat_description(kvikio)

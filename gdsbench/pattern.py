@@ -1,0 +1,43 @@
+"""The prepare/verify block pattern (native/pattern.hpp) checked with array
+libraries: numpy on the host, cupy on the GPU, where bytes read in GPU modes
+land. The native core calls check_device for --verify in those modes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAGIC = 0x48434E4542534447  # "GDSBENCH"
+GOLDEN = 0x9E3779B97F4A7C15
+WORDS = 512  # 64-bit words per 4 KiB block
+
+
+def _mix64(xp: Any, z):
+    z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
+    return z ^ (z >> xp.uint64(31))
+
+
+def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
+    """(bad blocks, file offset of the first bad one) for bytes read at
+    file_offset; `data` is a uint8 array of whole 4 KiB blocks (numpy or cupy)."""
+    words = data.view(xp.uint64).reshape(-1, WORDS)
+    index = xp.arange(WORDS - 1, dtype=xp.uint64)
+    # uint64 arithmetic wraps modulo 2^64 in numpy and cupy alike
+    checksum = _mix64(xp, words[:, : WORDS - 1] + index * xp.uint64(GOLDEN)).sum(axis=1, dtype=xp.uint64)
+    offsets = xp.uint64(file_offset) + xp.arange(words.shape[0], dtype=xp.uint64) * xp.uint64(WORDS * 8)
+    bad = (words[:, 0] != xp.uint64(MAGIC)) | (words[:, 1] != offsets) | (words[:, WORDS - 1] != checksum)
+    count = int(bad.sum())
+    if not count:
+        return 0, None
+    return count, file_offset + int(xp.argmax(bad)) * WORDS * 8
+
+
+def check_device(ptr: int, length: int, file_offset: int, gpu: int) -> tuple[int, int]:
+    """Check `length` bytes of GPU memory at address `ptr` on GPU `gpu`, on the GPU (cupy)."""
+    import cupy
+
+    with cupy.cuda.Device(gpu):
+        memory = cupy.cuda.UnownedMemory(ptr, length, owner=None, device_id=gpu)
+        data = cupy.ndarray((length,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
+        bad, first = check_blocks(cupy, data, file_offset)
+    return bad, first if first is not None else 0

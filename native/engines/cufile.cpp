@@ -1,0 +1,78 @@
+// cufile: cuFileRead straight into device memory (GPUDirect Storage), one read
+// at a time per thread as psync does; concurrency comes from threads, since
+// cuFile's synchronous API has no queue depth. Whether the read really went
+// GPUDirect or through cuFile's compatibility mode (POSIX reads and a bounce
+// inside libcufile) is decided by the platform, and recorded by the Python
+// layer from nvidia-fs and cufile.json. Untested on a GPU in this project's CI.
+#include <cerrno>
+
+#include "../engine.hpp"
+#include "../error.hpp"
+
+#ifdef GDSBENCH_HAVE_CUDA
+#include "../gpu/cuda.hpp"
+
+namespace gds {
+namespace {
+
+class CuFileEngine final : public Engine {
+ public:
+  explicit CuFileEngine(int fd) : api_(gpu::CuFileApi::get()) {
+    CUfileDescr_t descr{};
+    descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
+    descr.handle.fd = fd;
+    CUfileError_t status = api_.cuFileHandleRegister(&handle_, &descr);
+    if (status.err != CU_FILE_SUCCESS)
+      throw InputError("--mode gds: cuFileHandleRegister failed: " + gpu::CuFileApi::error_text(status) +
+                       " (the file must be opened with O_DIRECT on a filesystem cuFile supports)");
+  }
+  ~CuFileEngine() override {
+    if (registered_) api_.cuFileBufDeregister(registered_);
+    api_.cuFileHandleDeregister(handle_);
+  }
+  void register_buffer(void* base, size_t length) override {
+    CUfileError_t status = api_.cuFileBufRegister(base, length, 0);
+    if (status.err != CU_FILE_SUCCESS)
+      throw InputError("--gds-register: cuFileBufRegister failed: " + gpu::CuFileApi::error_text(status));
+    registered_ = base;
+  }
+  void queue(IoRequest* r) override {
+    ssize_t n = api_.cuFileRead(handle_, r->buf, r->length, off_t(r->offset), 0);
+    r->result = n >= 0 ? n : (n == -1 ? -errno : -EIO);  // below -1: a cuFile error code
+    done_ = r;
+  }
+  unsigned reap(unsigned, IoRequest** done, unsigned max) override {
+    if (!done_ || max == 0) return 0;
+    done[0] = done_;
+    done_ = nullptr;
+    return 1;
+  }
+
+ private:
+  gpu::CuFileApi& api_;
+  CUfileHandle_t handle_ = nullptr;
+  void* registered_ = nullptr;
+  IoRequest* done_ = nullptr;
+};
+
+}  // namespace
+
+const EngineInfo kCuFileEngine = {
+    "cufile", 1, true, "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    [](int fd, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<CuFileEngine>(fd); },
+    [] { return gpu::CuFileApi::probe(); }};
+
+}  // namespace gds
+
+#else
+
+namespace gds {
+const EngineInfo kCuFileEngine = {
+    "cufile", 1, true, "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    [](int, unsigned) -> std::unique_ptr<Engine> {
+      throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
+    },
+    [] { return std::string("built without CUDA headers"); }};
+}  // namespace gds
+
+#endif

@@ -1,0 +1,180 @@
+#include "cuda.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "../error.hpp"
+
+namespace gds::gpu {
+namespace {
+
+std::mutex g_mu;
+std::map<std::string, std::vector<std::string>> g_extra;  // set by Python: wheel copies
+
+const std::map<std::string, std::vector<std::string>>& defaults() {
+  static const std::map<std::string, std::vector<std::string>> d = {
+      {"cudart", {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}},
+      {"cufile", {"libcufile.so", "libcufile.so.0"}},
+  };
+  return d;
+}
+
+// dlopen the first candidate that loads; throws InputError listing what was tried.
+void* open_library(const std::string& library, std::string* loaded) {
+  std::string tried, last_error;
+  for (const auto& path : library_candidates(library)) {
+    if (void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *loaded = path;
+      return h;
+    }
+    const char* e = ::dlerror();
+    last_error = e ? e : "";
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  throw InputError("lib" + library + " not found (tried " + tried + "; last error: " + last_error + ")");
+}
+
+template <typename F>
+void bind(void* handle, F& fn, const char* name, const std::string& library) {
+  ::dlerror();
+  void* sym = ::dlsym(handle, name);
+  if (!sym) throw InputError("lib" + library + " has no " + name + " (too old?)");
+  fn = reinterpret_cast<F>(sym);
+}
+
+// A process-wide singleton whose construction may fail: the failure is kept
+// and reported again on every later get(), without retrying.
+template <typename T>
+struct Once {
+  std::mutex mu;  // one per library: cuFile's construction takes CUDA's
+  std::unique_ptr<T> value;
+  std::string error;
+  bool tried = false;
+
+  T& get() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!tried) {
+      tried = true;
+      try {
+        value.reset(new T());
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!value) throw InputError(error);
+    return *value;
+  }
+};
+
+}  // namespace
+
+void set_library_candidates(const std::string& library, const std::vector<std::string>& paths) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_extra[library] = paths;
+}
+
+std::vector<std::string> library_candidates(const std::string& library) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::string> out;
+  std::string env = "GDSBENCH_" + std::string(library == "cudart" ? "CUDART" : "CUFILE");
+  if (const char* p = std::getenv(env.c_str())) out.push_back(p);
+  auto d = defaults().find(library);
+  if (d != defaults().end()) out.insert(out.end(), d->second.begin(), d->second.end());
+  auto e = g_extra.find(library);
+  if (e != g_extra.end()) out.insert(out.end(), e->second.begin(), e->second.end());
+  return out;
+}
+
+#define GDS_BIND(lib, name) bind(handle, name, #name, lib)
+
+CudaRuntime::CudaRuntime() {
+  void* handle = open_library("cudart", &path);
+  GDS_BIND("cudart", cudaGetDeviceCount);
+  GDS_BIND("cudart", cudaSetDevice);
+  GDS_BIND("cudart", cudaMalloc);
+  GDS_BIND("cudart", cudaFree);
+  GDS_BIND("cudart", cudaHostRegister);
+  GDS_BIND("cudart", cudaHostUnregister);
+  GDS_BIND("cudart", cudaMemcpyAsync);
+  GDS_BIND("cudart", cudaStreamCreateWithFlags);
+  GDS_BIND("cudart", cudaStreamDestroy);
+  GDS_BIND("cudart", cudaStreamSynchronize);
+  GDS_BIND("cudart", cudaLaunchHostFunc);
+  GDS_BIND("cudart", cudaEventCreateWithFlags);
+  GDS_BIND("cudart", cudaEventRecord);
+  GDS_BIND("cudart", cudaEventQuery);
+  GDS_BIND("cudart", cudaEventSynchronize);
+  GDS_BIND("cudart", cudaEventDestroy);
+  GDS_BIND("cudart", cudaGetErrorString);
+  GDS_BIND("cudart", cudaDeviceGetPCIBusId);
+  GDS_BIND("cudart", cudaRuntimeGetVersion);
+  GDS_BIND("cudart", cudaDriverGetVersion);
+  GDS_BIND("cudart", cudaMemGetInfo);
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess)
+    throw InputError("CUDA cannot see a GPU: cudaGetDeviceCount: " + std::string(cudaGetErrorString(err)) +
+                     " (is the NVIDIA driver loaded?)");
+  if (count == 0) throw InputError("CUDA sees no GPU on this machine");
+}
+
+void CudaRuntime::check(cudaError_t err, const std::string& what) const {
+  if (err != cudaSuccess) throw IoError(what + ": " + cudaGetErrorString(err));
+}
+
+CudaRuntime& CudaRuntime::get() {
+  static Once<CudaRuntime> once;
+  return once.get();
+}
+
+std::string CudaRuntime::probe() {
+  try {
+    get();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+CuFileApi::CuFileApi() {
+  CudaRuntime::get();  // cuFile needs a working CUDA runtime underneath
+  void* handle = open_library("cufile", &path);
+  GDS_BIND("cufile", cuFileDriverOpen);
+  bind(handle, cuFileDriverClose, "cuFileDriverClose_v2", "cufile");
+  GDS_BIND("cufile", cuFileDriverGetProperties);
+  GDS_BIND("cufile", cuFileHandleRegister);
+  GDS_BIND("cufile", cuFileHandleDeregister);
+  GDS_BIND("cufile", cuFileBufRegister);
+  GDS_BIND("cufile", cuFileBufDeregister);
+  GDS_BIND("cufile", cuFileRead);
+  CUfileError_t status = cuFileDriverOpen();
+  if (status.err != CU_FILE_SUCCESS)
+    throw InputError("cuFileDriverOpen failed: " + error_text(status) +
+                     " (is nvidia-fs loaded, or compat mode allowed in cufile.json?)");
+}
+
+std::string CuFileApi::error_text(CUfileError_t status) {
+  std::string text = cufileop_status_error(status.err);
+  if (status.err == CU_FILE_CUDA_DRIVER_ERROR) text += " (CUDA driver error " + std::to_string(int(status.cu_err)) + ")";
+  return text;
+}
+
+CuFileApi& CuFileApi::get() {
+  static Once<CuFileApi> once;
+  return once.get();
+}
+
+std::string CuFileApi::probe() {
+  try {
+    get();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace gds::gpu

@@ -1,0 +1,77 @@
+// CUDA runtime and cuFile, loaded at run time (dlopen/dlsym), in the manner
+// of kvikio's shim/: headers at build time, never a link-time dependency, so
+// one build runs with or without a GPU. Each library is a singleton whose
+// get() throws InputError naming what is missing, and whose probe() says why
+// it cannot load ("" when it can).
+#pragma once
+#include <cuda_runtime_api.h>
+#include <cufile.h>
+
+#include <string>
+#include <vector>
+
+#include "status.hpp"
+
+namespace gds::gpu {
+
+std::vector<std::string> library_candidates(const std::string& library);
+
+#define GDS_SHIM_FN(name) decltype(&::name) name = nullptr
+
+class CudaRuntime {
+ public:
+  static CudaRuntime& get();
+  static std::string probe();
+
+  std::string path;  // the file that was loaded
+  GDS_SHIM_FN(cudaGetDeviceCount);
+  GDS_SHIM_FN(cudaSetDevice);
+  GDS_SHIM_FN(cudaMalloc);
+  GDS_SHIM_FN(cudaFree);
+  GDS_SHIM_FN(cudaHostRegister);
+  GDS_SHIM_FN(cudaHostUnregister);
+  GDS_SHIM_FN(cudaMemcpyAsync);
+  GDS_SHIM_FN(cudaStreamCreateWithFlags);
+  GDS_SHIM_FN(cudaStreamDestroy);
+  GDS_SHIM_FN(cudaStreamSynchronize);
+  GDS_SHIM_FN(cudaLaunchHostFunc);
+  GDS_SHIM_FN(cudaEventCreateWithFlags);
+  GDS_SHIM_FN(cudaEventRecord);
+  GDS_SHIM_FN(cudaEventQuery);
+  GDS_SHIM_FN(cudaEventSynchronize);
+  GDS_SHIM_FN(cudaEventDestroy);
+  GDS_SHIM_FN(cudaGetErrorString);
+  GDS_SHIM_FN(cudaDeviceGetPCIBusId);
+  GDS_SHIM_FN(cudaRuntimeGetVersion);
+  GDS_SHIM_FN(cudaDriverGetVersion);
+  GDS_SHIM_FN(cudaMemGetInfo);
+
+  // Throws IoError "<what>: <CUDA's message>" unless err is cudaSuccess.
+  void check(cudaError_t err, const std::string& what) const;
+
+  CudaRuntime();  // loads and checks; use get(), which does this once per process
+};
+
+class CuFileApi {
+ public:
+  static CuFileApi& get();  // also opens the cuFile driver, once per process
+  static std::string probe();
+
+  std::string path;
+  GDS_SHIM_FN(cuFileDriverOpen);
+  GDS_SHIM_FN(cuFileDriverClose);
+  GDS_SHIM_FN(cuFileDriverGetProperties);
+  GDS_SHIM_FN(cuFileHandleRegister);
+  GDS_SHIM_FN(cuFileHandleDeregister);
+  GDS_SHIM_FN(cuFileBufRegister);
+  GDS_SHIM_FN(cuFileBufDeregister);
+  GDS_SHIM_FN(cuFileRead);
+
+  static std::string error_text(CUfileError_t status);
+
+  CuFileApi();  // loads and opens the driver; use get()
+};
+
+#undef GDS_SHIM_FN
+
+}  // namespace gds::gpu

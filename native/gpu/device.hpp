@@ -1,0 +1,59 @@
+// Where reads land on the GPU side, and how host memory gets there.
+//
+// Two implementations behind one interface:
+//   cuda_device.cpp  a real CUDA device, through the run-time loaded libcudart
+//                    (cuda.hpp); compiled only when CUDA headers were found at
+//                    build time, and usable only where libcudart loads
+//   sim_device.cpp   a SIMULATION on the CPU: "device memory" is host memory
+//                    and copies are memcpy on a background thread. It exists to
+//                    test the staging pipeline (double buffering, ordering,
+//                    errors mid-stream) on machines without a GPU, is never
+//                    chosen unless asked for by name (--gpu-backend sim), and
+//                    every result it produces is labelled as simulated.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace gds::gpu {
+
+// An in-order queue of host-to-device copies for one worker thread. Each copy
+// belongs to a request slot; its completion time is stamped with now_ns() on
+// the host as soon as the copy is done (a host callback on CUDA).
+class CopyStream {
+ public:
+  virtual ~CopyStream() = default;
+  virtual void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) = 0;
+  // Non-blocking: true (and the completion time) once slot's copy is done.
+  // Throws IoError if the copy failed.
+  virtual bool poll(unsigned slot, uint64_t* done_ns) = 0;
+  // Blocks until slot's copy is done; returns its completion time.
+  virtual uint64_t wait(unsigned slot) = 0;
+};
+
+// Memory is handed out as shared_ptr<char> whose deleter frees it the
+// device's way, so a worker holds buffers without knowing which device.
+using Memory = std::shared_ptr<char>;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual bool simulated() const = 0;
+  virtual std::string describe() const = 0;  // "cuda:0 (0000:17:00.0)" or "simulated device ..."
+  virtual void make_current() = 0;           // bind the calling thread to the device
+  virtual Memory alloc_device(size_t n) = 0;
+  // Page-locked host memory the device can copy from: 2 MiB aligned, huge-page
+  // backed where possible (buffers.hpp), registered with the device.
+  virtual Memory alloc_pinned(size_t n) = 0;
+  virtual std::unique_ptr<CopyStream> stream(unsigned slots) = 0;
+};
+
+// backend: "cuda", or "sim" / "sim:fail-copy=N" (the N-th copy fails, to test
+// errors mid-stream). Throws InputError naming what is missing.
+std::unique_ptr<Device> open_device(const std::string& backend, int index);
+
+// Why a real CUDA device cannot be used here ("" when it can).
+std::string cuda_unavailable_reason();
+
+}  // namespace gds::gpu

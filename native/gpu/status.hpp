@@ -1,0 +1,36 @@
+// What `gdsbench info` reports about CUDA and cuFile on this machine, in plain
+// types (no CUDA headers needed to use it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gds::gpu {
+
+struct DeviceStatus {
+  int index = 0;
+  std::string pci_bus_id;
+  uint64_t total_bytes = 0, free_bytes = 0;
+};
+
+struct GpuStatus {
+  bool built_with_cuda = false;
+  std::string cudart_error;  // "" when libcudart loaded and sees a GPU
+  std::string cudart_path;
+  int runtime_version = 0, driver_version = 0;
+  std::vector<DeviceStatus> devices;
+  std::string cufile_error;  // "" when libcufile loaded and its driver opened
+  std::string cufile_path;
+  unsigned nvfs_major = 0, nvfs_minor = 0;  // nvidia-fs version as cuFile sees it
+  bool compat_allowed = false;              // cufile.json allow_compat_mode
+  uint64_t max_direct_io_size = 0;
+};
+
+GpuStatus gpu_status();
+
+// Library files tried in order when loading "cudart" or "cufile", after
+// $GDSBENCH_CUDART / $GDSBENCH_CUFILE and the usual sonames. The Python layer
+// adds the nvidia-* wheels' copies before first use.
+void set_library_candidates(const std::string& library, const std::vector<std::string>& paths);
+
+}  // namespace gds::gpu

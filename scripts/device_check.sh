@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One command for a machine with an NVIDIA GPU and no internet (the project's
+# H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed). It builds gdsbench,
+# verifies data for every GPU mode, and measures every mode at 4 KiB, 128 KiB,
+# 1 MiB and 16 MiB beside two ceilings (pinned host->device copies, storage
+# into host memory), within about 6 minutes. Output goes to $OUT (the device
+# tool's folder), else results/device/.
+#
+#   scripts/device_carry.sh                      # here, first: kvikio wheels and liburing travel along
+#   device run: scripts/device_check.sh          # carry: .whl .dev
+#
+# UNTESTED on a GPU so far: no GPU machine has been lent to this project yet.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-results/device}
+mkdir -p "$out"
+log="$out/device_check.log"
+exec > >(tee "$log") 2>&1
+python=${PYTHON:-python3}
+step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv || echo "nvidia-smi failed"
+$python --version; nproc; free -g | head -2; df -h . | tail -1
+
+step "carried wheels (kvikio) and liburing"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  $python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+[ -d .dev/liburing/usr ] && export LIBURING_ROOT=$PWD/.dev/liburing
+
+step "build (offline: the image's scikit-build-core, pybind11, cmake, ninja; CUDA headers from the toolkit)"
+timeout 300 $python -m pip install -q --no-build-isolation --no-deps -e . || { echo "BUILD FAILED"; exit 1; }
+$python -m gdsbench info --path . --json > "$out/info.json"; $python -m gdsbench info --path .
+
+step "tests on the GPU (GPU-marked and the GPU module)"
+timeout 240 $python -m pytest -q -x tests/test_gpu.py tests/test_histogram.py -p no:cacheprovider 2>&1 | tail -15
+
+step "every mode, verified, then measured, with the ceilings"
+timeout 420 $python benchmarks/gpu_modes.py --file results/scratch/gpu_modes.dat --file-size 8G --out "$out"
+echo "exit $?"
+ls -la "$out"

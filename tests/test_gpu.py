@@ -1,0 +1,167 @@
+"""GPU modes. Without a GPU: the staging pipeline runs against the SIMULATED
+device (a CPU stand-in, labelled as such), and every GPU mode must fail with
+one clear line. With a GPU (marked `gpu`): the real paths, data verified."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gdsbench import IoFailure, JobSpec, UsageError, _native, gpu, run
+from gdsbench.pattern import check_blocks
+
+MiB = 1024 * 1024
+NO_GPU = gpu.status()["cuda"]["cudart_error"]
+needs_gpu = pytest.mark.skipif(bool(NO_GPU), reason=f"needs an NVIDIA GPU: {NO_GPU}")
+
+
+def sim(**kw) -> JobSpec:
+    return JobSpec(mode="bounce", gpu_backend="sim", **kw)
+
+
+# ---- the staging pipeline, on the simulated device ----
+
+@pytest.mark.parametrize("engine", ["psync", "io_uring"])
+@pytest.mark.parametrize("pattern", ["seq", "rand"])
+@pytest.mark.parametrize("mode", ["bounce", "cached-bounce"])
+def test_every_block_lands_intact_in_simulated_device_memory(pattern_file, engine, pattern, mode):
+    size = os.path.getsize(pattern_file)
+    qd = 1 if engine == "psync" else 4
+    r = run(JobSpec(path=pattern_file, mode=mode, gpu_backend="sim", engine=engine, bs=64 * 1024, qd=qd, threads=2,
+                    pattern=pattern, verify=True, io_size=size))
+    # verify checks the bytes at their final place: the simulated device buffers
+    assert r.bytes == size and r.verified_blocks == size // _native.PATTERN_BLOCK and r.verify_mismatches == 0
+    assert r.spec.direct is (mode == "bounce")
+
+
+def test_reads_overlap_copies(pattern_file):
+    """Double buffering: with one read in flight, the next read starts while the previous copy runs."""
+    r = run(JobSpec(path=pattern_file, mode="bounce", gpu_backend="sim:copy-delay-us=2000", engine="psync", bs=MiB,
+                    io_size=8 * MiB, verify=True))
+    assert r.ops == 8 and r.verify_mismatches == 0
+    assert r.reads_while_copying >= 6
+    # latency runs to the copy's completion: at least the simulated copy time
+    assert r.latency.min >= 2_000_000
+
+
+def test_copy_failure_mid_stream_is_reported(pattern_file, gdsbench):
+    with pytest.raises(IoFailure, match="copy to device failed"):
+        run(JobSpec(path=pattern_file, mode="bounce", gpu_backend="sim:fail-copy=10", bs=64 * 1024, qd=4,
+                    io_size=4 * MiB))
+    res = gdsbench("run", pattern_file, "--mode", "bounce", "--gpu-backend", "sim:fail-copy=3", "--io-size", "4M")
+    assert res.code == 3 and res.err.count("\n") == 1 and "copy to device failed" in res.err
+
+
+def test_short_read_mid_stream_is_reported(tmp_path):
+    from gdsbench import prepare
+
+    path = str(tmp_path / "shrinking.dat")
+    prepare(path, 64 * MiB)
+    timer = threading.Timer(0.3, os.truncate, (path, 4 * MiB))  # our own file, cut under the reader
+    timer.start()
+    with pytest.raises(IoFailure, match="short read|truncated"):
+        run(JobSpec(path=path, mode="bounce", gpu_backend="sim:copy-delay-us=500", engine="psync", bs=MiB,
+                    pattern="rand", runtime_ns=10_000_000_000))
+    timer.join()
+
+
+def test_simulated_results_say_so(pattern_file):
+    r = run(sim(path=pattern_file, bs=MiB, io_size=4 * MiB))
+    d = r.to_dict()
+    assert d["gpu_simulated"] is True and "SIMULATED" in d["data_path"] and "not a GPU" in d["data_path"]
+    assert d["spec"]["gpu_backend"] == "sim"
+    cpu = run(JobSpec(path=pattern_file, bs=MiB, io_size=4 * MiB)).to_dict()
+    assert cpu["gpu_simulated"] is False and cpu["data_path"].endswith("into host memory")
+
+
+def test_simulation_never_stands_in_for_the_gds_or_kvikio_paths(pattern_file):
+    for mode in ("gds", "kvikio"):
+        with pytest.raises(UsageError, match="simulates the bounce pipeline only"):
+            run(JobSpec(path=pattern_file, mode=mode, gpu_backend="sim"))
+
+
+def test_simulated_copies_with_null_reads_measure_the_pipeline_alone(pattern_file):
+    r = run(sim(engine="null", bs=MiB, qd=4, runtime_ns=200_000_000))
+    assert r.ops > 0 and "null" in r.data_path
+
+
+# ---- without a GPU, every GPU mode says what is missing ----
+
+@pytest.mark.skipif(not NO_GPU, reason="a GPU is present: the no-GPU errors cannot be seen here")
+@pytest.mark.parametrize("mode", ["bounce", "cached-bounce", "gds", "kvikio"])
+def test_gpu_modes_without_a_gpu_fail_with_one_line(gdsbench, pattern_file, mode):
+    res = gdsbench("run", pattern_file, "--mode", mode)
+    assert res.code == 2 and res.err.count("\n") == 1 and "Traceback" not in res.err
+    assert f"--mode {mode} needs" in res.err
+
+
+def test_bad_gpu_options(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--mode", "gds", "--qd", "4")
+    assert res.code == 2 and "no queue depth" in res.err
+    res = gdsbench("run", pattern_file, "--mode", "bounce", "--buffered")
+    assert res.code == 2 and "cached-bounce" in res.err
+    res = gdsbench("run", pattern_file, "--gpu", "x")
+    assert res.code == 2 and "--gpu x" in res.err
+    res = gdsbench("run", pattern_file, "--mode", "bounce", "--gpu-backend", "fpga")
+    assert res.code == 2 and "--gpu-backend fpga" in res.err
+    res = gdsbench("run", pattern_file, "--mode", "cpu", "--engine", "cufile")
+    assert res.code == 2 and "--engine cufile with --mode cpu" in res.err
+
+
+def test_gpu_status_without_a_gpu_is_complete_and_explains():
+    s = gpu.status()
+    for key in ("gpus", "driver_version", "cuda", "nvidia_fs", "cufile_json", "cupy", "kvikio"):
+        assert key in s
+    if NO_GPU:
+        assert s["cuda"]["cudart_error"] and s["cuda"]["cufile_error"]
+
+
+def test_info_command(gdsbench, pattern_file):
+    res = gdsbench("info", "--path", pattern_file)
+    assert res.code == 0
+    for word in ("GPUs", "libcudart", "libcufile", "nvidia-fs", "io_uring", "O_DIRECT"):
+        assert word in res.out
+    res = gdsbench("info", "--json")
+    assert res.code == 0 and '"nvidia_fs"' in res.out
+
+
+# ---- the GPU verification rule, on the host ----
+
+def test_array_pattern_check_matches_the_native_one():
+    buf = np.empty(256 * 1024, dtype=np.uint8)
+    _native.pattern_fill(buf, 1 << 20, 9)
+    assert check_blocks(np, buf, 1 << 20) == (0, None)
+    buf[4096 * 5 + 99] ^= 0x10
+    assert check_blocks(np, buf, 1 << 20) == (1, (1 << 20) + 4096 * 5) == (
+        _native.pattern_check(buf, 1 << 20)[0], _native.pattern_check(buf, 1 << 20)[1])
+    assert check_blocks(np, buf, 0)[0] == 64  # every block at the wrong offset
+
+
+# ---- on a real GPU ----
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("mode", ["bounce", "cached-bounce", "gds", "kvikio"])
+def test_real_gpu_modes_deliver_correct_data(pattern_file, mode):
+    try:
+        r = run(JobSpec(path=pattern_file, mode=mode, bs=MiB, verify=True, io_size=os.path.getsize(pattern_file)))
+    except UsageError as e:  # e.g. cuFile or kvikio missing on this GPU machine: say so, do not fake it
+        pytest.skip(str(e))
+    assert r.verify_mismatches == 0 and r.verified_blocks == os.path.getsize(pattern_file) // 4096
+    assert "SIMULATED" not in r.data_path
+
+
+def test_gpu_benchmark_script_runs_against_the_simulation(tmp_path):
+    """The device benchmark, exercised here on the CPU stand-in (its output says SIMULATED)."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_modes.py", "--gpu-backend", "sim", "--quick",
+                           "--file", str(tmp_path / "g.dat"), "--out", str(tmp_path / "out")],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    table = (tmp_path / "out" / "gpu_modes-simulated.md").read_text()
+    assert "SIMULATED" in table and "| bounce | 1M |" in table and "cannot run here" in table
