@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.handler.run(args)
     except GdsbenchError as e:
+        from . import mpi
+
+        if mpi.world_or_none() is not None:  # one rank failing ends them all, naming itself
+            mpi.abort(str(e), e.exit_code)
         print(f"gdsbench: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

@@ -34,6 +34,18 @@ def run_summary(r: Result) -> str:
         f"cpu        user {r.cpu_user_s:.2f} s  sys {r.cpu_sys_s:.2f} s"
         + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else ""),
     ]
+    if r.stonewall:
+        w = r.stonewall
+        lines.append(f"stonewall  {format_rate(w['bandwidth_bytes_per_s'])}: {format_size(w['bytes'])} in "
+                     f"{format_duration(w['elapsed_ns'])}, when the first worker finished (the line above is the full run)")
+    if r.procs:
+        lines.append(f"processes  {len(r.procs)}, start skew {format_duration(r.start_skew_ns)}")
+        for p in r.procs:
+            who = f"rank {p['rank']}" if "rank" in p else f"proc {p['proc']}"
+            extra = (f" gpu {p['gpu']}" if p.get("gpu") is not None else "") + (
+                f" cpus {p['cpus']}" if p.get("cpus") else "")
+            lines.append(f"  {who:8} {p['host']} pid {p['pid']}: {format_rate(p['bandwidth_bytes_per_s'])}, "
+                         f"p50 {format_duration(p['lat_p50_ns'])}, p99 {format_duration(p['lat_p99_ns'])}{extra}")
     if spec.verify:
         lines.append(f"verify     {r.verified_blocks:,} blocks checked, {r.verify_mismatches:,} mismatched"
                      + (f" (first at offset {r.first_mismatch_offset})" if r.verify_mismatches else ""))

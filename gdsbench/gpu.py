@@ -173,6 +173,9 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_compat: str | None = 
     """What the bytes of this (resolved) job really pass through, in words."""
     sim = f" [{SIMULATED}]" if spec.simulated and spec.mode != "cpu" else ""
     read = f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads"
+    if spec.engine == "null":
+        read = "null engine: no reads (the harness's own floor)"
+        return read if spec.mode == "cpu" else f"{read}; copies from pinned host memory to GPU memory{sim}"
     if spec.mode == "cpu":
         return f"{read} into host memory"
     if spec.mode in ("bounce", "cached-bounce"):

@@ -36,6 +36,8 @@ class Result:
     passes: int = 0  # most passes over its slice any thread began
     data_path: str = ""  # what the bytes really passed through (never a path they did not take)
     reads_while_copying: int = 0  # bounce modes: reads issued while a copy to the GPU was in flight
+    procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
+    stonewall: dict | None = None  # --stonewall: what all had done when the first finished
     interrupted: bool = False
     cached_fraction: float | None = None  # of the region, just before the run
     cached_fraction_after: float | None = None
@@ -61,6 +63,17 @@ class Result:
                     timeline.append(0)
                 timeline[i] += b
         mismatched = [t for t in threads if t["verify_mismatches"]]
+        stonewall = None
+        if spec.stonewall:
+            wall_ns = max((t["stonewall_ns"] for t in threads), default=0)
+            wall_bytes = sum(t["stonewall_bytes"] for t in threads)
+            stonewall = {
+                "bytes": wall_bytes,
+                "ops": sum(t["stonewall_ops"] for t in threads),
+                "elapsed_ns": wall_ns,
+                "bandwidth_bytes_per_s": wall_bytes / (wall_ns / 1e9) if wall_ns else 0.0,
+                "first_done_ns": max(raw.get("first_done_ns", 0) - spec.ramp_ns, 0),
+            }
         return cls(
             spec=spec,
             bytes=sum(t["bytes"] for t in threads),
@@ -73,6 +86,8 @@ class Result:
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
             passes=max((t["passes"] for t in threads), default=0),
             reads_while_copying=sum(t["reads_while_copying"] for t in threads),
+            procs=raw.get("procs", []),
+            stonewall=stonewall,
             interrupted=raw["interrupted"],
             verified_blocks=sum(t["verified_blocks"] for t in threads),
             verify_mismatches=sum(t["verify_mismatches"] for t in threads),
@@ -133,6 +148,10 @@ class Result:
             "cached_fraction_after": self.cached_fraction_after,
             "passes": self.passes,
             "reads_while_copying": self.reads_while_copying,
+            "processes": len(self.procs) or 1,
+            "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
+            "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,
+            "stonewall_bandwidth_bytes_per_s": self.stonewall["bandwidth_bytes_per_s"] if self.stonewall else None,
             "verified_blocks": self.verified_blocks,
             "verify_mismatches": self.verify_mismatches,
             "first_mismatch_offset": self.first_mismatch_offset,
@@ -148,6 +167,7 @@ class Result:
             **self.summary(),
             "timeline": {"interval_ns": self.spec.interval_ns, "bytes": self.timeline_bytes},
             "threads": self.threads,
+            "per_process": self.procs,
             "latency_histogram": histogram_to_dict(self.latency),
             "warnings": self.warnings,
             "environment": self.environment,

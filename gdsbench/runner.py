@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _native, gpu, kvikio_mode, pagecache, pattern
+from . import _native, gpu, kvikio_mode, mpi, pagecache, parallel, pattern
 from .environment import host_environment, meminfo
 from .errors import UsageError
 from .result import Result
@@ -132,8 +132,22 @@ def to_native(spec: JobSpec) -> _native.Job:
 class Plan:
     """A job checked against its target and resolved, ready to run."""
 
-    spec: JobSpec  # engine, region and runtime resolved
+    spec: JobSpec  # engine, region (per process) and runtime resolved
     target: Target | None  # None for engines that read nothing
+    parts: tuple = ()  # parallel.Part per process or MPI rank, when there are several
+
+
+def check_memory_for(spec: JobSpec, processes: int) -> None:
+    check_memory(spec.replace(threads=spec.threads * processes))
+
+
+def _check_part(spec: JobSpec, target: Target) -> None:
+    resolve_region(spec, target)
+    if spec.verify and not has_pattern(spec.path, spec.offset):
+        raise UsageError(
+            f"--verify: {spec.path} holds no gdsbench pattern at offset {spec.offset}; "
+            f"write one with `gdsbench prepare {spec.path} --size ...` or drop --verify"
+        )
 
 
 def plan(spec: JobSpec) -> Plan:
@@ -142,48 +156,78 @@ def plan(spec: JobSpec) -> Plan:
     spec.validate()
     engine = resolve_engine(spec)
     check_queue_depth(spec, engine)
-    check_memory(spec)
+    comm = mpi.world()
+    if comm is not None and spec.procs > 1:
+        raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
+    nparts = comm.Get_size() if comm is not None else spec.procs
+    check_memory_for(spec, 1 if comm is not None else nparts)
     gpu.require(spec)
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (None if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
     if engine_info(engine)["reads_file"]:
-        target = inspect(spec.path)
-        size = resolve_region(spec, target)
-        if spec.is_direct and spec.mode != "kvikio":  # kvikio chooses its own flags
-            check_direct(target, spec.bs, spec.offset)
-        if spec.verify and not has_pattern(spec.path, spec.offset):
-            raise UsageError(
-                f"--verify: {spec.path} holds no gdsbench pattern at offset {spec.offset}; "
-                f"write one with `gdsbench prepare {spec.path} --size ...` or drop --verify"
-            )
+        if nparts > 1:
+            target = inspect(spec.path + ".0" if spec.layout == "per-proc" else spec.path)
+            size = parallel.part_size(spec, target, nparts)
+        else:
+            target = inspect(spec.path)
+            size = resolve_region(spec, target)
+            if spec.is_direct and spec.mode != "kvikio":  # kvikio chooses its own flags
+                check_direct(target, spec.bs, spec.offset)
+            _check_part(spec.replace(size=size), target)
     else:
         if spec.verify:
             raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
         size = spec.size or NULL_REGION
-    return Plan(spec.replace(engine=engine, size=size, runtime_ns=runtime, direct=spec.is_direct), target)
+    resolved = spec.replace(engine=engine, size=size, runtime_ns=runtime, direct=spec.is_direct)
+    parts: tuple = ()
+    if nparts > 1:
+        shift = mpi.ranks_per_host(comm) if comm is not None else 1
+        parts = tuple(parallel.plan_parts(resolved, nparts, shift, _check_part))
+    return Plan(resolved, target, parts)
 
 
-def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result:
-    """Set the page cache as asked, run, and build the Result."""
+def progress_poll(progress, period_ns: int = 200_000_000):
+    """A native poll callback that reports progress at most every period_ns."""
+    if progress is None:
+        return None
+    last = [0]
+
+    def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
+        if elapsed_ns >= last[0] + period_ns:
+            last[0] = elapsed_ns
+            progress(nbytes, elapsed_ns)
+        return parallel.POLL_CONTINUE
+
+    return poll
+
+
+def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result | None:
+    """Set the page cache as asked, run, and build the Result. Under MPI every
+    rank must call this; rank 0 gets the aggregate and the others None."""
     spec, target = p.spec, p.target
+    comm = mpi.world()
+    parts = list(p.parts) or [parallel.Part(0, spec, target)]
+    mine = [parts[comm.Get_rank()]] if comm is not None else parts
     warnings: list[str] = []
-    cached_before = None
-    if target is not None:
-        if not spec.warm:
-            pagecache.evict(target.path, spec.offset, spec.size)
-        cached_before = pagecache.cached_fraction(target.path, spec.offset, spec.size)
+    parallel.evict(mine)
+    cached_before = parallel.cached_fraction(mine)
+    if target is not None and cached_before is not None:
         warnings += cache_warnings(spec, target, cached_before)
 
     kvikio_compat = None
     if spec.mode == "kvikio":
         raw, kvikio_compat = kvikio_mode.run(spec, progress)
         warnings.append(kvikio_mode.TIMING_NOTE)
+    elif comm is not None:
+        raw = mpi.run_rank(p, progress)
+        if raw is None:
+            return None
+    elif p.parts:
+        raw = parallel.run_local(parts, progress)
     else:
-        real_gpu = spec.mode != "cpu" and not spec.simulated
-        check = pattern.check_device if real_gpu and spec.verify else None
-        raw = _native.run(to_native(spec), progress, check)
+        raw = parallel.run_part(spec, progress_poll(progress), None)
 
-    cached_after = pagecache.cached_fraction(target.path, spec.offset, spec.size) if target else None
+    cached_after = parallel.cached_fraction(mine)
     environment = {}
     storage = describe(target) if target else None
     gpus = gpu.status()["gpus"] if spec.mode != "cpu" and not spec.simulated else []

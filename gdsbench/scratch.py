@@ -6,16 +6,21 @@ from __future__ import annotations
 import os
 import sys
 
-from .prepare import Prepared, prepare
+from .prepare import prepare
 from .spec import GiB
 
 SCRATCH_PATH = os.path.join("results", "scratch", "gdsbench-scratch.dat")
 SCRATCH_SIZE = GiB
 
 
-def ensure_scratch(path: str = SCRATCH_PATH, size: int = SCRATCH_SIZE) -> Prepared:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    return prepare(path, size, progress=progress_printer("preparing scratch target " + path))
+def ensure_scratch(path: str = SCRATCH_PATH, size: int = SCRATCH_SIZE) -> None:
+    """Create the scratch file if needed (under MPI: rank 0 writes, the others wait)."""
+    from . import mpi
+
+    if mpi.is_root():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        prepare(path, size, progress=progress_printer("preparing scratch target " + path))
+    mpi.barrier()
 
 
 def progress_printer(label: str):

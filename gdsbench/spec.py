@@ -31,6 +31,9 @@ MODE_ENGINES = {
 }
 PATTERNS = ("seq", "rand")
 MAX_THREADS = 1024  # per process; beyond this, threads only contend
+MAX_PROCS = 1024
+LAYOUTS = ("shared", "shared-all", "per-proc")
+PINNING = ("none", "cpu", "numa")
 MAX_BS = GiB
 DEFAULT_RUNTIME_NS = 5 * SECOND
 
@@ -42,6 +45,7 @@ class Option:
     help: str
     choices: tuple[str, ...] = ()
     negative: str | None = None  # flag that sets a bool False, e.g. "--buffered"
+    aliases: tuple[str, ...] = ()  # other flags for the same option
     native: bool = True  # passed to the native Job
     sweep: bool = True  # may be a sweep dimension
 
@@ -130,7 +134,27 @@ class JobSpec:
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
     seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False)
     interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False)
-    gpu: str = option("0", "str", "--gpu", "GPU index, or several (0,1) taken round-robin by threads", sweep=False)
+    procs: int = option(
+        1, "int", "--procs", "worker processes, each with --threads threads, started together (under mpirun: one per rank)",
+        native=False,
+    )
+    layout: str = option(
+        "shared", "choice", "--layout", "with several processes: shared (one file, each its own part of the region), "
+        "shared-all (one file, all read the whole region) or per-proc (one file each: PATH.0, PATH.1, ...)",
+        choices=LAYOUTS, native=False,
+    )
+    reorder: bool = option(
+        False, "bool", "--reorder", "read the part of another host (or process), as IOR's -C, to defeat client caches",
+        native=False,
+    )
+    stonewall: bool = option(
+        False, "bool", "--stonewall", "when the first worker finishes its work, note what every worker had done: "
+        "both the stonewalled and the full figures are reported",
+    )
+    pin: str = option("none", "choice", "--pin", "pin each process to CPUs: cpu (its own cores) or numa (its GPU's "
+                      "node, else the storage's)", choices=PINNING, native=False, sweep=False)
+    gpu: str = option("0", "str", "--gpu", "GPU index, or several (0,1): processes, else threads, take them round-robin",
+                      sweep=False, aliases=("--gpus",))
     gpu_backend: str = option(
         "cuda", "str", "--gpu-backend", "cuda; or sim: a CPU stand-in that tests the staging pipeline "
         "and is never a GPU measurement (sim:fail-copy=N,copy-delay-us=M inject faults and delays)", sweep=False,
@@ -192,6 +216,10 @@ class JobSpec:
                 f"--qd {self.qd}: the psync engine is synchronous (queue depth 1); "
                 "use --engine io_uring for deeper queues, or more --threads"
             )
+        if not 1 <= self.procs <= MAX_PROCS:
+            raise UsageError(f"--procs {self.procs}: must be between 1 and {MAX_PROCS}")
+        if self.mode == "kvikio" and self.procs > 1:
+            raise IncompatibleOptions(f"--procs {self.procs}: --mode kvikio runs in one process; use --kvikio-threads")
         if not 1 <= self.threads <= MAX_THREADS:
             raise UsageError(f"--threads {self.threads}: must be between 1 and {MAX_THREADS}; use --procs to go wider")
         if self.offset < 0 or self.size < 0 or self.io_size < 0:

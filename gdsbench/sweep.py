@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import runner
+from . import mpi, runner
 from .environment import host_environment
 from .errors import IncompatibleOptions, UsageError
 from .result import Result
@@ -249,11 +249,14 @@ class SweepOutcome:
     skipped: list[dict[str, Any]]
 
 
-def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore, Grid, list[runner.Plan]]:
-    """Check every point against its target (no reads yet), then create the run directory."""
+def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
+    """Check every point against its target (no reads yet), then create the
+    run directory. Under MPI every rank plans; only rank 0 has a store."""
     sweep = sweep.with_defaults()
     grid = expand(sweep)
     plans = [runner.plan(p.spec) for p in grid.points]
+    if not mpi.is_root():
+        return None, grid, plans
     targets = {p.target.path: describe(p.target) for p in plans if p.target is not None}
     store = RunStore.create(results_dir, sweep.name, {
         "sweep": sweep.to_dict(),
@@ -264,35 +267,40 @@ def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore, Grid, list[runn
     return store, grid, plans
 
 
-def resume(run_dir: str) -> tuple[RunStore, Grid, list[runner.Plan]]:
-    store = RunStore.open(run_dir)
-    sweep = SweepSpec.from_dict(store.info()["sweep"])
+def resume(run_dir: str | None) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
+    """Reopen an interrupted run (rank 0 reads it and tells the other ranks)."""
+    store = RunStore.open(run_dir) if mpi.is_root() else None
+    sweep = SweepSpec.from_dict(mpi.broadcast(store.info()["sweep"] if store else None))
     grid = expand(sweep)
     return store, grid, [runner.plan(p.spec) for p in grid.points]
 
 
-def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress: bool = True) -> SweepOutcome:
-    """Measure every point and repeat not yet in the store, saving each as it completes."""
-    repeat = store.info()["sweep"]["repeat"]
-    done = store.completed()
+def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_progress: bool = True) -> SweepOutcome:
+    """Measure every point and repeat not yet in the store, saving each as it
+    completes. Under MPI every rank runs every point; rank 0 saves."""
+    repeat = mpi.broadcast(store.info()["sweep"]["repeat"] if store else None)
+    done = mpi.broadcast(store.completed() if store else None)
     # Repeat-major (the whole grid, then again): drift in the device shows up
     # as spread between repeats instead of hiding inside one point.
     todo = [(p, plan, rep) for rep in range(repeat) for p, plan in zip(grid.points, plans) if (p.key, rep) not in done]
     total = len(grid.points) * repeat
     ui_class = _BarProgress if show_progress and sys.stderr.isatty() else _LineProgress
-    ui = ui_class(total, total - len(todo)) if show_progress else None
-    store.update_info(status="running")
+    ui = ui_class(total, total - len(todo)) if show_progress and store else None
+    if store:
+        store.update_info(status="running")
     interrupted = False
     try:
         for point, plan, rep in todo:
             if ui:
                 ui.start_point(point.label() + (f" #{rep + 1}" if repeat > 1 else ""))
             result = runner.execute(plan, record_environment=False, progress=ui.progress if ui else None)
-            if result.interrupted:
-                interrupted = True  # the point in flight is not saved: it is incomplete
+            # the point in flight is not saved if it was interrupted: it is incomplete
+            if mpi.broadcast(result.interrupted if result else None):
+                interrupted = True
                 break
-            store.append(record(result, point.index, point.key, rep))
             done.add((point.key, rep))
+            if store:
+                store.append(record(result, point.index, point.key, rep))
             if ui:
                 ui.end_point(result)
     except KeyboardInterrupt:
@@ -300,5 +308,6 @@ def run(store: RunStore, grid: Grid, plans: list[runner.Plan], *, show_progress:
     finally:
         if ui:
             ui.close()
-        store.update_info(status="interrupted" if interrupted else "complete")
+        if store:
+            store.update_info(status="interrupted" if interrupted else "complete")
     return SweepOutcome(store, len(done), total, interrupted, grid.skipped)

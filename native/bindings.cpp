@@ -44,10 +44,11 @@ py::dict thread_dict(const gds::ThreadResult& t) {
   d["first_mismatch_offset"] = t.first_mismatch_offset;
   d["passes"] = t.passes;
   d["reads_while_copying"] = t.reads_while_copying;
+  d["stonewall_bytes"] = t.stonewall_bytes;
+  d["stonewall_ops"] = t.stonewall_ops;
+  d["stonewall_ns"] = t.stonewall_ns;
   return d;
 }
-
-constexpr uint64_t kProgressPeriodNs = 200000000;  // progress callbacks at most 5 times a second
 
 // The Python checker of GPU memory (gdsbench.pattern.check_device), called
 // from worker threads with the GIL taken for each read.
@@ -62,29 +63,44 @@ gds::DeviceVerifyFn device_verifier(const py::object& check) {
   };
 }
 
-py::dict run(const gds::Job& job, const py::object& progress, const py::object& verify_device) {
+// poll(bytes, elapsed_ns, worker_done) is called from the waiting thread
+// every few milliseconds with the GIL taken; it returns None or 0 to go on,
+// 1 to stop the run (interrupted) or 2 to stonewall. Ctrl-C stops the run
+// without it.
+py::dict run(const gds::Job& job, const py::object& poll, const py::object& verify_device,
+             const py::object& on_ready) {
   gds::JobResult r;
   std::unique_ptr<py::error_already_set> callback_error;
-  uint64_t last_progress = 0;
+  auto keep = [&](py::error_already_set& e) { callback_error = std::make_unique<py::error_already_set>(std::move(e)); };
   {
     py::gil_scoped_release release;
-    r = gds::run_job(job, [&](uint64_t bytes, uint64_t elapsed_ns) {
+    gds::ReadyFn ready;
+    if (!on_ready.is_none())
+      ready = [&] {
+        py::gil_scoped_acquire acquire;
+        try {
+          on_ready();
+        } catch (py::error_already_set& e) {
+          keep(e);
+          throw gds::IoError("on_ready failed");
+        }
+      };
+    r = gds::run_job(job, [&](const gds::PollInfo& info) {
       py::gil_scoped_acquire acquire;
       if (PyErr_CheckSignals() != 0) {
         PyErr_Clear();  // the interrupt is reported as result["interrupted"]
-        return true;
+        return gds::PollAction::kCancel;
       }
-      if (!progress.is_none() && elapsed_ns >= last_progress + kProgressPeriodNs) {
-        last_progress = elapsed_ns;
-        try {
-          progress(bytes, elapsed_ns);
-        } catch (py::error_already_set& e) {
-          callback_error = std::make_unique<py::error_already_set>(std::move(e));
-          return true;
-        }
+      if (poll.is_none() || callback_error) return gds::PollAction::kContinue;
+      try {
+        py::object action = poll(info.bytes, info.elapsed_ns, info.worker_done);
+        int a = action.is_none() ? 0 : action.cast<int>();
+        return a == 1 ? gds::PollAction::kCancel : a == 2 ? gds::PollAction::kStonewall : gds::PollAction::kContinue;
+      } catch (py::error_already_set& e) {
+        keep(e);
+        return gds::PollAction::kCancel;
       }
-      return false;
-    }, device_verifier(verify_device));
+    }, device_verifier(verify_device), ready);
   }
   if (callback_error) throw std::move(*callback_error);
   py::dict d;
@@ -96,6 +112,8 @@ py::dict run(const gds::Job& job, const py::object& progress, const py::object& 
   d["process_cpu_user_s"] = r.process_cpu_user_s;
   d["process_cpu_sys_s"] = r.process_cpu_sys_s;
   d["wall_ns"] = r.wall_ns;
+  d["start_realtime_ns"] = r.start_realtime_ns;
+  d["first_done_ns"] = r.first_done_ns;
   return d;
 }
 
@@ -147,6 +165,7 @@ PYBIND11_MODULE(_native, m) {
   GDS_FIELD(gpu);
   GDS_FIELD(gpu_backend);
   GDS_FIELD(gds_register);
+  GDS_FIELD(stonewall);
 #undef GDS_FIELD
 
   py::class_<LatencyHistogram>(m, "LatencyHistogram")
@@ -186,10 +205,12 @@ PYBIND11_MODULE(_native, m) {
                                                 t[2].cast<uint64_t>(), t[3].cast<double>(), t[4].cast<double>());
           }));
 
-  m.def("run", &run, py::arg("job"), py::arg("progress") = py::none(), py::arg("verify_device") = py::none(),
+  m.def("run", &run, py::arg("job"), py::arg("poll") = py::none(), py::arg("verify_device") = py::none(),
+        py::arg("on_ready") = py::none(),
         "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.\n"
-        "progress(bytes, elapsed_ns), if given, is called a few times a second during the measured window.\n"
-        "verify_device(ptr, length, offset, gpu) -> (bad, first_bad) checks GPU memory for --verify.");
+        "poll(bytes, elapsed_ns, worker_done) -> None/0 go on, 1 stop, 2 stonewall: called every few ms.\n"
+        "verify_device(ptr, length, offset, gpu) -> (bad, first_bad) checks GPU memory for --verify.\n"
+        "on_ready() is called when every worker is set up, just before they start (a barrier's place).");
 
   m.def("set_library_candidates", &gds::gpu::set_library_candidates, py::arg("library"), py::arg("paths"),
         "Extra files to try when loading libcudart or libcufile (the nvidia-* wheels' copies).");

@@ -11,4 +11,12 @@ inline uint64_t now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
+// Wall-clock time, comparable between processes and (with synchronised
+// clocks) hosts; used only to line up parts of a multi-process run.
+inline uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
 }  // namespace gds

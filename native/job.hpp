@@ -33,6 +33,7 @@ struct Job {
   std::string gpu = "0";            // GPU indexes, "0" or "0,1": threads take them round-robin
   std::string gpu_backend = "cuda"; // "cuda", or "sim": a CPU stand-in for tests (gpu/device.hpp)
   bool gds_register = false;        // cuFileBufRegister the device buffers (gds)
+  bool stonewall = false;           // when the first worker finishes, every worker notes what it had done
 };
 
 struct ThreadResult {
@@ -49,6 +50,9 @@ struct ThreadResult {
   uint64_t first_mismatch_offset = 0;
   uint64_t passes = 0;                   // passes over its slice begun
   uint64_t reads_while_copying = 0;      // bounce: reads issued while a copy was in flight (overlap)
+  // Stonewall: bytes and reads done when the first worker anywhere finished,
+  // and when this worker noticed (ns after the window opened).
+  uint64_t stonewall_bytes = 0, stonewall_ops = 0, stonewall_ns = 0;
 };
 
 struct JobResult {
@@ -58,6 +62,8 @@ struct JobResult {
   double process_cpu_user_s = 0;     // whole process, ramp included
   double process_cpu_sys_s = 0;
   uint64_t wall_ns = 0;              // whole run, ramp included
+  uint64_t start_realtime_ns = 0;    // CLOCK_REALTIME when the gate opened: a clock other processes share
+  uint64_t first_done_ns = 0;        // when a worker here first finished its work (ns after the gate; 0: none)
 };
 
 }  // namespace gds

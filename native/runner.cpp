@@ -80,7 +80,7 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
 
 }  // namespace
 
-JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device) {
+JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device, const ReadyFn& on_ready) {
   check_job(job);
   RunControl control;
   control.verify_device = verify_device;
@@ -110,9 +110,13 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
       uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
       for (auto& w : workers) bytes += w->progress_bytes();
       uint64_t measured_since = start ? start + job.ramp_ns : now;
-      if (!result.interrupted && poll(bytes, now > measured_since ? now - measured_since : 0)) {
+      PollAction action = poll({bytes, now > measured_since ? now - measured_since : 0,
+                                control.first_done_ns.load() != 0});
+      if (action == PollAction::kCancel && !result.interrupted) {
         result.interrupted = true;
         control.stop = true;
+      } else if (action == PollAction::kStonewall) {
+        control.stonewall = true;
       }
       lock.lock();
     }
@@ -120,7 +124,19 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   // The gate opens once every worker is set up, so no thread's setup
   // (open, allocation, ring creation) lands inside another's measurement.
   wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
-  if (!control.stop.load()) control.start_ns.store(now_ns(), std::memory_order_release);
+  std::exception_ptr ready_error;
+  if (!control.stop.load() && on_ready) {
+    try {
+      on_ready();
+    } catch (...) {
+      ready_error = std::current_exception();
+      control.stop = true;
+    }
+  }
+  if (!control.stop.load()) {
+    result.start_realtime_ns = realtime_ns();
+    control.start_ns.store(now_ns(), std::memory_order_release);
+  }
   wait_until([&] { return control.finished == job.threads; });
   for (auto& t : threads) t.join();
   result.wall_ns = now_ns() - wall0;
@@ -128,8 +144,10 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   result.process_cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);
   result.process_cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0.ru_stime);
 
+  if (ready_error) std::rethrow_exception(ready_error);
   for (auto& w : workers)
     if (w->error()) std::rethrow_exception(w->error());
+  if (uint64_t done = control.first_done_ns.load()) result.first_done_ns = done - control.start_ns.load();
 
   uint64_t first = UINT64_MAX, last = 0;
   for (auto& w : workers) {

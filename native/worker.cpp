@@ -158,9 +158,17 @@ void Worker::loop() {
 
   // A request is complete when its bytes are where they are going: in host
   // memory, in device memory (gds), or copied to the GPU (bounce) at `when`.
+  bool snapshot_taken = false;
+  auto snapshot = [&](uint64_t when) {  // stonewall: what this worker had done by now
+    snapshot_taken = true;
+    result_.stonewall_bytes = result_.bytes;
+    result_.stonewall_ops = result_.ops;
+    result_.stonewall_ns = when > measure_start ? when - measure_start : 0;
+  };
   auto complete = [&](IoRequest* r, uint64_t when) {
     idle[n_idle++] = r;
     if (job_.verify) verify(*r);
+    if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
     if (!r->measured) return;
     result_.latency.add(when - r->submit_ns);
     result_.bytes += r->length;
@@ -236,6 +244,12 @@ void Worker::loop() {
     uint64_t when = 0;
     while (n_copying && copies_->poll(copying[copy_head]->slot, &when)) complete(oldest_copy(), when);
   }
+  if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
+    uint64_t expected = 0;
+    control_.first_done_ns.compare_exchange_strong(expected, now_ns());
+    if (job_.stonewall) control_.stonewall = true;
+  }
+  if (!snapshot_taken) snapshot(now_ns());  // done before any stonewall: its snapshot is its total
   if (measuring) {
     rusage cpu1{};
     getrusage(RUSAGE_THREAD, &cpu1);

@@ -34,6 +34,8 @@ struct RunControl {
   std::mutex mu;                       // the runner sleeps on cv until a worker
   std::condition_variable cv;          // is ready or done, or a poll is due
   DeviceVerifyFn verify_device;        // for --verify with a real GPU
+  std::atomic<uint64_t> first_done_ns{0};  // a worker here finished its work (monotonic ns; 0: none yet)
+  std::atomic<bool> stonewall{false};      // note progress now: the first worker (here or elsewhere) is done
 
   void notify() {
     std::lock_guard<std::mutex> lock(mu);

@@ -12,8 +12,13 @@ PERCENTILES = [1, 10, 25, 50, 75, 90, 99, 99.9, 99.99]
 
 def exact_percentile(samples: np.ndarray, p: float) -> float:
     """The sample of rank ceil(p/100 * n), the definition the histogram follows
-    (numpy's 'inverted_cdf')."""
-    return float(np.percentile(samples, p, method="inverted_cdf"))
+    (numpy's 'inverted_cdf', with the rank computed in exact decimal arithmetic:
+    0.999 * 16000 must be 15984, not 15984.000000000002 rounded up)."""
+    from decimal import Decimal
+    from math import ceil
+
+    rank = max(1, ceil(Decimal(str(p)) / 100 * len(samples)))
+    return float(np.sort(samples)[rank - 1])
 
 
 def spanning_samples(n: int, seed: int) -> np.ndarray:

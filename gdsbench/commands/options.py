@@ -35,6 +35,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -
         metavar = METAVARS.get(opt.kind)
         group.add_argument(
             opt.flag,
+            *opt.aliases,
             dest=name,
             default=None,
             choices=None if listable else (opt.choices or None),

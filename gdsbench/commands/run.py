@@ -32,6 +32,8 @@ class RunCommand:
         else:
             spec = spec.replace(path=args.path)
         result = run(spec)
+        if result is None:  # an MPI rank other than 0: rank 0 reports for all
+            return 0
         for note in result.warnings:
             print(f"gdsbench: warning: {note}", file=sys.stderr)
         if args.json:

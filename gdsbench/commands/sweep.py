@@ -47,16 +47,20 @@ class SweepCommand:
         from .. import report, sweep
         from ..store import resolve_run
 
+        from .. import mpi
+
         if args.resume:
-            store, grid, plans = sweep.resume(resolve_run(args.resume, args.results))
+            store, grid, plans = sweep.resume(resolve_run(args.resume, args.results) if mpi.is_root() else None)
         else:
             if args.repeat is not None and args.repeat < 1:
                 raise UsageError(f"--repeat {args.repeat}: must be at least 1")
             store, grid, plans = sweep.start(self._spec(args), args.results)
-        for s in grid.skipped:
+        for s in grid.skipped if mpi.is_root() else []:
             values = " ".join(f"{k}={v}" for k, v in s["values"].items())
             print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)
         outcome = sweep.run(store, grid, plans)
+        if store is None:  # an MPI rank other than 0
+            return 0
         print(f"{outcome.points_done} of {outcome.points_total} measurements saved in {store.path}")
         if outcome.interrupted:
             print(f"gdsbench: interrupted; finish with: gdsbench sweep --resume {store.run_id} --results {args.results}",

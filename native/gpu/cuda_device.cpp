@@ -103,11 +103,11 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> open_simulated_device(const std::string& backend);
+std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index);
 
 std::unique_ptr<Device> open_device(const std::string& backend, int index) {
   if (backend == "cuda") return std::make_unique<CudaDevice>(CudaRuntime::get(), index);
-  return open_simulated_device(backend);
+  return open_simulated_device(backend, index);
 }
 
 std::string cuda_unavailable_reason() { return CudaRuntime::probe(); }

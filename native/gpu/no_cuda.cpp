@@ -4,15 +4,15 @@
 
 namespace gds::gpu {
 
-std::unique_ptr<Device> open_simulated_device(const std::string& backend);
+std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index);
 
 static const char* kWhy =
     "this build of gdsbench has no GPU support: CUDA headers (cuda_runtime_api.h, cufile.h) were not "
     "found at build time; reinstall with network access to PyPI (the build fetches them) or with the CUDA toolkit";
 
-std::unique_ptr<Device> open_device(const std::string& backend, int) {
+std::unique_ptr<Device> open_device(const std::string& backend, int index) {
   if (backend == "cuda") throw InputError(std::string("--mode: ") + kWhy);
-  return open_simulated_device(backend);
+  return open_simulated_device(backend, index);
 }
 
 std::string cuda_unavailable_reason() { return kWhy; }

@@ -20,6 +20,7 @@ namespace {
 struct SimOptions {
   long fail_copy = 0;      // the N-th copy fails (0: none)
   long copy_delay_us = 0;  // each copy also takes this long, like a slow link
+  long devices = 1;        // how many simulated GPUs there are
 };
 
 class SimStream final : public CopyStream {
@@ -126,10 +127,10 @@ class SimDevice final : public Device {
 
 }  // namespace
 
-// "sim", or "sim:fail-copy=N,copy-delay-us=M" (test hooks).
-std::unique_ptr<Device> open_simulated_device(const std::string& backend) {
+// "sim", or "sim:fail-copy=N,copy-delay-us=M,devices=K" (test hooks).
+std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index) {
   const std::string usage = "--gpu-backend " + backend +
-                            ": use cuda, or sim[:fail-copy=N,copy-delay-us=M] (a CPU stand-in for tests)";
+                            ": use cuda, or sim[:fail-copy=N,copy-delay-us=M,devices=K] (a CPU stand-in for tests)";
   if (backend.rfind("sim", 0) != 0 || (backend.size() > 3 && backend[3] != ':')) throw InputError(usage);
   SimOptions options;
   size_t at = 4;
@@ -142,10 +143,14 @@ std::unique_ptr<Device> open_simulated_device(const std::string& backend) {
     std::string key = item.substr(0, eq);
     if (key == "fail-copy") options.fail_copy = value;
     else if (key == "copy-delay-us") options.copy_delay_us = value;
+    else if (key == "devices") options.devices = value;
     else throw InputError(usage);
     if (end == std::string::npos) break;
     at = end + 1;
   }
+  if (index < 0 || index >= options.devices)
+    throw InputError("--gpu " + std::to_string(index) + ": the simulated machine has " + std::to_string(options.devices) +
+                     " GPU(s), numbered 0 to " + std::to_string(options.devices - 1));
   return std::make_unique<SimDevice>(options);
 }
 

@@ -1,0 +1,198 @@
+"""Many processes and MPI ranks: exact aggregation, stonewalling, failures."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from gdsbench import JobSpec, UsageError, _native, load, prepare, run
+from gdsbench.parallel import aggregate, part_specs
+from gdsbench.result import Result
+from test_histogram import exact_percentile
+
+MiB = 1 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+
+
+def fake_part(samples, start_ns, nbytes=4096, stonewall_bytes=0):
+    h = _native.LatencyHistogram()
+    h.add(np.asarray(samples, dtype=np.uint64))
+    thread = {"latency": h, "bytes": nbytes * len(samples), "ops": len(samples), "first_submit_ns": 0,
+              "last_complete_ns": 1_000_000, "timeline_bytes": np.array([nbytes * len(samples)], dtype=np.uint64),
+              "cpu_user_s": 0.1, "cpu_sys_s": 0.2, "verified_blocks": 0, "verify_mismatches": 0,
+              "first_mismatch_offset": 0, "passes": 1, "gpu": -1, "reads_while_copying": 0,
+              "stonewall_bytes": stonewall_bytes, "stonewall_ops": stonewall_bytes // nbytes, "stonewall_ns": 500_000}
+    return {"threads": [thread], "interrupted": False, "start_skew_ns": 0, "process_cpu_user_s": 0.1,
+            "process_cpu_sys_s": 0.2, "wall_ns": 2_000_000, "start_realtime_ns": start_ns, "first_done_ns": 600_000}
+
+
+def test_aggregate_is_the_sum_of_parts_and_percentiles_are_of_the_pooled_samples():
+    rng = np.random.default_rng(3)
+    samples = [rng.lognormal(11, 0.6, 5000).astype(np.uint64), rng.lognormal(12, 0.3, 3000).astype(np.uint64),
+               rng.lognormal(10, 1.0, 8000).astype(np.uint64)]
+    starts = [10_000_000_000, 10_000_050_000, 10_000_020_000]  # gates 50 us apart
+    raw = aggregate([fake_part(s, t) for s, t in zip(samples, starts)], [{"host": "h", "pid": i} for i in range(3)],
+                    100_000_000)
+    r = Result.from_native(JobSpec(engine="null", procs=3), raw)
+    assert r.ops == sum(len(s) for s in samples) and r.bytes == 4096 * r.ops
+    assert r.cpu_user_s == pytest.approx(0.3) and r.cpu_sys_s == pytest.approx(0.6)
+    assert r.start_skew_ns == 50_000
+    # IOR: total bytes over latest end - earliest start (the 50 us late part ends 50 us later)
+    assert r.elapsed_ns == 1_000_000 + 50_000
+    pooled = np.concatenate(samples)
+    for p in (50, 90, 99, 99.9):
+        exact = exact_percentile(pooled, p)
+        assert abs(r.percentile(p) - exact) <= 0.01 * exact
+    assert [p["bytes"] for p in r.procs] == [4096 * len(s) for s in samples]
+    assert [p["start_offset_ns"] for p in r.procs] == [0, 50_000, 20_000]
+
+
+def test_parts_divide_a_shared_file_and_reorder_shifts_them():
+    spec = JobSpec(path="f", bs=MiB, size=4 * MiB, offset=MiB, gpu="0,1", mode="bounce")
+    parts = part_specs(spec, 3)
+    assert [p.offset for p in parts] == [MiB, 5 * MiB, 9 * MiB] and [p.gpu for p in parts] == ["0", "1", "0"]
+    assert [p.offset for p in part_specs(spec.replace(reorder=True), 3, shift=1)] == [5 * MiB, 9 * MiB, MiB]
+    assert [p.path for p in part_specs(spec.replace(layout="per-proc"), 2)] == ["f.0", "f.1"]
+    assert len({p.seed for p in part_specs(spec.replace(layout="shared-all"), 3)}) == 3
+
+
+def test_processes_read_every_block_once_and_add_up(pattern_file):
+    r = run(JobSpec(path=pattern_file, procs=2, threads=2, bs=MiB, qd=2, verify=True, io_size=4 * MiB))
+    size = os.path.getsize(pattern_file)
+    assert r.bytes == 8 * MiB and r.verify_mismatches == 0 and r.verified_blocks == 8 * MiB // 4096
+    assert len(r.procs) == 2 and sum(p["bytes"] for p in r.procs) == r.bytes
+    assert {p["pid"] for p in r.procs}.isdisjoint({os.getpid()})
+    assert r.latency.count == r.ops and r.start_skew_ns < 1_000_000_000
+    assert size >= 8 * MiB
+
+
+def test_stonewall_notes_progress_when_told_another_process_finished(pattern_file):
+    """The native mechanism: a poll that reports a peer done makes every worker note its progress."""
+    from gdsbench.runner import plan, to_native
+
+    spec = plan(JobSpec(path=pattern_file, engine="null", bs=4096, threads=2, stonewall=True,
+                        runtime_ns=600_000_000)).spec
+    state = {"t": 0}
+
+    def poll(nbytes, elapsed_ns, worker_done):
+        state["t"] = elapsed_ns
+        return 2 if elapsed_ns > 200_000_000 else 0
+
+    raw = _native.run(to_native(spec), poll)
+    r = Result.from_native(spec, raw)
+    assert 0 < r.stonewall["bytes"] < r.bytes
+    for t in raw["threads"]:
+        assert 200_000_000 <= t["stonewall_ns"] < 400_000_000
+        assert 0 < t["stonewall_bytes"] < t["bytes"]
+
+
+def test_the_first_worker_to_finish_stonewalls_the_others(pattern_file):
+    r = run(JobSpec(path=pattern_file, engine="psync", bs=MiB, threads=2, stonewall=True, io_size=3 * MiB,
+                    direct=False))
+    # budgets of 2 and 1 reads: the stonewall figures exist and never exceed the full ones
+    assert r.stonewall is not None and 0 < r.stonewall["bytes"] <= r.bytes
+    assert r.stonewall["first_done_ns"] > 0
+    d = r.to_dict()
+    assert d["stonewall_bandwidth_bytes_per_s"] > 0
+
+
+def test_bad_process_input(gdsbench, pattern_file):
+    res = gdsbench("run", pattern_file, "--procs", "0")
+    assert res.code == 2 and "--procs 0" in res.err
+    res = gdsbench("run", pattern_file, "--procs", "4", "--size", "8M", "--bs", "1M")
+    assert res.code == 2 and "run past the end" in res.err and "--procs 4" in res.err
+    res = gdsbench("run", pattern_file, "--mode", "bounce", "--gpu-backend", "sim", "--procs", "2", "--gpus", "0,3",
+                   "--io-size", "4M")
+    assert res.code == 2 and "--gpu 3" in res.err and "process 1" in res.err
+    res = gdsbench("run", str(pattern_file) + ".nope", "--layout", "per-proc", "--procs", "2")
+    assert res.code == 2 and "does not exist" in res.err
+
+
+def test_per_process_files(tmp_path, gdsbench):
+    base = str(tmp_path / "pp.dat")
+    assert gdsbench("prepare", base, "--size", "4M", "--files", "3").code == 0
+    r = run(JobSpec(path=base, layout="per-proc", procs=3, bs=MiB, verify=True, io_size=4 * MiB, reorder=True))
+    assert r.bytes == 12 * MiB and r.verify_mismatches == 0
+
+
+def test_a_killed_worker_ends_the_run_promptly(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "run", "--engine", "null", "--procs", "2",
+                             "--runtime", "60s"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    children = []
+    while time.monotonic() < deadline and len(children) < 2:
+        time.sleep(0.2)
+        children = [int(c) for c in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+        children = [c for c in children if "gdsbench" in open(f"/proc/{c}/cmdline").read() or
+                    "multiprocessing" in open(f"/proc/{c}/cmdline").read()]
+    assert len(children) >= 2, "the worker processes did not start"
+    time.sleep(1.0)
+    os.kill(children[-1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - killed_at < 10
+    assert proc.returncode == 3 and "killed by signal SIGKILL" in err and err.count("\n") == 1
+    time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{c}") and open(f"/proc/{c}/stat").read().split()[2] != "Z"
+                   for c in children), "a worker process was left behind"
+
+
+def test_procs_is_a_sweep_dimension(gdsbench, tmp_path):
+    res = gdsbench("sweep", "--engine", "null", "--procs", "1,2", "--runtime", "100ms", "--results", tmp_path,
+                   "--no-report")
+    assert res.code == 0, res.err
+    df = load(os.path.join(tmp_path, os.listdir(tmp_path)[0]))
+    assert sorted(df["procs"]) == [1, 2] and sorted(df["processes"]) == [1, 2]
+
+
+# ---- MPI, on this host ----
+
+def mpi_env():
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    return env
+
+
+needs_mpi = pytest.mark.skipif(not os.path.exists(MPIRUN) and not shutil.which("mpirun"),
+                               reason="mpirun not installed (pip install gdsbench[mpi])")
+
+
+def mpirun(n, *args, timeout=120):
+    launcher = MPIRUN if os.path.exists(MPIRUN) else shutil.which("mpirun")
+    return subprocess.run([launcher, "-n", str(n), "--oversubscribe", sys.executable, "-m", "gdsbench", *args],
+                          cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@needs_mpi
+def test_mpirun_four_ranks(pattern_file):
+    proc = mpirun(4, "run", pattern_file, "--bs", "1M", "--io-size", "2M", "--verify", "--stonewall", "--json")
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)  # only rank 0 prints
+    assert d["processes"] == 4 and d["bytes"] == 8 * MiB and d["verify_mismatches"] == 0
+    assert sorted(p["rank"] for p in d["per_process"]) == [0, 1, 2, 3]
+    assert all(p["host"] for p in d["per_process"]) and d["stonewall_bytes"] <= d["bytes"]
+
+
+@needs_mpi
+def test_mpirun_sweep(tmp_path):
+    proc = mpirun(2, "sweep", "--engine", "null", "--bs", "4K,8K", "--runtime", "100ms", "--results", str(tmp_path),
+                  "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    runs = os.listdir(tmp_path)
+    assert len(runs) == 1  # rank 0 alone writes
+    df = load(os.path.join(tmp_path, runs[0]))
+    assert len(df) == 2 and set(df["processes"]) == {2}
+
+
+@needs_mpi
+def test_mpirun_failure_names_the_rank_and_host(tmp_path):
+    start = time.monotonic()
+    proc = mpirun(2, "run", str(tmp_path / "missing.dat"), timeout=60)
+    assert proc.returncode != 0 and time.monotonic() - start < 30
+    assert "gdsbench: error: rank " in proc.stderr and " on " in proc.stderr and "does not exist" in proc.stderr
