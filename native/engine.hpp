@@ -39,6 +39,29 @@ class Engine {
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
 
+// An engine whose reads finish inside queue() (pread, cuFileRead): depth 1,
+// concurrency from threads. reap() hands back the one finished request.
+class SynchronousEngine : public Engine {
+ public:
+  void queue(IoRequest* r) final {
+    r->result = read(*r);
+    done_ = r;
+  }
+  unsigned reap(unsigned, IoRequest** done, unsigned max) final {
+    if (!done_ || max == 0) return 0;
+    done[0] = done_;
+    done_ = nullptr;
+    return 1;
+  }
+
+ protected:
+  // Read r.length bytes at r.offset into r.buf; bytes read, or -errno.
+  virtual int64_t read(const IoRequest& r) = 0;
+
+ private:
+  IoRequest* done_ = nullptr;
+};
+
 struct EngineInfo {
   const char* name;
   unsigned max_depth;  // largest queue depth it supports

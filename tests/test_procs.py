@@ -89,7 +89,7 @@ def test_stonewall_notes_progress_when_told_another_process_finished(pattern_fil
     r = Result.from_native(spec, raw)
     assert 0 < r.stonewall["bytes"] < r.bytes
     for t in raw["threads"]:
-        assert 200_000_000 <= t["stonewall_ns"] < 400_000_000
+        assert 150_000_000 <= t["stonewall_ns"] < 450_000_000  # the notice lands within a poll and a time slice
         assert 0 < t["stonewall_bytes"] < t["bytes"]
 
 

@@ -10,6 +10,14 @@ from ..spec import JobSpec, job_options
 METAVARS = {"size": "SIZE", "duration": "TIME", "int": "N"}
 
 
+def add_target_argument(parser: argparse.ArgumentParser) -> None:
+    """The optional PATH of run and sweep: without it, the scratch file."""
+    from ..scratch import SCRATCH_PATH
+
+    parser.add_argument("path", metavar="PATH", nargs="?", default=None,
+                        help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
+
+
 def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -> None:
     """One flag per job option (PATH aside). Every default is None so only
     what the user wrote is passed on. With lists=True, sweepable options take

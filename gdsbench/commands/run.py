@@ -9,7 +9,7 @@ from ..display import run_summary
 from ..runner import engine_info, resolve_engine, run
 from ..scratch import SCRATCH_PATH, ensure_scratch
 from ..spec import spec_from_values
-from .options import add_job_arguments, job_values
+from .options import add_job_arguments, add_target_argument, job_values
 
 
 class RunCommand:
@@ -17,8 +17,7 @@ class RunCommand:
     help = "measure reads from one file or block device"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", metavar="PATH", nargs="?", default=None,
-                            help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
+        add_target_argument(parser)
         add_job_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
 

@@ -5,7 +5,7 @@ import sys
 
 from ..errors import EXIT_INTERRUPTED, UsageError
 from ..scratch import SCRATCH_PATH, ensure_scratch
-from .options import add_job_arguments, sweep_values
+from .options import add_job_arguments, add_target_argument, sweep_values
 
 
 class SweepCommand:
@@ -13,8 +13,7 @@ class SweepCommand:
     help = "measure a grid of jobs (block sizes, queue depths, threads, ...), saved point by point, then report"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", metavar="PATH", nargs="?", default=None,
-                            help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH})")
+        add_target_argument(parser)
         parser.add_argument("--file", metavar="SWEEP.toml", help="read the grid and options from a TOML sweep file")
         parser.add_argument("--repeat", type=int, default=None, metavar="N",
                             help="measure each point N times; the median is reported, repeats >5%% apart flagged")

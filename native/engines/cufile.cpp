@@ -15,7 +15,7 @@
 namespace gds {
 namespace {
 
-class CuFileEngine final : public Engine {
+class CuFileEngine final : public SynchronousEngine {
  public:
   explicit CuFileEngine(int fd) : api_(gpu::CuFileApi::get()) {
     CUfileDescr_t descr{};
@@ -36,23 +36,16 @@ class CuFileEngine final : public Engine {
       throw InputError("--gds-register: cuFileBufRegister failed: " + gpu::CuFileApi::error_text(status));
     registered_ = base;
   }
-  void queue(IoRequest* r) override {
-    ssize_t n = api_.cuFileRead(handle_, r->buf, r->length, off_t(r->offset), 0);
-    r->result = n >= 0 ? n : (n == -1 ? -errno : -EIO);  // below -1: a cuFile error code
-    done_ = r;
-  }
-  unsigned reap(unsigned, IoRequest** done, unsigned max) override {
-    if (!done_ || max == 0) return 0;
-    done[0] = done_;
-    done_ = nullptr;
-    return 1;
-  }
 
  private:
+  int64_t read(const IoRequest& r) override {
+    ssize_t n = api_.cuFileRead(handle_, r.buf, r.length, off_t(r.offset), 0);
+    return n >= 0 ? n : (n == -1 ? -errno : -EIO);  // below -1: a cuFile error code
+  }
+
   gpu::CuFileApi& api_;
   CUfileHandle_t handle_ = nullptr;
   void* registered_ = nullptr;
-  IoRequest* done_ = nullptr;
 };
 
 }  // namespace

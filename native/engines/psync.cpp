@@ -10,27 +10,20 @@
 namespace gds {
 namespace {
 
-class PsyncEngine final : public Engine {
+class PsyncEngine final : public SynchronousEngine {
  public:
   explicit PsyncEngine(int fd) : fd_(fd) {}
-  void queue(IoRequest* r) override {
-    ssize_t n;
-    do {
-      n = ::pread(fd_, r->buf, r->length, off_t(r->offset));
-    } while (n < 0 && errno == EINTR);
-    r->result = n < 0 ? -errno : n;
-    done_ = r;
-  }
-  unsigned reap(unsigned, IoRequest** done, unsigned max) override {
-    if (!done_ || max == 0) return 0;
-    done[0] = done_;
-    done_ = nullptr;
-    return 1;
-  }
 
  private:
+  int64_t read(const IoRequest& r) override {
+    ssize_t n;
+    do {
+      n = ::pread(fd_, r.buf, r.length, off_t(r.offset));
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
+
   int fd_;
-  IoRequest* done_ = nullptr;
 };
 
 }  // namespace

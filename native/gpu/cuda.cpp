@@ -70,6 +70,17 @@ struct Once {
   }
 };
 
+// "" when T::get() succeeds, else why it does not.
+template <typename T>
+std::string why_not() {
+  try {
+    T::get();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 }  // namespace
 
 void set_library_candidates(const std::string& library, const std::vector<std::string>& paths) {
@@ -131,14 +142,7 @@ CudaRuntime& CudaRuntime::get() {
   return once.get();
 }
 
-std::string CudaRuntime::probe() {
-  try {
-    get();
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
+std::string CudaRuntime::probe() { return why_not<CudaRuntime>(); }
 
 CuFileApi::CuFileApi() {
   CudaRuntime::get();  // cuFile needs a working CUDA runtime underneath
@@ -168,13 +172,6 @@ CuFileApi& CuFileApi::get() {
   return once.get();
 }
 
-std::string CuFileApi::probe() {
-  try {
-    get();
-    return "";
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-}
+std::string CuFileApi::probe() { return why_not<CuFileApi>(); }
 
 }  // namespace gds::gpu
