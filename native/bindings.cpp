@@ -52,11 +52,14 @@ py::dict thread_dict(const gds::ThreadResult& t) {
 
 // The Python checker of GPU memory (gdsbench.pattern.check_device), called
 // from worker threads with the GIL taken for each read.
+// Made with the GIL held; copies of the function only copy a shared_ptr, so
+// they never touch Python reference counts without the GIL.
 gds::DeviceVerifyFn device_verifier(const py::object& check) {
   if (check.is_none()) return {};
-  return [check](const void* ptr, size_t length, uint64_t offset, int gpu, uint64_t* first_bad) -> uint64_t {
+  auto fn = std::make_shared<py::object>(check);
+  return [fn](const void* ptr, size_t length, uint64_t offset, int gpu, uint64_t* first_bad) -> uint64_t {
     py::gil_scoped_acquire acquire;
-    py::tuple out = check(reinterpret_cast<uintptr_t>(ptr), length, offset, gpu);
+    py::tuple out = (*fn)(reinterpret_cast<uintptr_t>(ptr), length, offset, gpu);
     uint64_t bad = out[0].cast<uint64_t>();
     if (bad) *first_bad = out[1].cast<uint64_t>();
     return bad;
@@ -72,7 +75,8 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
   gds::JobResult r;
   std::unique_ptr<py::error_already_set> callback_error;
   auto keep = [&](py::error_already_set& e) { callback_error = std::make_unique<py::error_already_set>(std::move(e)); };
-  {
+  gds::DeviceVerifyFn verify = device_verifier(verify_device);
+  try {
     py::gil_scoped_release release;
     gds::ReadyFn ready;
     if (!on_ready.is_none())
@@ -99,8 +103,16 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
       } catch (py::error_already_set& e) {
         keep(e);
         return gds::PollAction::kCancel;
+      } catch (const std::exception& e) {  // a poll returning something that is not an int
+        PyErr_SetString(PyExc_TypeError, (std::string("poll callback: ") + e.what()).c_str());
+        py::error_already_set err;
+        keep(err);
+        return gds::PollAction::kCancel;
       }
-    }, device_verifier(verify_device), ready);
+    }, verify, ready);
+  } catch (...) {
+    if (callback_error) throw std::move(*callback_error);  // the Python error behind the failure
+    throw;
   }
   if (callback_error) throw std::move(*callback_error);
   py::dict d;

@@ -92,53 +92,61 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   rusage cpu0{}, cpu1{};
   getrusage(RUSAGE_SELF, &cpu0);
   const uint64_t wall0 = now_ns();
-  for (auto& w : workers)
-    threads.emplace_back([&control, w = w.get()] {
-      w->run();
-      std::lock_guard<std::mutex> lock(control.mu);
-      ++control.finished;
-      control.cv.notify_all();
-    });
-
   JobResult result;
-  auto wait_until = [&](auto done) {
-    std::unique_lock<std::mutex> lock(control.mu);
-    while (!done()) {
-      control.cv.wait_for(lock, kPollPeriod);
-      if (done()) break;
-      lock.unlock();
-      uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
-      for (auto& w : workers) bytes += w->progress_bytes();
-      uint64_t measured_since = start ? start + job.ramp_ns : now;
-      PollAction action = poll({bytes, now > measured_since ? now - measured_since : 0,
-                                control.first_done_ns.load() != 0});
-      if (action == PollAction::kCancel && !result.interrupted) {
-        result.interrupted = true;
-        control.stop = true;
-      } else if (action == PollAction::kStonewall) {
-        control.stonewall = true;
-      }
-      lock.lock();
-    }
-  };
-  // The gate opens once every worker is set up, so no thread's setup
-  // (open, allocation, ring creation) lands inside another's measurement.
-  wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
   std::exception_ptr ready_error;
-  if (!control.stop.load() && on_ready) {
-    try {
-      on_ready();
-    } catch (...) {
-      ready_error = std::current_exception();
-      control.stop = true;
+  // Whatever goes wrong below, every started thread is stopped and joined
+  // before the error leaves: a joinable std::thread must never be destroyed.
+  try {
+    for (auto& w : workers)
+      threads.emplace_back([&control, w = w.get()] {
+        w->run();
+        std::lock_guard<std::mutex> lock(control.mu);
+        ++control.finished;
+        control.cv.notify_all();
+      });
+    auto wait_until = [&](auto done) {
+      std::unique_lock<std::mutex> lock(control.mu);
+      while (!done()) {
+        control.cv.wait_for(lock, kPollPeriod);
+        if (done()) break;
+        lock.unlock();
+        uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
+        for (auto& w : workers) bytes += w->progress_bytes();
+        uint64_t measured_since = start ? start + job.ramp_ns : now;
+        PollAction action = poll({bytes, now > measured_since ? now - measured_since : 0,
+                                  control.first_done_ns.load() != 0});
+        if (action == PollAction::kCancel && !result.interrupted) {
+          result.interrupted = true;
+          control.stop = true;
+        } else if (action == PollAction::kStonewall) {
+          control.stonewall = true;
+        }
+        lock.lock();
+      }
+    };
+    // The gate opens once every worker is set up, so no thread's setup
+    // (open, allocation, ring creation) lands inside another's measurement.
+    wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
+    if (!control.stop.load() && on_ready) {
+      try {
+        on_ready();
+      } catch (...) {
+        ready_error = std::current_exception();
+        control.stop = true;
+      }
     }
+    if (!control.stop.load()) {
+      result.start_realtime_ns = realtime_ns();
+      control.start_ns.store(now_ns(), std::memory_order_release);
+    }
+    wait_until([&] { return control.finished == job.threads; });
+    for (auto& t : threads) t.join();
+  } catch (...) {
+    control.stop = true;
+    for (auto& t : threads)
+      if (t.joinable()) t.join();
+    throw;
   }
-  if (!control.stop.load()) {
-    result.start_realtime_ns = realtime_ns();
-    control.start_ns.store(now_ns(), std::memory_order_release);
-  }
-  wait_until([&] { return control.finished == job.threads; });
-  for (auto& t : threads) t.join();
   result.wall_ns = now_ns() - wall0;
   getrusage(RUSAGE_SELF, &cpu1);
   result.process_cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);

@@ -25,10 +25,22 @@ bool staged(const Job& job) { return job.mode == "bounce" || job.mode == "cached
 Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
     : job_(job), plan_(plan), control_(control) {}
 
-Worker::~Worker() {
-  engine_.reset();
-  copies_.reset();
+Worker::~Worker() { release(); }
+
+// Engine first (cuFile deregisters its buffers), then the copy stream (it
+// waits for copies in flight), then the memory those used. Called on the
+// worker thread at the end of run(), where the device is current.
+void Worker::release() noexcept {
+  try {
+    engine_.reset();
+    copies_.reset();
+    staging_.reset();
+    device_memory_.reset();
+    host_.reset();
+  } catch (...) {
+  }
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 // Buffers per mode:
@@ -87,17 +99,20 @@ void Worker::run() noexcept {
   }
   control_.ready.fetch_add(1);
   control_.notify();
-  if (error_) return;
-  while (control_.start_ns.load(std::memory_order_acquire) == 0) {
-    if (control_.stop.load()) return;
+  bool go = !error_;
+  while (go && control_.start_ns.load(std::memory_order_acquire) == 0) {
+    if (control_.stop.load()) go = false;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  try {
-    loop();
-  } catch (...) {
-    error_ = std::current_exception();
-    control_.stop = true;
+  if (go) {
+    try {
+      loop();
+    } catch (...) {
+      error_ = std::current_exception();
+      control_.stop = true;
+    }
   }
+  release();
 }
 
 void Worker::check_read(const IoRequest& r) {
@@ -165,11 +180,7 @@ void Worker::loop() {
     result_.stonewall_ops = result_.ops;
     result_.stonewall_ns = when > measure_start ? when - measure_start : 0;
   };
-  auto complete = [&](IoRequest* r, uint64_t when) {
-    idle[n_idle++] = r;
-    if (job_.verify) verify(*r);
-    if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
-    if (!r->measured) return;
+  auto account = [&](IoRequest* r, uint64_t when) {
     result_.latency.add(when - r->submit_ns);
     result_.bytes += r->length;
     progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
@@ -181,6 +192,12 @@ void Worker::loop() {
     }
     if (tick >= result_.timeline_bytes.size()) result_.timeline_bytes.resize(tick + 1, 0);
     result_.timeline_bytes[tick] += r->length;
+  };
+  auto complete = [&](IoRequest* r, uint64_t when) {
+    idle[n_idle++] = r;
+    if (job_.verify) verify(*r);
+    if (r->measured) account(r, when);
+    if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
   };
   auto oldest_copy = [&]() {
     IoRequest* r = copying[copy_head];

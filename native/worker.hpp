@@ -71,6 +71,7 @@ class Worker {
  private:
   void setup();
   void loop();
+  void release() noexcept;
   void check_read(const IoRequest& r);
   void verify(const IoRequest& r);
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gdsbench import JobSpec, run
+from gdsbench import _native
 from gdsbench._native import PATTERN_BLOCK
 
 MiB = 1024 * 1024
@@ -170,3 +171,21 @@ def test_block_device_target(loop_device, pattern_file, engine):
     target = r.environment["target"]
     assert target["kind"] == "block" and target["size_bytes"] == size
     assert target["block_device"] == os.path.basename(loop_device)
+
+
+def test_callback_errors_reach_the_caller_as_themselves():
+    from gdsbench.runner import plan, to_native
+
+    job = to_native(plan(JobSpec(engine="null", bs=4096, threads=2, runtime_ns=2_000_000_000)).spec)
+
+    def refuse():
+        raise ValueError("peer gone")
+
+    with pytest.raises(ValueError, match="peer gone"):
+        _native.run(job, None, None, refuse)
+    with pytest.raises(TypeError, match="poll callback"):
+        _native.run(job, lambda *a: "stop")
+    started = time.monotonic()
+    with pytest.raises(ZeroDivisionError):
+        _native.run(job, lambda *a: 1 / 0)
+    assert time.monotonic() - started < 1.0  # the run ends at the first failing poll

@@ -39,8 +39,13 @@ class CuFileEngine final : public SynchronousEngine {
 
  private:
   int64_t read(const IoRequest& r) override {
-    ssize_t n = api_.cuFileRead(handle_, r.buf, r.length, off_t(r.offset), 0);
-    return n >= 0 ? n : (n == -1 ? -errno : -EIO);  // below -1: a cuFile error code
+    // A registered buffer is addressed by its base and an offset into it.
+    char* base = registered_ ? static_cast<char*>(registered_) : r.buf;
+    ssize_t n = api_.cuFileRead(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
+    if (n < -1)
+      throw IoError("cuFileRead of " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) +
+                    ": " + cufileop_status_error(CUfileOpError(-n)));
+    return n == -1 ? -errno : n;
   }
 
   gpu::CuFileApi& api_;

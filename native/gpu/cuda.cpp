@@ -148,7 +148,6 @@ CuFileApi::CuFileApi() {
   CudaRuntime::get();  // cuFile needs a working CUDA runtime underneath
   void* handle = open_library("cufile", &path);
   GDS_BIND("cufile", cuFileDriverOpen);
-  bind(handle, cuFileDriverClose, "cuFileDriverClose_v2", "cufile");
   GDS_BIND("cufile", cuFileDriverGetProperties);
   GDS_BIND("cufile", cuFileHandleRegister);
   GDS_BIND("cufile", cuFileHandleDeregister);

@@ -59,7 +59,6 @@ class CuFileApi {
 
   std::string path;
   GDS_SHIM_FN(cuFileDriverOpen);
-  GDS_SHIM_FN(cuFileDriverClose);
   GDS_SHIM_FN(cuFileDriverGetProperties);
   GDS_SHIM_FN(cuFileHandleRegister);
   GDS_SHIM_FN(cuFileHandleDeregister);

@@ -39,16 +39,23 @@ class CudaStream final : public CopyStream {
     cudaError_t err = rt_.cudaEventQuery(events_[slot]);
     if (err == cudaErrorNotReady) return false;
     rt_.check(err, "copy to device (cudaMemcpyAsync)");
-    *done_ns = stamps_[slot].load(std::memory_order_acquire);
+    *done_ns = stamp_of(slot);
     return true;
   }
 
   uint64_t wait(unsigned slot) override {
     rt_.check(rt_.cudaEventSynchronize(events_[slot]), "copy to device (cudaMemcpyAsync)");
-    return stamps_[slot].load(std::memory_order_acquire);
+    return stamp_of(slot);
   }
 
  private:
+  // The callback ran before the event completed (stream order); should a
+  // stamp still read 0, now is the nearest honest bound.
+  uint64_t stamp_of(unsigned slot) const {
+    uint64_t t = stamps_[slot].load(std::memory_order_acquire);
+    return t ? t : now_ns();
+  }
+
   static void CUDART_CB stamp(void* p) {
     static_cast<std::atomic<uint64_t>*>(p)->store(now_ns(), std::memory_order_release);
   }
