@@ -56,6 +56,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         out["spread"] = spread
         out["flagged"] = spread > SPREAD_LIMIT
         out["warnings"] = "; ".join(sorted({w for w in group.get("warnings", []) if w}))
+        if "data_path" in group.columns:  # runs made before labels existed lack them
+            out["data_path"] = "; ".join(sorted(set(group["data_path"])))
+            out["gpu_simulated"] = bool(group["gpu_simulated"].any())
         rows.append(out)
     return pd.DataFrame(rows)
 

@@ -88,11 +88,16 @@ def differences(runs: list[Run], keys: list[str]) -> list[str]:
             continue
         note(opt.flag.lstrip("-"), [opt.format(r.df[col].iloc[0]) if col in r.df.columns else "-" for r in runs])
     note("repeats", [r.info["sweep"]["repeat"] for r in runs])
+    note("data path", ["; ".join(sorted(set(r.summary["data_path"]))) if "data_path" in r.summary else "-" for r in runs])
+    for r in runs:
+        if "gpu_simulated" in r.summary and r.summary["gpu_simulated"].any():
+            out.insert(0, f"{r.label} ran on a SIMULATED GPU (a CPU stand-in): its figures measure no GPU")
     return out
 
 
 def _headline(base: Run, other: Run, merged: pd.DataFrame) -> str:
-    """'flash/disk: 6.1x bandwidth at 1 MiB, 40x IOPS at 4 KiB QD32, 12x lower p99'."""
+    """'flash/disk: 6.1x bandwidth at 1 MiB, 40x IOPS at 4 KiB QD32, 12x lower p99': bandwidth at the
+    largest block size, IOPS and p99 at the smallest block size and deepest queue (of the points compared)."""
     a, b = base.label, other.label
     parts = []
     largest = merged[merged["bs_bytes"] == merged["bs_bytes"].max()]
@@ -117,10 +122,18 @@ def compare(run_dirs: list[str]) -> Comparison:
     runs = [Run(label, df, analysis.summarize(df)) for label, df in zip(_labels(dfs), dfs)]
     keys = align_keys(runs)
     figures = list(RATIOS)
+    # block size and queue depth name the headline's points even when not swept
+    carried = [c for c in ("bs_bytes", "qd") if c not in keys]
     merged = None
     for run in runs:
-        part = run.summary[keys + figures].rename(columns={f: f"{f} {run.label}" for f in figures})
-        merged = part if merged is None else merged.merge(part, on=keys, how="inner")
+        part = run.summary[keys + figures + carried].rename(
+            columns={f: f"{f} {run.label}" for f in figures} | ({} if merged is None else {c: f"{c} {run.label}" for c in carried}))
+        if merged is None:
+            merged = part
+        elif keys:
+            merged = merged.merge(part, on=keys, how="inner")
+        else:  # nothing swept: each run is one point, compared as such
+            merged = merged.merge(part, how="cross")
     if merged is None or merged.empty:
         raise UsageError("the runs have no point in common (same " + ", ".join(keys) + "); compare runs of the same grid")
     base = runs[0]

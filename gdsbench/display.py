@@ -42,7 +42,8 @@ def run_summary(r: Result) -> str:
         lines.append(f"processes  {len(r.procs)}, start skew {format_duration(r.start_skew_ns)}")
         for p in r.procs:
             who = f"rank {p['rank']}" if "rank" in p else f"proc {p['proc']}"
-            extra = (f" gpu {p['gpu']}" if p.get("gpu") is not None else "") + (
+            sim = " (simulated)" if spec.simulated else ""
+            extra = (f" gpu {p['gpu']}{sim}" if p.get("gpu") is not None else "") + (
                 f" cpus {p['cpus']}" if p.get("cpus") else "")
             lines.append(f"  {who:8} {p['host']} pid {p['pid']}: {format_rate(p['bandwidth_bytes_per_s'])}, "
                          f"p50 {format_duration(p['lat_p50_ns'])}, p99 {format_duration(p['lat_p99_ns'])}{extra}")

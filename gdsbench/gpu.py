@@ -89,13 +89,14 @@ def cufile_config() -> dict:
     path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
     text = _read(Path(path))
     if text is None:
-        return {"path": path, "found": False, "allow_compat_mode": None}
+        return {"path": path, "found": False, "allow_compat_mode": None, "force_compat": None}
     text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)  # cufile.json allows // comments
     try:
-        allow = json.loads(text).get("properties", {}).get("allow_compat_mode")
+        properties = json.loads(text).get("properties", {})
     except json.JSONDecodeError:
-        allow = None
-    return {"path": path, "found": True, "allow_compat_mode": allow}
+        properties = {}
+    return {"path": path, "found": True, "allow_compat_mode": properties.get("allow_compat_mode"),
+            "force_compat": properties.get("force_compat_mode")}
 
 
 def _version(*dists: str) -> str | None:
@@ -158,15 +159,24 @@ def require(spec: JobSpec) -> None:
 
 
 def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
-    """Whether cuFile reads of target go GPUDirect, and why (or why not)."""
+    """Whether cuFile reads of target go GPUDirect, and why (or why not).
+    GPUDirect is claimed only for the case known to support it: nvidia-fs
+    loaded, no forced compatibility mode, ext4 or xfs on an NVMe device."""
     fs = info["nvidia_fs"]
     if not fs["loaded"]:
         return False, "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
+    if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
+        return False, "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
+    from .target import describe
+
+    storage = describe(target) if target is not None else {}
     local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
-    if not local:
+    nvme = storage.get("driver") == "nvme" or str(storage.get("block_device") or "").startswith("nvme")
+    if not (local and nvme):
         where = target.where if target else "this target"
-        return False, f"cuFile on {where} may use its compatibility mode; only ext4/xfs are confirmed here"
-    return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where}".strip()
+        return False, (f"cuFile on {where} ({storage.get('block_device') or 'no block device'}) likely uses its "
+                       "compatibility mode; GPUDirect is confirmed here only for ext4/xfs on NVMe")
+    return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 
 def data_path(spec: JobSpec, target: Target | None, kvikio_compat: str | None = None) -> str:

@@ -17,49 +17,68 @@ from collections import deque
 import numpy as np
 
 from . import _native
-from .errors import UsageError
+from .errors import IoFailure, UsageError
 from .pattern import check_device
 from .spec import JobSpec
 
 TIMING_NOTE = "kvikio mode: latency timed in Python from pread() to its future returning, oldest first"
 
 
+_original: dict[str, int] = {}  # kvikio's own defaults, read once, restored for "0" (kvikio's default)
+
+
+def _setting(defaults, name: str):
+    try:
+        return defaults.get(name)  # kvikio >= 25.04
+    except (AttributeError, TypeError, KeyError):
+        return getattr(defaults, name if name != "num_threads" else "get_num_threads")()
+
+
 def _configure(kvikio, spec: JobSpec) -> None:
-    settings = {}
-    if spec.kvikio_threads:
-        settings["num_threads"] = spec.kvikio_threads
-    if spec.kvikio_task_size:
-        settings["task_size"] = spec.kvikio_task_size
-    if not settings:
-        return
+    """Set kvikio's pool size and task size for this run; 0 means kvikio's own default."""
     defaults = kvikio.defaults
+    for name in ("num_threads", "task_size"):
+        _original.setdefault(name, int(_setting(defaults, name)))
+    settings = {"num_threads": spec.kvikio_threads or _original["num_threads"],
+                "task_size": spec.kvikio_task_size or _original["task_size"]}
     if hasattr(defaults, "set"):  # kvikio >= 25.02
         defaults.set(settings)
     else:
-        if "num_threads" in settings:
-            defaults.num_threads_reset(settings["num_threads"])
-        if "task_size" in settings:
-            defaults.task_size_reset(settings["task_size"])
+        defaults.num_threads_reset(settings["num_threads"])
+        defaults.task_size_reset(settings["task_size"])
 
 
-def compat_description(kvikio) -> str:
-    """How kvikio will read: through cuFile or its own POSIX compatibility mode."""
+def _compat_preferred(kvikio) -> bool:
+    """Whether kvikio will use its own POSIX compatibility mode (AUTO resolved)."""
     defaults = kvikio.defaults
-    try:
-        preferred = defaults.is_compat_mode_preferred()
-    except AttributeError:
-        preferred = bool(defaults.compat_mode())
-    threshold = None
-    for getter in ("gds_threshold", "get"):
+    if hasattr(defaults, "is_compat_mode_preferred"):
+        return bool(defaults.is_compat_mode_preferred())
+    mode = _setting(defaults, "compat_mode")
+    compat = getattr(kvikio, "CompatMode", None)
+    if compat is None or isinstance(mode, bool):
+        return bool(mode)
+    if mode == compat.AUTO:  # AUTO falls back to POSIX where cuFile cannot load
         try:
-            threshold = defaults.gds_threshold() if getter == "gds_threshold" else defaults.get("gds_threshold")
-            break
-        except (AttributeError, TypeError, KeyError):
-            continue
-    if preferred:
+            import kvikio.cufile_driver  # noqa: F401
+            return False
+        except Exception:  # noqa: BLE001 - any failure means no cuFile
+            return True
+    return mode == compat.ON
+
+
+def compat_description(kvikio, bs: int) -> str:
+    """How kvikio read this run: through cuFile, or POSIX (its compatibility
+    mode, or reads under its gds_threshold)."""
+    if _compat_preferred(kvikio):
         return "kvikio compatibility mode: POSIX reads and a bounce buffer, NOT GPUDirect"
-    note = f"; reads under its gds_threshold ({threshold} bytes) take POSIX" if threshold else ""
-    return f"kvikio through cuFile (GPUDirect only if cuFile itself is not in compatibility mode{note})"
+    try:
+        threshold = int(_setting(kvikio.defaults, "gds_threshold"))
+    except Exception:  # noqa: BLE001 - older kvikio has no threshold
+        threshold = 0
+    if bs < threshold:
+        return (f"kvikio POSIX reads and a bounce buffer, NOT GPUDirect: {bs} B reads are under its "
+                f"gds_threshold ({threshold} B)")
+    return "kvikio through cuFile (GPUDirect only if cuFile itself is not in its compatibility mode)"
 
 
 def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
@@ -84,7 +103,10 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
         buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
         order = _native.OffsetSequence(spec.offset, nblocks, spec.bs, spec.pattern == "rand", spec.seed)
         offsets = order.take(min(nblocks, 4096))
-        handle = kvikio.CuFile(spec.path, "r")
+        try:
+            handle = kvikio.CuFile(spec.path, "r")
+        except RuntimeError as e:
+            raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
         t0 = time.monotonic_ns()
         measure_start = t0 + spec.ramp_ns
         deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None
@@ -111,11 +133,14 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                 if not inflight:
                     break
                 future, started, off, index, measured = inflight.popleft()
-                got = future.get()
+                try:
+                    got = future.get()
+                except RuntimeError as e:
+                    raise IoFailure(f"kvikio read of {spec.bs} bytes at offset {off} of {spec.path}: {e}") from None
                 end = time.monotonic_ns()
                 free.append(index)
                 if got != spec.bs:
-                    raise UsageError(f"kvikio read {got} of {spec.bs} bytes at offset {off} of {spec.path}")
+                    raise IoFailure(f"short read: kvikio read {got} of {spec.bs} bytes at offset {off} of {spec.path}")
                 if spec.verify:
                     bad, first = check_device(buffers[index].data.ptr, spec.bs, off, gpu)
                     verified += spec.bs // _native.PATTERN_BLOCK
@@ -135,9 +160,12 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                     progress(done_bytes, last)
         except KeyboardInterrupt:
             interrupted = True
-            for future, *_ in inflight:
-                future.get()
         finally:
+            for future, *_ in inflight:  # no buffer is freed under a read still in flight
+                try:
+                    future.get()
+                except Exception:  # noqa: BLE001 - the run already failed or stopped
+                    pass
             handle.close()
     latency.add(np.asarray(samples, dtype=np.uint64))
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -152,4 +180,4 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
     raw = {"threads": [thread], "interrupted": interrupted, "start_skew_ns": 0,
            "process_cpu_user_s": thread["cpu_user_s"], "process_cpu_sys_s": thread["cpu_sys_s"],
            "wall_ns": time.monotonic_ns() - t0}
-    return raw, compat_description(kvikio)
+    return raw, compat_description(kvikio, spec.bs)

@@ -17,8 +17,9 @@ from functools import lru_cache
 
 from .errors import UsageError
 
-LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS", "SLURM_STEP_ID")
-STONEWALL_TAG = 7017
+LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
+STONEWALL_TAG = 7017  # plus the run's number: a late notice never stops the next run
+_runs = 0
 
 
 @lru_cache(maxsize=1)
@@ -54,9 +55,17 @@ def is_root() -> bool:
 
 
 def ranks_per_host(comm) -> int:
-    """How many ranks share this rank's host (IOR's -C shifts reads by this much)."""
+    """Ranks per host, the same on every rank (the fewest any host has): IOR's
+    -C shifts reads by this much so each rank reads another host's part."""
     hosts = comm.allgather(socket.gethostname())
-    return max(1, hosts.count(socket.gethostname()))
+    return max(1, min(hosts.count(h) for h in set(hosts)))
+
+
+def local_index(comm) -> tuple[int, int]:
+    """(this rank's index among the ranks on its host, how many there are), for any rank placement."""
+    hosts = comm.allgather(socket.gethostname())
+    me = hosts[comm.Get_rank()]
+    return hosts[: comm.Get_rank()].count(me), hosts.count(me)
 
 
 def broadcast(value):
@@ -72,8 +81,9 @@ def abort(message: str, code: int) -> None:
     comm.Abort(code)
 
 
-def run_rank(plan, progress=None) -> dict | None:
-    """Run this rank's part; rank 0 returns the aggregate, the others None."""
+def run_rank(plan, progress=None, warnings: list[str] = ()) -> dict | None:
+    """Run this rank's part; rank 0 returns the aggregate (with every rank's
+    warnings in its per_process entries), the others None."""
     from . import parallel
     from .spec import JobSpec  # noqa: F401
 
@@ -83,22 +93,26 @@ def run_rank(plan, progress=None) -> dict | None:
     spec = part.spec
     info = {"host": socket.gethostname(), "pid": os.getpid(), "rank": rank,
             "gpu": spec.gpu if spec.mode != "cpu" else None}
-    local = ranks_per_host(comm)
-    info["cpus"] = parallel.pin_cpus(spec.pin, rank % local, local, spec, part.target)
-    while comm.iprobe(source=-1, tag=STONEWALL_TAG):  # a late notice from an earlier run
-        comm.recv(source=-1, tag=STONEWALL_TAG)
+    global _runs
+    _runs += 1
+    tag = STONEWALL_TAG + _runs % 10000
+    index, local = local_index(comm)
+    info["cpus"] = parallel.pin_cpus(spec.pin, index, local, spec, part.target)
+    info["warnings"] = warnings
     sent = []
 
     def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
         if not spec.stonewall:
             return parallel.POLL_CONTINUE
         if worker_done and not sent:
-            sent.extend(comm.isend(rank, dest=r, tag=STONEWALL_TAG) for r in range(comm.Get_size()) if r != rank)
-        if sent or comm.iprobe(source=-1, tag=STONEWALL_TAG):
+            sent.extend(comm.isend(rank, dest=r, tag=tag) for r in range(comm.Get_size()) if r != rank)
+        if sent or comm.iprobe(source=-1, tag=tag):
             return parallel.POLL_STONEWALL
         return parallel.POLL_CONTINUE
 
     raw = parallel.run_part(spec, poll, comm.Barrier)
+    while comm.iprobe(source=-1, tag=tag):  # notices this rank did not need; each run has its own tag
+        comm.recv(source=-1, tag=tag)
     info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     for request in sent:
         request.wait()

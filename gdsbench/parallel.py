@@ -35,6 +35,8 @@ from .spec import JobSpec
 from .target import Target, check_direct, inspect, pci_placement
 from .units import format_size
 
+import numpy as np  # noqa: E402
+
 POLL_CONTINUE, POLL_CANCEL, POLL_STONEWALL = 0, 1, 2
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
 
@@ -168,6 +170,12 @@ def run_part(spec: JobSpec, poll, on_ready) -> dict:
     return _native.run(runner.to_native(spec), poll, check, on_ready)
 
 
+_EMPTY_THREAD = {"gpu": -1, "bytes": 0, "ops": 0, "first_submit_ns": 0, "last_complete_ns": 0,
+                 "timeline_bytes": np.zeros(0, np.uint64), "cpu_user_s": 0.0, "cpu_sys_s": 0.0, "verified_blocks": 0,
+                 "verify_mismatches": 0, "first_mismatch_offset": 0, "passes": 0, "reads_while_copying": 0,
+                 "stonewall_bytes": 0, "stonewall_ops": 0, "stonewall_ns": 0}
+
+
 def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
     """Parts' native results as one native-shaped result, on one time base: the
     earliest start gate. Per-process figures go to raw["procs"]."""
@@ -185,7 +193,7 @@ def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
                 for key in ("last_complete_ns", "first_submit_ns", "stonewall_ns"):
                     t[key] += shift
             if ticks:
-                t["timeline_bytes"] = [0] * ticks + list(t["timeline_bytes"])
+                t["timeline_bytes"] = np.concatenate((np.zeros(ticks, np.uint64), t["timeline_bytes"]))
             latency.merge(t["latency"])
             threads.append(t)
         if raw["first_done_ns"]:
@@ -202,6 +210,8 @@ def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
             "interrupted": raw["interrupted"],
         })
     starts = [r["start_realtime_ns"] for r in results if r["start_realtime_ns"]]
+    if not threads:  # interrupted before any process started
+        threads = [dict(_EMPTY_THREAD, latency=_native.LatencyHistogram())]
     return {
         "threads": threads,
         "interrupted": any(r["interrupted"] for r in results),
@@ -216,6 +226,14 @@ def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
 
 
 # ---- local processes ----
+
+
+class _Cancelled(Exception):
+    """Ctrl-C reached a process while it waited at the start barrier."""
+
+
+NOTHING_MEASURED = {"threads": [], "interrupted": True, "start_skew_ns": 0, "process_cpu_user_s": 0.0,
+                    "process_cpu_sys_s": 0.0, "wall_ns": 0, "start_realtime_ns": 0, "first_done_ns": 0}
 
 
 def _child(index: int, nparts: int, spec: JobSpec, pin: str, barrier, cancel, first_done, progress, results) -> None:
@@ -241,9 +259,14 @@ def _child(index: int, nparts: int, spec: JobSpec, pin: str, barrier, cancel, fi
             try:
                 barrier.wait()
             except threading.BrokenBarrierError:
+                if cancel.is_set():
+                    raise _Cancelled from None
                 raise IoFailure("another process failed before the start") from None
 
-        raw = run_part(spec, poll, on_ready)
+        try:
+            raw = run_part(spec, poll, on_ready)
+        except _Cancelled:  # Ctrl-C before the start: nothing measured, nothing wrong
+            raw = NOTHING_MEASURED
         info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         results.put(("ok", index, raw, info))
     except GdsbenchError as e:
@@ -275,9 +298,16 @@ def run_local(parts: list[Part], progress=None) -> dict:
     spec0 = parts[0].spec
     procs = [ctx.Process(target=_child, args=(p.index, n, p.spec, spec0.pin, barrier, cancel, first_done,
                                               progress_bytes, results), daemon=True) for p in parts]
-    for proc in procs:
-        proc.start()
+    # Started with SIGINT ignored (inherited through exec): Ctrl-C reaches the
+    # parent, which stops the children through `cancel`, never kills them.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for proc in procs:
+            proc.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     got: dict[int, tuple] = {}
+    interrupts = 0
     failure: tuple | None = None
     failed_at = None
     last_progress = 0.0
@@ -310,7 +340,11 @@ def run_local(parts: list[Part], progress=None) -> dict:
                     last_progress = time.monotonic()
                     progress(sum(progress_bytes), int((last_progress - start) * 1e9))
             except KeyboardInterrupt:
+                interrupts += 1
                 cancel.set()  # the children stop promptly and send what they measured
+                barrier.abort()  # and none waits at the start barrier for a peer that will not come
+                if interrupts > 1:  # a second Ctrl-C: stop waiting for them
+                    raise
     finally:
         for proc in procs:
             proc.join(timeout=2.0)

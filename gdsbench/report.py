@@ -49,6 +49,11 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     cached = df["cached_fraction"].dropna()
     lines.append(("page cache", f"{cached.min():.1%} to {cached.max():.1%} of the region cached at the start of a point"
                   if len(cached) else "not applicable (null engine)"))
+    if "data_path" in summary.columns:
+        lines.append(("data path", " | ".join(sorted(set(summary["data_path"])))))
+        if summary["gpu_simulated"].any():
+            lines.insert(0, ("SIMULATED", "points marked simulated ran on a CPU stand-in for a GPU: "
+                                          "they measure nothing about a GPU"))
     flagged = summary[summary["flagged"]]
     lines.append(("flagged (repeats > 5% apart)", ", ".join(
         f"{analysis.describe_point(r, dims)} ({r['spread']:.0%})" for _, r in flagged.iterrows()) or "none"))

@@ -157,6 +157,8 @@ def plan(spec: JobSpec) -> Plan:
     engine = resolve_engine(spec)
     check_queue_depth(spec, engine)
     comm = mpi.world()
+    if comm is not None and spec.mode == "kvikio":
+        raise UsageError("--mode kvikio under mpirun: kvikio runs in one process; run it without mpirun")
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
     nparts = comm.Get_size() if comm is not None else spec.procs
@@ -219,9 +221,10 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         raw, kvikio_compat = kvikio_mode.run(spec, progress)
         warnings.append(kvikio_mode.TIMING_NOTE)
     elif comm is not None:
-        raw = mpi.run_rank(p, progress)
+        raw = mpi.run_rank(p, progress, warnings)
         if raw is None:
             return None
+        warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in raw["procs"] for w in q.get("warnings", [])]
     elif p.parts:
         raw = parallel.run_local(parts, progress)
     else:

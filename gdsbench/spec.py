@@ -218,6 +218,8 @@ class JobSpec:
             )
         if not 1 <= self.procs <= MAX_PROCS:
             raise UsageError(f"--procs {self.procs}: must be between 1 and {MAX_PROCS}")
+        if self.mode == "kvikio" and self.stonewall:
+            raise IncompatibleOptions("--stonewall with --mode kvikio: kvikio runs one loop, there are no workers to stonewall")
         if self.mode == "kvikio" and self.procs > 1:
             raise IncompatibleOptions(f"--procs {self.procs}: --mode kvikio runs in one process; use --kvikio-threads")
         if not 1 <= self.threads <= MAX_THREADS:

@@ -91,17 +91,22 @@ class RunStore:
     @classmethod
     def create(cls, results_dir: str, name: str, info: dict[str, Any]) -> RunStore:
         """A new run directory `<results_dir>/<date-time>-<name>`; writes run.json."""
-        os.makedirs(results_dir, exist_ok=True)
+        if not name or "/" in name or name.startswith("."):
+            raise UsageError(f"--name {name!r}: a run name is one path component, e.g. nvme-tier")
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        for n in range(100):
-            run_id = f"{stamp}-{name}" + (f"-{n}" if n else "")
-            try:
-                os.mkdir(os.path.join(results_dir, run_id))
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise UsageError(f"--results {results_dir}: cannot create a new run directory")
+        try:
+            os.makedirs(results_dir, exist_ok=True)
+            for n in range(100):
+                run_id = f"{stamp}-{name}" + (f"-{n}" if n else "")
+                try:
+                    os.mkdir(os.path.join(results_dir, run_id))
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise UsageError(f"--results {results_dir}: cannot create a new run directory")
+        except OSError as e:
+            raise UsageError(f"--results {results_dir}: cannot create a run directory there: {e.strerror}") from None
         store = cls(os.path.join(results_dir, run_id))
         store.write_info(
             {
@@ -149,10 +154,12 @@ class RunStore:
         rows = []
         with open(path) as f:
             for line in f:
+                if not line.endswith("\n"):
+                    break  # a torn last line from a killed run: that point was in flight
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
-                    break  # a torn last line from a killed run: that point was in flight
+                    break
         return rows
 
     def completed(self) -> set[tuple[str, int]]:

@@ -154,6 +154,8 @@ def load_sweep_file(path: str) -> SweepSpec:
             text = f.read().decode()
     except OSError as e:
         raise UsageError(f"--file {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--file {path}: not a text file (a sweep file is TOML, UTF-8)") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -289,6 +291,7 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
     if store:
         store.update_info(status="running")
     interrupted = False
+    status = "failed"  # unless the loop below ends normally or is interrupted
     try:
         for point, plan, rep in todo:
             if ui:
@@ -303,11 +306,12 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
                 store.append(record(result, point.index, point.key, rep))
             if ui:
                 ui.end_point(result)
+        status = "interrupted" if interrupted else "complete"
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted, status = True, "interrupted"
     finally:
         if ui:
             ui.close()
         if store:
-            store.update_info(status="interrupted" if interrupted else "complete")
+            store.update_info(status=status)
     return SweepOutcome(store, len(done), total, interrupted, grid.skipped)

@@ -165,3 +165,72 @@ def test_gpu_benchmark_script_runs_against_the_simulation(tmp_path):
     assert proc.returncode == 0, proc.stderr
     table = (tmp_path / "out" / "gpu_modes-simulated.md").read_text()
     assert "SIMULATED" in table and "| bounce | 1M |" in table and "cannot run here" in table
+
+
+# ---- the kvikio mode's loop, against a stand-in for kvikio and cupy ----
+
+class _FakeFuture:
+    def __init__(self, n):
+        self.n = n
+
+    def get(self):
+        return self.n
+
+
+class _FakeCuFile:
+    """TEST DOUBLE for kvikio.CuFile: plain pread into a numpy array. Not kvikio."""
+
+    def __init__(self, path, flags):
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def pread(self, buf, size, file_offset):
+        data = os.pread(self.fd, size, file_offset)
+        buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return _FakeFuture(len(data))
+
+    def close(self):
+        os.close(self.fd)
+
+
+def fake_kvikio_modules(monkeypatch):
+    import contextlib
+    import sys
+    import types
+
+    kvikio = types.ModuleType("kvikio")
+    kvikio.CuFile = _FakeCuFile
+    settings = {"num_threads": 1, "task_size": 4 << 20, "compat_mode": True, "gds_threshold": 1 << 20}
+    kvikio.defaults = types.SimpleNamespace(get=settings.__getitem__, set=settings.update,
+                                            is_compat_mode_preferred=lambda: settings["compat_mode"])
+    cupy = types.ModuleType("cupy")
+    cupy.uint8 = np.uint8
+    cupy.empty = np.empty
+    cupy.cuda = types.SimpleNamespace(Device=lambda i: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "kvikio", kvikio)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return settings
+
+
+def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, monkeypatch):
+    from gdsbench import kvikio_mode
+    from gdsbench.result import Result
+    from gdsbench.runner import plan
+
+    settings = fake_kvikio_modules(monkeypatch)
+    spec = plan(JobSpec(path=pattern_file, mode="cpu", bs=MiB, io_size=8 * MiB)).spec.replace(
+        mode="kvikio", engine="kvikio", qd=4, kvikio_threads=3, pattern="rand")
+    raw, path = kvikio_mode.run(spec)
+    r = Result.from_native(spec, raw, data_path=path)
+    assert r.ops == 8 and r.bytes == 8 * MiB and r.latency.count == 8
+    assert settings["num_threads"] == 3  # --kvikio-threads applied
+    assert "compatibility mode" in path and "NOT GPUDirect" in path
+    kvikio_mode.run(spec.replace(kvikio_threads=0))
+    assert settings["num_threads"] == 1  # 0 restores kvikio's own default, not the last run's
+    settings["compat_mode"] = False
+    assert "under its gds_threshold" in kvikio_mode.compat_description(sys_modules_kvikio(), 4096)
+
+
+def sys_modules_kvikio():
+    import sys
+
+    return sys.modules["kvikio"]

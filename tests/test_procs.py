@@ -196,3 +196,23 @@ def test_mpirun_failure_names_the_rank_and_host(tmp_path):
     proc = mpirun(2, "run", str(tmp_path / "missing.dat"), timeout=60)
     assert proc.returncode != 0 and time.monotonic() - start < 30
     assert "gdsbench: error: rank " in proc.stderr and " on " in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_parts_starting_intervals_apart_line_up_on_the_timeline():
+    parts = [fake_part([1000] * 10, 10_000_000_000), fake_part([1000] * 10, 10_250_000_000)]
+    raw = aggregate(parts, [{"host": "h", "pid": 1}, {"host": "h", "pid": 2}], 100_000_000)
+    r = Result.from_native(JobSpec(engine="null", procs=2), raw)
+    # the second part started 2.5 intervals later: its bytes land in interval 2
+    assert r.timeline_bytes[0] == 40960 and r.timeline_bytes[2] == 40960 and sum(r.timeline_bytes) == r.bytes
+
+
+@pytest.mark.parametrize("when", [0.8, 3.0])
+def test_ctrl_c_with_processes_stops_cleanly(when):
+    proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "run", "--engine", "null", "--procs", "2", "--threads",
+                             "8", "--runtime", "60s", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(when)  # during start-up (spawning, the barrier) or while running
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert json.loads(out)["interrupted"] is True

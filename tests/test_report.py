@@ -129,3 +129,24 @@ def test_compare_command(gdsbench, null_run, tmp_path):
     assert res.code == 0, res.err
     assert res.out.startswith("flash/base: 3.0x bandwidth") and "page:" in res.out
     assert os.path.exists(tmp_path / "cmp" / "compare.html")
+
+
+def test_compare_runs_that_swept_neither_block_size_nor_queue_depth(tmp_path):
+    runs = []
+    for name in ("one", "two"):
+        spec = SweepSpec(grid={"threads": [1, 2]}, fixed={"engine": "null", "runtime": "20ms"}, name=name)
+        store, grid, plans = start(spec, str(tmp_path))
+        run(store, grid, plans, show_progress=False)
+        runs.append(store.path)
+    c = compare.compare(runs)
+    assert c.keys == ["threads"] and len(c.table) == 2 and c.headlines[0].startswith("two/one: ")
+
+
+def test_compare_single_point_runs(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        store, grid, plans = start(SweepSpec(grid={}, fixed={"engine": "null", "runtime": "20ms", "bs": "8K",
+                                                             "qd": "2"}, name=name), str(tmp_path))
+        run(store, grid, plans, show_progress=False)
+        runs.append(store.path)
+    assert len(compare.compare(runs).table) >= 1

@@ -208,3 +208,51 @@ def test_bad_sweep_on_the_command_line(gdsbench, tmp_path):
     assert res.code == 2 and res.err.count("\n") == 1 and "--bs 0" in res.err
     res = gdsbench("sweep", "--resume", "nope", "--results", tmp_path)
     assert res.code == 2 and "not found" in res.err
+
+
+def test_a_complete_looking_last_line_without_newline_is_not_trusted(tmp_path):
+    store, grid, plans = start(null_sweep(tmp_path), str(tmp_path / "results"))
+    run(store, grid, plans, show_progress=False)
+    path = os.path.join(store.path, POINTS_JSONL)
+    lines = open(path).read().splitlines(keepends=True)
+    with open(path, "w") as f:  # the last write was cut just before its newline
+        f.write("".join(lines[:-1]) + lines[-1].rstrip("\n"))
+    assert len(RunStore(store.path).records()) == 7
+    store2, grid2, plans2 = resume(store.path)
+    run(store2, grid2, plans2, show_progress=False)
+    assert len(RunStore(store.path).records()) == 8  # measured again, not lost
+
+
+def test_a_sweep_that_fails_says_so(tmp_path):
+    spec = SweepSpec(grid={"bs": ["4K", "8K"]}, fixed={"engine": "null", "runtime": "20ms"}, name="fails")
+    store, grid, plans = start(spec, str(tmp_path))
+    from gdsbench import runner
+
+    calls = []
+    real = runner.execute
+
+    def execute(plan, **kw):
+        calls.append(plan)
+        if len(calls) == 2:
+            raise UsageError("the storage went away")
+        return real(plan, **kw)
+
+    runner.execute = execute
+    try:
+        with pytest.raises(UsageError):
+            run(store, grid, plans, show_progress=False)
+    finally:
+        runner.execute = real
+    assert store.info()["status"] == "failed" and len(store.records()) == 1
+
+
+def test_bad_run_names_and_results_are_one_line_errors(gdsbench, tmp_path):
+    res = gdsbench("sweep", "--engine", "null", "--name", "a/b", "--results", tmp_path, "--no-report")
+    assert res.code == 2 and "--name" in res.err
+    (tmp_path / "afile").write_text("x")
+    res = gdsbench("sweep", "--engine", "null", "--results", tmp_path / "afile", "--no-report")
+    assert res.code == 2 and "--results" in res.err and res.err.count("\n") == 1
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe bs = 1")
+    res = gdsbench("sweep", "--file", bad)
+    assert res.code == 2 and "not a text file" in res.err
