@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gdsbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # output piped into `head` and the like: not an error
+        sys.stdout = None  # nothing more can be written there, not even at exit
+        return 0
 
 
 def entry_point() -> None:
