@@ -117,9 +117,9 @@ def release_hugepages(old: int) -> None:
         f.write(str(old))
 
 
-def run_fio(row: Row, path: str | None, runtime: float, ramp: float, huge: bool = False) -> dict:
+def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, huge: bool = False) -> dict:
     args = ["fio", "--name=vs_fio", "--output-format=json", "--time_based", f"--runtime={runtime}",
-            f"--ramp_time={ramp}", "--lat_percentiles=1", "--percentile_list=50:99", "--randseed=1"]
+            f"--ramp_time={ramp}", "--lat_percentiles=1", "--percentile_list=50:99", f"--randseed={seed}"]
     if path:
         args.append(f"--filename={path}")
     args += [f"--{k}={v}" for k, v in row.fio.items()]
@@ -132,12 +132,12 @@ def run_fio(row: Row, path: str | None, runtime: float, ramp: float, huge: bool 
             "p50": pct["50.000000"], "p99": pct["99.000000"]}
 
 
-def run_fio_huge(row: Row, path: str | None, runtime: float, ramp: float) -> dict:
-    return run_fio(row, path, runtime, ramp, huge=True)
+def run_fio_huge(row: Row, path: str | None, runtime: float, ramp: float, seed: int) -> dict:
+    return run_fio(row, path, runtime, ramp, seed, huge=True)
 
 
-def run_gdsbench(row: Row, path: str | None, runtime: float, ramp: float) -> dict:
-    values = dict(row.gds, runtime=f"{runtime}s", ramp=f"{ramp}s")
+def run_gdsbench(row: Row, path: str | None, runtime: float, ramp: float, seed: int) -> dict:
+    values = dict(row.gds, runtime=f"{runtime}s", ramp=f"{ramp}s", seed=seed)
     spec = spec_from_values(values).replace(path=path or "")
     r = gdsbench.run(spec, record_environment=False)
     return {"bandwidth": r.bandwidth, "iops": r.iops, "p50": r.percentile(50), "p99": r.percentile(99),
@@ -181,7 +181,9 @@ def main() -> int:
     ref_name = "fio with huge-page buffers (--mem=shmhuge)" if reference is run_fio_huge else "fio (no huge pages could be reserved: default buffers)"
     notes = [f"Reference: {ref_name}. {args.repeats} pairs per row in the order fio-gdsbench, gdsbench-fio, ... "
              f"(counterbalanced), {args.runtime:g} s each after a {args.ramp:g} s ramp; ratios are the median of the "
-             "per-pair ratios. fio with its default malloc buffers ran after each pair (not counterbalanced).",
+             "per-pair ratios. fio with its default malloc buffers ran after each pair (not counterbalanced). "
+             "Random rows use a new seed for each pair (fio --randseed, gdsbench --seed): the tools' random orders "
+             "differ, and this disk's speed depends on which blocks are read.",
              "Targets: throughput ratio >= 0.97 (warm-cache 4K psync >= 1.05, null >= 1.0); p50 within 10% of fio's.",
              "Device request: average size of the read requests the disk completed during each tool's runs "
              "(/sys/block/<disk>/stat); '-' where the page cache or the null engine served everything."]
@@ -206,7 +208,9 @@ def measure_rows(args, files, counters, reference):
             for tool, into in (order if i % 2 == 0 else order[::-1]) + [(run_fio, fio_default)]:
                 if row.file == "warm":
                     warm_up(path)
-                into.append(counters.measure(tool, row, path, args.runtime, args.ramp))
+                # a new random order for both tools each pair: the disk is sensitive to
+                # which blocks are read, so no single order may decide a row
+                into.append(counters.measure(tool, row, path, args.runtime, args.ramp, i + 1))
         m = row.metric
         ratios = {k: median([g[k] / f[k] for f, g in zip(fio, gds)]) for k in (m, "p50", "p99")}
         spread = [g[m] / f[m] for f, g in zip(fio, gds)]
