@@ -21,7 +21,7 @@ from pathlib import Path
 from . import _native
 from .errors import UsageError
 from .spec import JobSpec
-from .target import Target, pci_placement
+from .target import Target, pci_placement, read_sysfs
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -50,29 +50,22 @@ def configure_libraries() -> None:
         _configured = True
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
 def pci_gpus() -> list[dict]:
     """NVIDIA GPUs on the PCI bus (with or without a working driver or CUDA)."""
     gpus = []
     for dev in sorted(PCI_DEVICES.glob("*")) if PCI_DEVICES.exists() else []:
-        if _read(dev / "vendor") != NVIDIA_VENDOR or not (_read(dev / "class") or "").startswith("0x03"):
+        if read_sysfs(dev / "vendor") != NVIDIA_VENDOR or not (read_sysfs(dev / "class") or "").startswith("0x03"):
             continue
-        info = _read(Path("/proc/driver/nvidia/gpus") / dev.name / "information") or ""
+        info = read_sysfs(Path("/proc/driver/nvidia/gpus") / dev.name / "information") or ""
         model = re.search(r"^Model:\s*(.+)$", info, re.M)
         gpus.append({"model": model.group(1).strip() if model else None, **pci_placement(dev),
-                     "pcie_max_link_speed": _read(dev / "max_link_speed"),
-                     "pcie_max_link_width": _read(dev / "max_link_width")})
+                     "pcie_max_link_speed": read_sysfs(dev / "max_link_speed"),
+                     "pcie_max_link_width": read_sysfs(dev / "max_link_width")})
     return gpus
 
 
 def nvidia_driver_version() -> str | None:
-    text = _read(Path("/proc/driver/nvidia/version")) or ""
+    text = read_sysfs(Path("/proc/driver/nvidia/version")) or ""
     m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
     return m.group(1) if m else None
 
@@ -80,14 +73,14 @@ def nvidia_driver_version() -> str | None:
 def nvidia_fs() -> dict:
     """Whether the nvidia-fs kernel module (needed for GPUDirect Storage) is loaded."""
     loaded = Path("/sys/module/nvidia_fs").exists()
-    version = _read(Path("/sys/module/nvidia_fs/version")) or _read(Path("/proc/driver/nvidia-fs/version"))
+    version = read_sysfs(Path("/sys/module/nvidia_fs/version")) or read_sysfs(Path("/proc/driver/nvidia-fs/version"))
     return {"loaded": loaded, "version": version}
 
 
 def cufile_config() -> dict:
     """cufile.json as cuFile will read it ($CUFILE_ENV_PATH_JSON or /etc/cufile.json)."""
     path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
-    text = _read(Path(path))
+    text = read_sysfs(Path(path))
     if text is None:
         return {"path": path, "found": False, "allow_compat_mode": None, "force_compat": None}
     text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)  # cufile.json allows // comments

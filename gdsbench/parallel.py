@@ -29,13 +29,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from . import _native, errors, pagecache
 from .errors import GdsbenchError, IoFailure, UsageError
 from .spec import JobSpec
-from .target import Target, check_direct, inspect, pci_placement
+from .target import Target, check_direct, disk_dir, inspect, pci_placement
 from .units import format_size
-
-import numpy as np  # noqa: E402
 
 POLL_CONTINUE, POLL_CANCEL, POLL_STONEWALL = 0, 1, 2
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
@@ -135,9 +135,7 @@ def pin_cpus(how: str, index: int, nparts: int, spec: JobSpec, target: Target | 
                 if str(g["cuda_index"]) == spec.gpu:
                     node = g["numa_node"]
         if node is None and target is not None and target.device:
-            from .target import _disk_dir
-
-            disk = _disk_dir(target.device)
+            disk = disk_dir(target.device)
             node = pci_placement(disk / "device")["numa_node"] if disk else None
         if node is None or node < 0:
             return None

@@ -4,7 +4,10 @@ land. The native core calls check_device for --verify in those modes."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from . import _native
 
 MAGIC = 0x48434E4542534447  # "GDSBENCH"
 GOLDEN = 0x9E3779B97F4A7C15
@@ -30,6 +33,16 @@ def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
     if not count:
         return 0, None
     return count, file_offset + int(xp.argmax(bad)) * WORDS * 8
+
+
+def has_pattern(path: str, offset: int) -> bool:
+    """Whether the 4 KiB block at `offset` of `path` is one `gdsbench prepare` wrote there."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, _native.PATTERN_BLOCK, offset)
+    finally:
+        os.close(fd)
+    return len(data) == _native.PATTERN_BLOCK and _native.pattern_check(data, offset)[0] == 0
 
 
 def check_device(ptr: int, length: int, file_offset: int, gpu: int) -> tuple[int, int]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _native, pagecache
 from .errors import UsageError
+from .pattern import has_pattern
 from .units import format_size
 
 CHUNK = 8 * 1024 * 1024
@@ -31,26 +32,13 @@ class Prepared:
     reused: bool  # an existing gdsbench file of this size was kept as it was
 
 
-def _read_block(path: str, offset: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.pread(fd, BLOCK, offset)
-    finally:
-        os.close(fd)
-
-
 def created_by_gdsbench(path: str) -> bool:
     """Whether the file at `path` starts with a gdsbench pattern block."""
-    block = _read_block(path, 0)
-    return len(block) == BLOCK and _native.pattern_check(block, 0)[0] == 0
+    return has_pattern(path, 0)
 
 
 def _is_complete(path: str, size: int) -> bool:
-    if os.stat(path).st_size != size:
-        return False
-    last = size - BLOCK
-    block = _read_block(path, last)
-    return len(block) == BLOCK and _native.pattern_check(block, last)[0] == 0
+    return os.stat(path).st_size == size and has_pattern(path, size - BLOCK)
 
 
 def _check_may_write(path: str) -> bool:

@@ -10,7 +10,8 @@ from .environment import host_environment, meminfo
 from .errors import UsageError
 from .result import Result
 from .spec import DEFAULT_RUNTIME_NS, MODE_ENGINES, GiB, JobSpec, job_options
-from .target import Target, check_direct, describe, has_pattern, inspect
+from .pattern import has_pattern
+from .target import Target, check_direct, describe, inspect
 from .units import format_size
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
@@ -143,6 +144,10 @@ def check_memory_for(spec: JobSpec, processes: int) -> None:
 
 def _check_part(spec: JobSpec, target: Target) -> None:
     resolve_region(spec, target)
+    _check_pattern(spec)
+
+
+def _check_pattern(spec: JobSpec) -> None:
     if spec.verify and not has_pattern(spec.path, spec.offset):
         raise UsageError(
             f"--verify: {spec.path} holds no gdsbench pattern at offset {spec.offset}; "
@@ -175,7 +180,7 @@ def plan(spec: JobSpec) -> Plan:
             size = resolve_region(spec, target)
             if spec.is_direct and spec.mode != "kvikio":  # kvikio chooses its own flags
                 check_direct(target, spec.bs, spec.offset)
-            _check_part(spec.replace(size=size), target)
+            _check_pattern(spec)
     else:
         if spec.verify:
             raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
@@ -232,8 +237,9 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
 
     cached_after = parallel.cached_fraction(mine)
     environment = {}
-    storage = describe(target) if target else None
     gpus = gpu.status()["gpus"] if spec.mode != "cpu" and not spec.simulated else []
+    # sysfs is read only where something uses it: the record, or GPU placement
+    storage = describe(target) if target and (record_environment or gpus) else None
     warnings += gpu.placement_warnings(spec, storage, gpus)
     if record_environment:
         environment = {"host": host_environment(), "target": storage, "gpus": gpus}

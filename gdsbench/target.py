@@ -113,17 +113,6 @@ def check_direct(target: Target, bs: int, offset: int) -> None:
             )
 
 
-def has_pattern(path: str, offset: int) -> bool:
-    """Whether the block at `offset` is one `gdsbench prepare` wrote."""
-    block = _native.PATTERN_BLOCK
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.pread(fd, block, offset)
-    finally:
-        os.close(fd)
-    return len(data) == block and _native.pattern_check(data, offset)[0] == 0
-
-
 # ---- the storage beneath a target, for results and placement checks ----
 
 
@@ -150,14 +139,14 @@ def find_mount(path: str, st_dev: int) -> Mount | None:
     return best
 
 
-def _read(path: Path) -> str | None:
+def read_sysfs(path: Path) -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
         return None
 
 
-def _disk_dir(device: tuple[int, int] | None) -> Path | None:
+def disk_dir(device: tuple[int, int] | None) -> Path | None:
     """sysfs directory of the whole disk holding `device` (a partition's parent)."""
     if device is None:
         return None
@@ -168,8 +157,8 @@ def _disk_dir(device: tuple[int, int] | None) -> Path | None:
 
 
 def _sysfs_queue(device: tuple[int, int] | None, name: str) -> str | None:
-    d = _disk_dir(device)
-    return _read(d / "queue" / name) if d else None
+    d = disk_dir(device)
+    return read_sysfs(d / "queue" / name) if d else None
 
 
 def pci_placement(sysfs_device: Path) -> dict:
@@ -177,12 +166,12 @@ def pci_placement(sysfs_device: Path) -> dict:
     d = sysfs_device.resolve()
     while d != d.parent:
         if (d / "subsystem").resolve().name == "pci":
-            numa = _read(d / "numa_node")
+            numa = read_sysfs(d / "numa_node")
             return {
                 "pci_address": d.name,
                 "numa_node": int(numa) if numa not in (None, "") else None,
-                "pcie_link_speed": _read(d / "current_link_speed"),
-                "pcie_link_width": _read(d / "current_link_width"),
+                "pcie_link_speed": read_sysfs(d / "current_link_speed"),
+                "pcie_link_width": read_sysfs(d / "current_link_width"),
             }
         d = d.parent
     return {"pci_address": None, "numa_node": None, "pcie_link_speed": None, "pcie_link_width": None}
@@ -194,7 +183,7 @@ def describe(target: Target) -> dict:
     if target.mount:
         m = target.mount
         info.update(fs_type=m.fs_type, mount_point=m.mount_point, mount_source=m.source, mount_options=m.options)
-    disk = _disk_dir(target.device)
+    disk = disk_dir(target.device)
     info["block_device"] = disk.name if disk else None
     if disk is None:
         return info
@@ -210,7 +199,7 @@ def describe(target: Target) -> dict:
         ("logical_block_size", disk / "queue" / "logical_block_size"),
         ("physical_block_size", disk / "queue" / "physical_block_size"),
     ):
-        info[key] = _read(path)
+        info[key] = read_sysfs(path)
     if info["scheduler"] and "[" in info["scheduler"]:
         info["scheduler"] = info["scheduler"].split("[", 1)[1].split("]", 1)[0]
     if info["rotational"] is not None:

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include <sys/time.h>
+
 namespace gds {
 
 inline uint64_t now_ns() {
@@ -10,6 +12,9 @@ inline uint64_t now_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
+
+// A getrusage time in seconds.
+inline double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
 
 // Wall-clock time, comparable between processes and (with synchronised
 // clocks) hosts; used only to line up parts of a multi-process run.

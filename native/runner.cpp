@@ -20,8 +20,6 @@ namespace {
 
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
 
-double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
-
 void check_job(const Job& job) {
   const EngineInfo& engine = engine_by_name(job.engine);
   GDS_EXPECT(job.bs > 0 && job.bs <= UINT32_MAX, "--bs must be between 1 byte and 4 GiB");

@@ -16,8 +16,6 @@
 namespace gds {
 namespace {
 
-double seconds(const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; }
-
 bool staged(const Job& job) { return job.mode == "bounce" || job.mode == "cached-bounce"; }
 
 }  // namespace
