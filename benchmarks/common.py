@@ -22,17 +22,18 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict) -> tuple[str, str]:
+def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict,
+                  directory: str = RESULTS) -> tuple[str, str]:
     """Write <name>.md (a table a person reads) and <name>.json (every measured value)."""
-    os.makedirs(RESULTS, exist_ok=True)
+    os.makedirs(directory, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     header = [f"# {title}", "", f"Measured {stamp} on {platform.node()} ({platform.release()}, "
               f"{os.cpu_count()} CPUs). Command: `{command}`", ""]
-    md_path = os.path.join(RESULTS, f"{name}.md")
+    md_path = os.path.join(directory, f"{name}.md")
     with open(md_path, "w") as f:
         f.write("\n".join(header + [table, ""] + [f"- {n}" for n in notes]) + "\n")
-    json_path = os.path.join(RESULTS, f"{name}.json")
+    json_path = os.path.join(directory, f"{name}.json")
     with open(json_path, "w") as f:
-        json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1)
+        json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1, default=str)
     return md_path, json_path

@@ -27,6 +27,19 @@ TIMING_NOTE = "kvikio mode: latency timed in Python from pread() to its future r
 _original: dict[str, int] = {}  # kvikio's own defaults, read once, restored for "0" (kvikio's default)
 
 
+def _modules():
+    """kvikio's settings and cuFile-driver modules. They are submodules that
+    `import kvikio` does not load, so they are imported by name."""
+    import importlib
+
+    defaults = importlib.import_module("kvikio.defaults")
+    try:
+        driver = importlib.import_module("kvikio.cufile_driver")
+    except Exception:  # noqa: BLE001 - no cuFile driver module: kvikio runs POSIX only
+        driver = None
+    return defaults, driver
+
+
 def _setting(defaults, name: str):
     try:
         return defaults.get(name)  # kvikio >= 25.04
@@ -34,23 +47,28 @@ def _setting(defaults, name: str):
         return getattr(defaults, name if name != "num_threads" else "get_num_threads")()
 
 
-def _configure(kvikio, spec: JobSpec) -> None:
-    """Set kvikio's pool size and task size for this run; 0 means kvikio's own default."""
-    defaults = kvikio.defaults
+def _configure(defaults, spec: JobSpec) -> bool:
+    """Set kvikio's pool size and task size for this run (0: kvikio's own
+    default), and O_DIRECT for its POSIX reads when the job is direct. Returns
+    whether kvikio's POSIX reads use O_DIRECT."""
     for name in ("num_threads", "task_size"):
         _original.setdefault(name, int(_setting(defaults, name)))
     settings = {"num_threads": spec.kvikio_threads or _original["num_threads"],
                 "task_size": spec.kvikio_task_size or _original["task_size"]}
-    if hasattr(defaults, "set"):  # kvikio >= 25.02
-        defaults.set(settings)
-    else:
+    if not hasattr(defaults, "set"):  # kvikio < 25.02
         defaults.num_threads_reset(settings["num_threads"])
         defaults.task_size_reset(settings["task_size"])
+        return False
+    defaults.set(settings)
+    try:  # kvikio's POSIX reads go through the page cache unless asked (kvikio >= 25.08)
+        defaults.set({"auto_direct_io_read": spec.is_direct})
+        return spec.is_direct
+    except (KeyError, ValueError, TypeError):
+        return False
 
 
-def _compat_preferred(kvikio) -> bool:
+def _compat_preferred(kvikio, defaults, driver) -> bool:
     """Whether kvikio will use its own POSIX compatibility mode (AUTO resolved)."""
-    defaults = kvikio.defaults
     if hasattr(defaults, "is_compat_mode_preferred"):
         return bool(defaults.is_compat_mode_preferred())
     mode = _setting(defaults, "compat_mode")
@@ -58,27 +76,39 @@ def _compat_preferred(kvikio) -> bool:
     if compat is None or isinstance(mode, bool):
         return bool(mode)
     if mode == compat.AUTO:  # AUTO falls back to POSIX where cuFile cannot load
-        try:
-            import kvikio.cufile_driver  # noqa: F401
-            return False
-        except Exception:  # noqa: BLE001 - any failure means no cuFile
-            return True
+        return driver is None
     return mode == compat.ON
 
 
-def compat_description(kvikio, bs: int) -> str:
+def _gds_available(driver) -> bool | None:
+    """kvikio's own answer (nvidia-fs loaded), None where this kvikio cannot say."""
+    try:
+        return bool(driver.get("is_gds_available"))
+    except Exception:  # noqa: BLE001 - older kvikio, or no driver module
+        return None
+
+
+def compat_description(kvikio, bs: int, direct_posix: bool = False) -> str:
     """How kvikio read this run: through cuFile, or POSIX (its compatibility
     mode, or reads under its gds_threshold)."""
-    if _compat_preferred(kvikio):
-        return "kvikio compatibility mode: POSIX reads and a bounce buffer, NOT GPUDirect"
+    defaults, driver = _modules()
+    posix = f"POSIX {'O_DIRECT' if direct_posix else 'page-cache'} reads and a bounce buffer"
+    if _compat_preferred(kvikio, defaults, driver):
+        return f"kvikio compatibility mode: {posix}, NOT GPUDirect"
     try:
-        threshold = int(_setting(kvikio.defaults, "gds_threshold"))
+        threshold = int(_setting(defaults, "gds_threshold"))
     except Exception:  # noqa: BLE001 - older kvikio has no threshold
         threshold = 0
     if bs < threshold:
-        return (f"kvikio POSIX reads and a bounce buffer, NOT GPUDirect: {bs} B reads are under its "
-                f"gds_threshold ({threshold} B)")
-    return "kvikio through cuFile (GPUDirect only if cuFile itself is not in its compatibility mode)"
+        return (f"kvikio {posix}, NOT GPUDirect: {bs} B reads are under its gds_threshold ({threshold} B), "
+                "and kvikio does them synchronously inside pread()")
+    if _gds_available(driver) is False:
+        return "kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): NOT GPUDirect"
+    return "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)"
+
+
+def _read_failed(spec: JobSpec, offset: int, error: Exception) -> IoFailure:
+    return IoFailure(f"kvikio read of {spec.bs} bytes at offset {offset} of {spec.path}: {error}")
 
 
 def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
@@ -88,7 +118,8 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
         import kvikio
     except ImportError as e:
         raise UsageError(f"--mode kvikio needs {e.name}: pip install gdsbench[cu13]") from None
-    _configure(kvikio, spec)
+    defaults, _ = _modules()
+    direct_posix = _configure(defaults, spec)
     gpu = int(spec.gpu.split(",")[0])
     nblocks = spec.size // spec.bs
     budget = spec.io_size // spec.bs if spec.io_size else None
@@ -127,7 +158,11 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                     position += 1
                     now = time.monotonic_ns()
                     measured = now >= measure_start
-                    inflight.append((handle.pread(buffers[index], spec.bs, off), now, off, index, measured))
+                    try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
+                        future = handle.pread(buffers[index], spec.bs, off)
+                    except RuntimeError as e:
+                        raise _read_failed(spec, off, e) from None
+                    inflight.append((future, now, off, index, measured))
                     issued += measured
                     submitting = budget is None or issued < budget
                 if not inflight:
@@ -136,7 +171,7 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                 try:
                     got = future.get()
                 except RuntimeError as e:
-                    raise IoFailure(f"kvikio read of {spec.bs} bytes at offset {off} of {spec.path}: {e}") from None
+                    raise _read_failed(spec, off, e) from None
                 end = time.monotonic_ns()
                 free.append(index)
                 if got != spec.bs:
@@ -180,4 +215,4 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
     raw = {"threads": [thread], "interrupted": interrupted, "start_skew_ns": 0,
            "process_cpu_user_s": thread["cpu_user_s"], "process_cpu_sys_s": thread["cpu_sys_s"],
            "wall_ns": time.monotonic_ns() - t0}
-    return raw, compat_description(kvikio, spec.bs)
+    return raw, compat_description(kvikio, spec.bs, direct_posix)

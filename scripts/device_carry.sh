@@ -11,7 +11,12 @@ grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/ex
 rm -rf .whl .dev && mkdir -p .whl .dev/liburing
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  "${platforms[@]}" -d .whl "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*"
+download() { python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+  "${platforms[@]}" -d .whl "$@"; }
+# kvikio without its dependencies (the image has cupy, numpy and the nvidia
+# libraries); cuda-pathfinder, which libkvikio uses to find itself; dask, which
+# kvikio's own benchmark (the reference for the gds and kvikio targets) imports.
+download --no-deps "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*" cuda-pathfinder
+download dask
 (cd /tmp && apt-get download -q liburing-dev >/dev/null && dpkg -x liburing-dev_*.deb "$OLDPWD/.dev/liburing" && rm -f liburing-dev_*.deb)
 du -sh .whl .dev

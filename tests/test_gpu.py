@@ -199,9 +199,18 @@ def fake_kvikio_modules(monkeypatch):
 
     kvikio = types.ModuleType("kvikio")
     kvikio.CuFile = _FakeCuFile
-    settings = {"num_threads": 1, "task_size": 4 << 20, "compat_mode": True, "gds_threshold": 1 << 20}
-    kvikio.defaults = types.SimpleNamespace(get=settings.__getitem__, set=settings.update,
-                                            is_compat_mode_preferred=lambda: settings["compat_mode"])
+    settings = {"num_threads": 1, "task_size": 4 << 20, "compat_mode": True, "gds_threshold": 1 << 20,
+                "auto_direct_io_read": False, "is_gds_available": False}
+    # As in kvikio, these are submodules that `import kvikio` does not load:
+    # no kvikio.defaults attribute, so code must import them by name.
+    defaults = types.ModuleType("kvikio.defaults")
+    defaults.get = settings.__getitem__
+    defaults.set = lambda new: settings.update({k: (settings[k], v)[1] for k, v in new.items()})  # KeyError if unknown
+    defaults.is_compat_mode_preferred = lambda: settings["compat_mode"]
+    driver = types.ModuleType("kvikio.cufile_driver")
+    driver.get = settings.__getitem__
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", defaults)
+    monkeypatch.setitem(sys.modules, "kvikio.cufile_driver", driver)
     cupy = types.ModuleType("cupy")
     cupy.uint8 = np.uint8
     cupy.empty = np.empty
@@ -226,11 +235,30 @@ def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, mon
     assert "compatibility mode" in path and "NOT GPUDirect" in path
     kvikio_mode.run(spec.replace(kvikio_threads=0))
     assert settings["num_threads"] == 1  # 0 restores kvikio's own default, not the last run's
+    assert settings["auto_direct_io_read"] is True and "POSIX O_DIRECT reads" in path  # the job is O_DIRECT
     settings["compat_mode"] = False
     assert "under its gds_threshold" in kvikio_mode.compat_description(sys_modules_kvikio(), 4096)
+    assert "NOT GPUDirect" in kvikio_mode.compat_description(sys_modules_kvikio(), 1 << 20)  # no nvidia-fs
+    settings["is_gds_available"] = True
+    assert "NOT" not in kvikio_mode.compat_description(sys_modules_kvikio(), 1 << 20)
 
 
 def sys_modules_kvikio():
     import sys
 
     return sys.modules["kvikio"]
+
+
+def test_kvikio_benchmark_figure_is_read_from_its_output_line():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu_modes.py")
+    spec = importlib.util.spec_from_file_location("gpu_modes", path)
+    gpu_modes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_modes)
+    # the shape kvikio.benchmarks.single_node_io prints (api and name padded, dask's format_bytes)
+    out = ("nthreads          | 8\n"
+           "cufile read       |   12.50 GiB/s ±  1.20 % (12.40 GiB/s, 12.60 GiB/s)\n"
+           "cufile write      |  900.00 MiB/s\n")
+    assert gpu_modes.kvikio_read_rate(out) == 12.5 * (1 << 30)
+    assert gpu_modes.kvikio_read_rate("cufile write      |  900.00 MiB/s\n") is None
