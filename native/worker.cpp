@@ -206,8 +206,9 @@ void Worker::loop() {
 
   for (;;) {
     // Refill the queue. Each read is stamped just before it is queued, so its
-    // latency runs from issue to the completion being seen (fio's "lat"), or
-    // in bounce modes to its copy reaching the GPU.
+    // latency runs from issue to the completion being seen (fio's "clat" for a
+    // synchronous engine, its "lat" for an asynchronous one), or in bounce
+    // modes to its copy reaching the GPU.
     while (submitting && n_idle && reading < depth) {
       now = now_ns();
       if (!measuring && now >= measure_start) {

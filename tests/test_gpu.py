@@ -247,18 +247,3 @@ def sys_modules_kvikio():
     import sys
 
     return sys.modules["kvikio"]
-
-
-def test_kvikio_benchmark_figure_is_read_from_its_output_line():
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "gpu_modes.py")
-    spec = importlib.util.spec_from_file_location("gpu_modes", path)
-    gpu_modes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_modes)
-    # the shape kvikio.benchmarks.single_node_io prints (api and name padded, dask's format_bytes)
-    out = ("nthreads          | 8\n"
-           "cufile read       |   12.50 GiB/s ±  1.20 % (12.40 GiB/s, 12.60 GiB/s)\n"
-           "cufile write      |  900.00 MiB/s\n")
-    assert gpu_modes.kvikio_read_rate(out) == 12.5 * (1 << 30)
-    assert gpu_modes.kvikio_read_rate("cufile write      |  900.00 MiB/s\n") is None
