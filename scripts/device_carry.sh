@@ -13,10 +13,11 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 download() { python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   "${platforms[@]}" -d .whl "$@"; }
-# kvikio without its dependencies (the image has cupy, numpy and the nvidia
-# libraries); cuda-pathfinder, which libkvikio uses to find itself; dask, which
-# kvikio's own benchmark (the reference for the gds and kvikio targets) imports.
-download --no-deps "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*" cuda-pathfinder
-download dask
+# Only what the GPU image lacks (../.library/device/KINDS.md lists what it has:
+# cupy, numpy, the nvidia libraries, cuda-pathfinder, toolz, pyyaml, fsspec,
+# cloudpickle, click), so nothing carried shadows the image's own packages:
+# kvikio, and dask with the two dependencies the image lacks (kvikio's own
+# benchmark, the reference for the gds and kvikio targets, imports dask).
+download --no-deps "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*" dask partd locket
 (cd /tmp && apt-get download -q liburing-dev >/dev/null && dpkg -x liburing-dev_*.deb "$OLDPWD/.dev/liburing" && rm -f liburing-dev_*.deb)
 du -sh .whl .dev
