@@ -92,7 +92,8 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False) -> str:
     """How kvikio read this run: through cuFile, or POSIX (its compatibility
     mode, or reads under its gds_threshold)."""
     defaults, driver = _modules()
-    posix = f"POSIX {'O_DIRECT' if direct_posix else 'page-cache'} reads and a bounce buffer"
+    # kvikio's O_DIRECT is opportunistic: aligned parts only, buffered for the rest
+    posix = f"POSIX {'O_DIRECT (where aligned)' if direct_posix else 'page-cache'} reads and a bounce buffer"
     if _compat_preferred(kvikio, defaults, driver):
         return f"kvikio compatibility mode: {posix}, NOT GPUDirect"
     try:
@@ -103,7 +104,9 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False) -> str:
         return (f"kvikio {posix}, NOT GPUDirect: {bs} B reads are under its gds_threshold ({threshold} B), "
                 "and kvikio does them synchronously inside pread()")
     if _gds_available(driver) is False:
-        return "kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): NOT GPUDirect"
+        return ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): "
+                "cuFile compatibility mode, NOT GPUDirect (unless this cuFile reads by PCI P2PDMA, which "
+                "gdsbench cannot see)")
     return "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)"
 
 
@@ -138,6 +141,8 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
             handle = kvikio.CuFile(spec.path, "r")
         except RuntimeError as e:
             raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
+        # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
+        direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
         t0 = time.monotonic_ns()
         measure_start = t0 + spec.ramp_ns
         deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None

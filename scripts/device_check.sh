@@ -19,8 +19,8 @@ exec > >(tee "$log") 2>&1
 python=${PYTHON:-python3}
 step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
 # cuFile's own log says whether it ran in compatibility mode; keep it with the results
-export CUFILE_LOGFILE_PATH=$PWD/$out/cufile.log
-# Worst case of the timeouts below: 150 + 45 + 60 + 300 s, inside the device tool's 600 s.
+export CUFILE_LOGFILE_PATH=$(cd "$out" && pwd)/cufile.log
+# Worst case of the timeouts below: 150 + 45 + 45 + 50 + 280 s = 570 s, inside the device tool's 600 s.
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv || echo "nvidia-smi failed"
@@ -44,9 +44,9 @@ timeout 45 $python -m gdsbench info --path README.md --json > "$out/info.json"
 timeout 45 $python -m gdsbench info --path README.md || echo "gdsbench info failed or timed out (exit $?)"
 
 step "tests on the GPU (GPU-marked and the GPU module)"
-timeout 60 $python -m pytest -q -x tests/test_gpu.py tests/test_histogram.py -p no:cacheprovider 2>&1 | tail -15
+timeout 50 $python -m pytest -q -x tests/test_gpu.py tests/test_histogram.py -p no:cacheprovider 2>&1 | tail -15
 
 step "every mode, verified, then measured, with the ceilings"
-timeout 300 $python benchmarks/gpu_modes.py --file results/scratch/gpu_modes.dat --file-size 8G --out "$out"
+timeout 280 $python benchmarks/gpu_modes.py --file results/scratch/gpu_modes.dat --file-size 8G --out "$out"
 echo "exit $?"
 ls -la "$out"
