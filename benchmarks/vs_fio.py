@@ -13,7 +13,7 @@ ready to queue, before submission, its "lat". gdsbench stamps every read just
 before it is queued, so each row compares against the fio window that starts
 there: clat for psync, lat for io_uring (both are kept in the JSON). fio's lat
 for a psync read adds fio's own bookkeeping between preparing an io_u and
-calling pread: 30-50 ns here, 3-4% of a warm-cache 4 KiB read. Both tools
+calling pread: 30-80 ns at the median here, 3-5% of a warm-cache 4 KiB read. Both tools
 drop the page cache before cold rows
 (fio's invalidate=1; gdsbench's default) and visit each block once per pass in
 random rows (fio's random map; gdsbench's permutation).
@@ -28,7 +28,7 @@ buffers is measured too and shown beside it. The average device request size
 of each tool, from /sys/block/<disk>/stat, is in the table, so the reason
 for any gap is visible.
 
-    .venv/bin/python benchmarks/vs_fio.py                # about 12 minutes, as root
+    .venv/bin/python benchmarks/vs_fio.py                # about 14 minutes, as root
     .venv/bin/python benchmarks/vs_fio.py --runtime 2 --repeats 2 --rows null
 """
 
@@ -122,6 +122,13 @@ class DiskCounters:
         return out
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be at least 1")
+    return value
+
+
 def reserve_hugepages(extra: int) -> int | None:
     """Reserve `extra` more 2 MiB pages for fio's --mem=shmhuge; returns the old count, None if not allowed."""
     try:
@@ -183,7 +190,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", type=float, default=3.0, help="seconds per measurement (default 3)")
     ap.add_argument("--ramp", type=float, default=0.5, help="seconds of ramp before each (default 0.5)")
-    ap.add_argument("--repeats", type=int, default=10, help="gdsbench runs per row, each between two fio runs (default 10)")
+    ap.add_argument("--repeats", type=positive_int, default=10, help="gdsbench runs per row, each between two fio runs (default 10)")
     ap.add_argument("--disk-size", default="4G", help="size of the cold-read file (default 4G)")
     ap.add_argument("--rows", default="", help="only rows whose name contains this text")
     ap.add_argument("--name", default="vs_fio", help="output name under results/benchmarks/")
@@ -203,17 +210,19 @@ def main() -> int:
         if old_hugepages is not None:
             release_hugepages(old_hugepages)
 
-    header = ["job", "metric", "fio", "gdsbench", "ratio gds/fio (95% CI)", "target", "p50 fio / gds",
-              "p50 ratio (95% CI)", "p99 fio / gds", "p99 ratio", "in flight fio / gds", "verdict", "fio default buffers (ratio gds/it)",
+    header = ["job", "metric", "fio", "gdsbench", "ratio gds/fio (CI)", "target", "p50 fio / gds",
+              "p50 ratio (CI)", "p99 fio / gds", "p99 ratio", "in flight fio / gds", "verdict", "fio default buffers (ratio gds/it)",
               "device request fio / gds / fio default"]
     md = markdown_table(header, table)
     ref_name = "fio with huge-page buffers (--mem=shmhuge)" if reference is run_fio_huge else "fio (no huge pages could be reserved: default buffers)"
     notes = [f"Reference: {ref_name}. Each row runs fio, gdsbench, fio, ... fio ({args.repeats} gdsbench runs, "
              f"{args.repeats + 1} fio runs), {args.runtime:g} s each after a {args.ramp:g} s ramp; each gdsbench "
-             "run is divided by the mean of the fio runs either side of it, which cancels drift, and the table shows "
-             "the median of those ratios with a distribution-free 95% confidence interval for it (order "
-             "statistics). fio with its default malloc buffers ran after every other gdsbench run, for "
-             "information. Random rows use a new seed at each step (fio --randseed, gdsbench --seed): the tools' "
+             "run is divided by the mean of the fio runs either side of it, which cancels a linear drift, and the "
+             "table shows the median of those ratios with a distribution-free confidence interval for it (order "
+             f"statistics; {interval_coverage(args.repeats, median_k(args.repeats)):.1%} for {args.repeats} "
+             "independent values). The interval is approximate: neighbouring ratios share a fio run, so they are "
+             "not independent, and it covers somewhat less than stated. fio with its default malloc buffers ran "
+             f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new seed at each step (fio --randseed, gdsbench --seed): the tools' "
              "random orders differ, and this disk's speed depends on which blocks are read.",
              "Verdict: PASS when the median meets the target; FAIL when the whole interval misses it (a real gap); "
              "NOISE when the median misses but the interval reaches the target: this machine cannot tell.",
@@ -233,15 +242,27 @@ def main() -> int:
     return 0 if all(r["verdict"] == "PASS" for r in raw["rows"]) else 1
 
 
+def interval_coverage(n: int, k: int) -> float:
+    """How often the order statistics x(k) and x(n+1-k) of n independent values bracket their median."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+
+
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
     """A distribution-free confidence interval for the median: the order
-    statistics x(k) and x(n+1-k) with the largest k that still covers `level`
-    (binomial, p = 1/2). The whole range when there are too few values."""
+    statistics x(k) and x(n+1-k) with the largest k that still covers `level`.
+    With too few values (under 6) it is the whole range, which covers less:
+    interval_coverage(n, 1) says how much."""
     x, n = sorted(values), len(values)
-    k = 0
-    while k + 1 <= n // 2 and 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n >= level:
+    k = median_k(n, level)
+    return x[k - 1], x[n - k]
+
+
+def median_k(n: int, level: float = 0.95) -> int:
+    """The k of median_interval for n values."""
+    k = 1
+    while k + 1 <= n // 2 and interval_coverage(n, k + 1) >= level:
         k += 1
-    return (x[k - 1], x[n - k]) if k else (x[0], x[-1])
+    return k
 
 
 def judge(median_value: float, interval: tuple[float, float], low: float, high: float = math.inf) -> str:
@@ -271,13 +292,17 @@ def measure_rows(args, files, counters, reference):
             # a new random order for both tools at each step: the disk is sensitive
             # to which blocks are read, so no single order may decide a row
             into.append(counters.measure(tool, row, path, args.runtime, args.ramp, i // 2 + 1))
-            if i % 4 == 1:  # fio with its default buffers, for information, after every other gdsbench run
-                fio_default.append(counters.measure(run_fio, row, path, args.runtime, args.ramp, i // 2 + 1))
+        # fio with its default buffers, for information, after the alternation (evenly
+        # spaced runs are what makes the mean of two neighbours cancel a linear drift)
+        for i in range(max(1, args.repeats // 2)):
+            if row.file == "warm":
+                warm_up(path)
+            fio_default.append(counters.measure(run_fio, row, path, args.runtime, args.ramp, i + 1))
         m = row.metric
         per_run = {k: [g[k] / ((a[k] + b[k]) / 2) for a, g, b in zip(fio, gds, fio[1:])] for k in (m, "p50", "p99")}
         ratios = {k: median(v) for k, v in per_run.items()}
         intervals = {k: median_interval(v) for k, v in per_run.items()}
-        vs_default = median([g[m] / f[m] for f, g in zip(fio_default, gds[::2])])
+        vs_default = median([g[m] for g in gds]) / median([f[m] for f in fio_default])
         verdicts = [judge(ratios[m], intervals[m], row.min_ratio)]
         if row.compare_latency:
             verdicts.append(judge(ratios["p50"], intervals["p50"], 0.90, 1.10))

@@ -21,7 +21,9 @@ def test_median_interval_uses_the_order_statistics_that_cover_95_percent():
     vs_fio = load("vs_fio")
     assert vs_fio.median_interval(list(range(10))) == (1, 8)  # x(2), x(9): 97.9%
     assert vs_fio.median_interval(list(range(20))) == (5, 14)  # x(6), x(15): 95.9%
-    assert vs_fio.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few values: the whole range
+    assert vs_fio.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few values: the whole range,
+    assert vs_fio.interval_coverage(3, 1) == 0.75  # which covers less, and the notes say how much
+    assert round(vs_fio.interval_coverage(10, 2), 3) == 0.979
 
 
 @pytest.mark.parametrize("median, interval, verdict", [
