@@ -75,6 +75,11 @@ def h2d_ceiling(nbytes: int, repeats: int = 20) -> tuple[float | None, str]:
     return statistics.median(rates), ""
 
 
+def message_row(label: str, bs: str, text: str) -> list:
+    """A table row with no figures: why a mode, point or comparison has none."""
+    return [label, bs, "-", "-", "-", "-", text]
+
+
 KVIKIO_BENCH_BYTES = 1 << 30
 KVIKIO_TASK_SIZE = 4 << 20  # kvikio's default task size
 BYTE_UNITS = {"B": 1, "kiB": 1 << 10, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -103,13 +108,13 @@ def kvikio_comparison(args, threads: int) -> tuple[list[list], dict, list[bool]]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
         except subprocess.TimeoutExpired:
             raw["error"] = "kvikio's benchmark ran past 150 s"
-            return [["kvikio benchmark", "-", "-", "-", "-", "-", raw["error"]]], raw, [False]
+            return [message_row("kvikio benchmark", "-", raw["error"])], raw, [False]
         raw.update(returncode=proc.returncode, output=proc.stdout[-4000:] + proc.stderr[-2000:])
         reference = kvikio_read_rate(proc.stdout)
         raw["reference_bytes_per_s"] = reference
         if reference is None:
             raw["error"] = f"kvikio's benchmark gave no read figure (exit {proc.returncode}); its output is in the JSON"
-            return [["kvikio benchmark", "-", "-", "-", "-", "-", raw["error"]]], raw, [False]
+            return [message_row("kvikio benchmark", "-", raw["error"])], raw, [False]
         rows = [["kvikio benchmark", "1G", format_rate(reference), "-", "-", "-",
                  f"one CuFile.read of 1 GiB, {threads} threads, mean of 3, read right after kvikio wrote the file"]]
         path = os.path.join(workdir, "kvikio-single-file")
@@ -124,15 +129,16 @@ def kvikio_comparison(args, threads: int) -> tuple[list[list], dict, list[bool]]
                 r = gdsbench.run(spec, record_environment=False)
             except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
                 raw[mode] = {"error": str(e)}
-                rows.append([f"{mode} vs kvikio benchmark", "-", "-", "-", "-", "-", f"FAILED: {e}"])
+                rows.append(message_row(f"{mode} vs kvikio benchmark", "-", f"FAILED: {e}"))
                 verdicts.append(False)
                 continue
             ratio = r.bandwidth / reference
-            verdicts.append(ratio >= 0.95)
+            ok = ratio >= 0.95
+            verdicts.append(ok)
             raw[mode] = {"summary": r.summary(), "ratio": ratio}
             rows.append([f"{mode} vs kvikio benchmark", format_size(spec.bs), format_rate(r.bandwidth),
                          format_duration(r.percentile(50)), format_duration(r.percentile(99)), f"{r.cpu_s_per_gb:.3f}",
-                         f"{ratio:.3f} of kvikio's {'PASS' if ratio >= 0.95 else 'FAIL'} (target >= 0.95); "
+                         f"{ratio:.3f} of kvikio's {'PASS' if ok else 'FAIL'} (target >= 0.95); "
                          f"page cache dropped first; path: {r.data_path}"])
         return rows, raw, verdicts
     finally:
@@ -187,12 +193,12 @@ def main() -> int:
             verified = f"{check.verified_blocks} blocks, {check.verify_mismatches} bad"
         except gdsbench.GdsbenchError as e:
             raw["modes"][mode]["error"] = str(e)
-            rows.append([mode, "-", "-", "-", "-", "-", f"cannot run here: {e}"])
+            rows.append(message_row(mode, "-", f"cannot run here: {e}"))
             save()
             continue
         except Exception as e:  # noqa: BLE001 - e.g. a CUDA error: recorded, the other modes still run
             raw["modes"][mode]["error"] = f"{type(e).__name__}: {e}"
-            rows.append([mode, "-", "-", "-", "-", "-", f"FAILED while verifying: {type(e).__name__}: {e}"])
+            rows.append(message_row(mode, "-", f"FAILED while verifying: {type(e).__name__}: {e}"))
             verdicts.append(False)
             save()
             continue
@@ -202,7 +208,7 @@ def main() -> int:
                 r = gdsbench.run(job(mode, bs, args), record_environment=False)
             except Exception as e:  # noqa: BLE001 - one failed point must not cost the others
                 raw["modes"][mode][text] = {"error": f"{type(e).__name__}: {e}"}
-                rows.append([mode, text, "-", "-", "-", "-", f"FAILED: {type(e).__name__}: {e}"])
+                rows.append(message_row(mode, text, f"FAILED: {type(e).__name__}: {e}"))
                 verdicts.append(False)
                 continue
             if mode == "cpu":
@@ -224,7 +230,7 @@ def main() -> int:
             import kvikio.benchmarks.single_node_io  # noqa: F401 - imports dask and cupy
         except Exception as e:  # noqa: BLE001 - say why the comparison did not run
             raw["kvikio_reference"] = {"error": f"kvikio's benchmark cannot run: {type(e).__name__}: {e}"}
-            rows.append(["kvikio benchmark", "-", "-", "-", "-", "-", raw["kvikio_reference"]["error"]])
+            rows.append(message_row("kvikio benchmark", "-", raw["kvikio_reference"]["error"]))
             verdicts.append(False)  # the gds and kvikio targets were not checked
         else:
             more, raw["kvikio_reference"], compared = kvikio_comparison(args, args.threads * 2)

@@ -13,9 +13,8 @@ ready to queue, before submission, its "lat". gdsbench stamps every read just
 before it is queued, so each row compares against the fio window that starts
 there: clat for psync, lat for io_uring (both are kept in the JSON). fio's lat
 for a psync read adds fio's own bookkeeping between preparing an io_u and
-calling pread: 30-80 ns at the median here, 3-5% of a warm-cache 4 KiB read. Both tools
-drop the page cache before cold rows
-(fio's invalidate=1; gdsbench's default) and visit each block once per pass in
+calling pread: 30-80 ns at the median here, 3-5% of a warm-cache 4 KiB read.
+Both tools drop the page cache before cold rows (fio's invalidate=1; gdsbench's default) and visit each block once per pass in
 random rows (fio's random map; gdsbench's permutation).
 
 Buffers. gdsbench reads into 2 MiB-aligned huge-page-backed buffers; fio's
@@ -78,8 +77,8 @@ ROWS = [
     Row("io_uring 4K rand QD32 O_DIRECT, fio reaping in batches",
         dict(ioengine="io_uring", rw="randread", bs="4k", iodepth=32, direct=1, iodepth_batch_complete_max=32),
         dict(engine="io_uring", bs="4K", pattern="rand", qd=32, direct=True), "iops", "disk", compare_latency=False,
-        notes=["fio reaping in batches (p50 shown, not judged: this row is there to explain the one above): fio by default reaps one completion at a time and resubmits before "
-               "reaping the next, so each completion's latency includes fio's resubmissions of those reaped "
+        notes=["fio reaping in batches (p50 shown, not judged: this row is there to explain the one above): "
+               "fio by default reaps one completion at a time and resubmits before reaping the next, so each completion's latency includes fio's resubmissions of those reaped "
                "before it; with iodepth_batch_complete_max equal to the depth it reaps every ready completion "
                "at once, as gdsbench does. The 'in flight' column (IOPS x mean latency, Little's law) shows "
                "the difference"]),
@@ -160,10 +159,9 @@ def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, 
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
     read = json.loads(out[out.index("{"):])["jobs"][0]["read"]
     pct = {w: read[f"{w}_ns"]["percentile"] for w in ("lat", "clat")}
-    compared = pct[row.fio_window]
-    return {"bandwidth": read["bw_bytes"], "iops": read["iops"], "window": row.fio_window,
-            "p50": compared["50.000000"], "p99": compared["99.000000"],
-            "mean": read[f"{row.fio_window}_ns"]["mean"],
+    window = row.fio_window
+    return {"bandwidth": read["bw_bytes"], "iops": read["iops"], "window": window,
+            "p50": pct[window]["50.000000"], "p99": pct[window]["99.000000"], "mean": read[f"{window}_ns"]["mean"],
             **{f"{w}_{q}": pct[w][f"{q}.000000"] for w in pct for q in (50, 99)}}
 
 
@@ -190,7 +188,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", type=float, default=3.0, help="seconds per measurement (default 3)")
     ap.add_argument("--ramp", type=float, default=0.5, help="seconds of ramp before each (default 0.5)")
-    ap.add_argument("--repeats", type=positive_int, default=10, help="gdsbench runs per row, each between two fio runs (default 10)")
+    ap.add_argument("--repeats", type=positive_int, default=10,
+                    help="gdsbench runs per row, each between two fio runs (default 10)")
     ap.add_argument("--disk-size", default="4G", help="size of the cold-read file (default 4G)")
     ap.add_argument("--rows", default="", help="only rows whose name contains this text")
     ap.add_argument("--name", default="vs_fio", help="output name under results/benchmarks/")
@@ -211,8 +210,8 @@ def main() -> int:
             release_hugepages(old_hugepages)
 
     header = ["job", "metric", "fio", "gdsbench", "ratio gds/fio (CI)", "target", "p50 fio / gds",
-              "p50 ratio (CI)", "p99 fio / gds", "p99 ratio", "in flight fio / gds", "verdict", "fio default buffers (ratio gds/it)",
-              "device request fio / gds / fio default"]
+              "p50 ratio (CI)", "p99 fio / gds", "p99 ratio", "in flight fio / gds", "verdict",
+              "fio default buffers (ratio gds/it)", "device request fio / gds / fio default"]
     md = markdown_table(header, table)
     ref_name = "fio with huge-page buffers (--mem=shmhuge)" if reference is run_fio_huge else "fio (no huge pages could be reserved: default buffers)"
     notes = [f"Reference: {ref_name}. Each row runs fio, gdsbench, fio, ... fio ({args.repeats} gdsbench runs, "
@@ -222,8 +221,8 @@ def main() -> int:
              f"statistics; {interval_coverage(args.repeats, median_k(args.repeats)):.1%} for {args.repeats} "
              "independent values). The interval is approximate: neighbouring ratios share a fio run, so they are "
              "not independent, and it covers somewhat less than stated. fio with its default malloc buffers ran "
-             f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new seed at each step (fio --randseed, gdsbench --seed): the tools' "
-             "random orders differ, and this disk's speed depends on which blocks are read.",
+             f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new "
+             "seed at each step (fio --randseed, gdsbench --seed): the tools' random orders differ, and this disk's speed depends on which blocks are read.",
              "Verdict: PASS when the median meets the target; FAIL when the whole interval misses it (a real gap); "
              "NOISE when the median misses but the interval reaches the target: this machine cannot tell.",
              "Targets: throughput ratio >= 0.97 (warm-cache 4K psync >= 1.05, null >= 1.0); p50 within 10% of fio's.",
@@ -282,22 +281,23 @@ def measure_rows(args, files, counters, reference):
             continue
         path = files.get(row.file)
         fio, gds, fio_default = [], [], []
+
+        def measure(tool, seed: int) -> dict:
+            if row.file == "warm":
+                warm_up(path)
+            return counters.measure(tool, row, path, args.runtime, args.ramp, seed)
+
         # fio, gdsbench, fio, gdsbench, ..., fio: every gdsbench run sits between
         # two fio runs and is compared with their mean, so a device or machine
-        # that drifts during the row (this one does) cancels out.
+        # that drifts during the row (this one does) cancels out. A new random
+        # order for both tools at each step: the disk is sensitive to which
+        # blocks are read, so no single order may decide a row.
         for i in range(2 * args.repeats + 1):
             tool, into = (reference, fio) if i % 2 == 0 else (run_gdsbench, gds)
-            if row.file == "warm":
-                warm_up(path)
-            # a new random order for both tools at each step: the disk is sensitive
-            # to which blocks are read, so no single order may decide a row
-            into.append(counters.measure(tool, row, path, args.runtime, args.ramp, i // 2 + 1))
+            into.append(measure(tool, i // 2 + 1))
         # fio with its default buffers, for information, after the alternation (evenly
         # spaced runs are what makes the mean of two neighbours cancel a linear drift)
-        for i in range(max(1, args.repeats // 2)):
-            if row.file == "warm":
-                warm_up(path)
-            fio_default.append(counters.measure(run_fio, row, path, args.runtime, args.ramp, i + 1))
+        fio_default += [measure(run_fio, i + 1) for i in range(max(1, args.repeats // 2))]
         m = row.metric
         per_run = {k: [g[k] / ((a[k] + b[k]) / 2) for a, g, b in zip(fio, gds, fio[1:])] for k in (m, "p50", "p99")}
         ratios = {k: median(v) for k, v in per_run.items()}
