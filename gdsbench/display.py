@@ -31,8 +31,9 @@ def run_summary(r: Result) -> str:
             + [f"max {format_duration(lat.max)}"]
         ),
         f"           mean {format_duration(lat.mean)} ± {format_duration(lat.variance**0.5)} over {lat.count:,} reads",
-        f"cpu        user {r.cpu_user_s:.2f} s  sys {r.cpu_sys_s:.2f} s"
-        + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else ""),
+        f"cpu        process user {r.cpu_user_s:.2f} s  sys {r.cpu_sys_s:.2f} s"
+        + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else "")
+        + (f"  (worker threads {r.worker_cpu_s_per_gb:.3f})" if r.worker_cpu_s_per_gb is not None else ""),
     ]
     if r.stonewall:
         w = r.stonewall

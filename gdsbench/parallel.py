@@ -204,7 +204,8 @@ def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
             "proc": index, **info, "start_offset_ns": shift, "bytes": nbytes, "ops": sum(t["ops"] for t in own),
             "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0,
             "lat_p50_ns": latency.percentile(50), "lat_p99_ns": latency.percentile(99),
-            "cpu_s": sum(t["cpu_user_s"] + t["cpu_sys_s"] for t in own),
+            "cpu_s": raw["window_cpu_user_s"] + raw["window_cpu_sys_s"],
+            "worker_cpu_s": sum(t["cpu_user_s"] + t["cpu_sys_s"] for t in own),
             "interrupted": raw["interrupted"],
         })
     starts = [r["start_realtime_ns"] for r in results if r["start_realtime_ns"]]
@@ -216,6 +217,8 @@ def aggregate(results: list[dict], infos: list[dict], interval_ns: int) -> dict:
         "start_skew_ns": (max(starts) - min(starts)) if starts else 0,
         "process_cpu_user_s": sum(r["process_cpu_user_s"] for r in results),
         "process_cpu_sys_s": sum(r["process_cpu_sys_s"] for r in results),
+        "window_cpu_user_s": sum(r["window_cpu_user_s"] for r in results),
+        "window_cpu_sys_s": sum(r["window_cpu_sys_s"] for r in results),
         "wall_ns": max(r["wall_ns"] for r in results),
         "start_realtime_ns": t0,
         "first_done_ns": first_done or 0,
@@ -231,7 +234,8 @@ class _Cancelled(Exception):
 
 
 NOTHING_MEASURED = {"threads": [], "interrupted": True, "start_skew_ns": 0, "process_cpu_user_s": 0.0,
-                    "process_cpu_sys_s": 0.0, "wall_ns": 0, "start_realtime_ns": 0, "first_done_ns": 0}
+                    "process_cpu_sys_s": 0.0, "window_cpu_user_s": 0.0, "window_cpu_sys_s": 0.0, "wall_ns": 0,
+                    "start_realtime_ns": 0, "first_done_ns": 0}
 
 
 def _child(index: int, nparts: int, spec: JobSpec, pin: str, barrier, cancel, first_done, progress, results) -> None:

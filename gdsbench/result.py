@@ -29,7 +29,7 @@ class Result:
     ops: int
     elapsed_ns: int  # measured window: end of ramp to last completion
     latency: _native.LatencyHistogram  # per-read latency, all threads merged
-    cpu_user_s: float  # worker threads, measured window
+    cpu_user_s: float  # whole process, measured window: one rule for every mode
     cpu_sys_s: float
     timeline_bytes: list[int]  # bytes completed per spec.interval_ns, all threads
     threads: list[dict]  # per-thread breakdown
@@ -46,7 +46,9 @@ class Result:
     first_mismatch_offset: int | None = None
     start_skew_ns: int = 0
     wall_ns: int = 0  # whole run, ramp and set-up included
-    process_cpu_user_s: float = 0.0  # whole process, whole run
+    worker_cpu_user_s: float = 0.0  # the worker threads alone, measured window
+    worker_cpu_sys_s: float = 0.0
+    process_cpu_user_s: float = 0.0  # whole process, whole run (set-up and teardown too)
     process_cpu_sys_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
@@ -80,8 +82,10 @@ class Result:
             ops=sum(t["ops"] for t in threads),
             elapsed_ns=max((t["last_complete_ns"] for t in threads if t["ops"]), default=0),
             latency=latency,
-            cpu_user_s=sum(t["cpu_user_s"] for t in threads),
-            cpu_sys_s=sum(t["cpu_sys_s"] for t in threads),
+            cpu_user_s=raw["window_cpu_user_s"],
+            cpu_sys_s=raw["window_cpu_sys_s"],
+            worker_cpu_user_s=sum(t["cpu_user_s"] for t in threads),
+            worker_cpu_sys_s=sum(t["cpu_sys_s"] for t in threads),
             timeline_bytes=timeline,
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
             passes=max((t["passes"] for t in threads), default=0),
@@ -113,9 +117,20 @@ class Result:
         return self.ops / self.seconds if self.elapsed_ns else 0.0
 
     @property
+    def in_flight(self) -> float:
+        """Reads in flight on average (Little's law: IOPS x mean latency): the
+        depth the job really ran at, whatever its --qd and --threads asked."""
+        return self.iops * self.latency.mean / 1e9 if self.ops else 0.0
+
+    @property
     def cpu_s_per_gb(self) -> float | None:
-        """Worker CPU seconds (user + system) per GB (10^9 bytes) moved."""
+        """Process CPU seconds (user + system) over the measured window, per GB (10^9 bytes) moved."""
         return (self.cpu_user_s + self.cpu_sys_s) / (self.bytes / 1e9) if self.bytes else None
+
+    @property
+    def worker_cpu_s_per_gb(self) -> float | None:
+        """The worker threads' share of cpu_s_per_gb."""
+        return (self.worker_cpu_user_s + self.worker_cpu_sys_s) / (self.bytes / 1e9) if self.bytes else None
 
     def percentile(self, p: float) -> float:
         """Latency percentile in ns, from the merged histogram (error under 1%)."""
@@ -134,6 +149,7 @@ class Result:
             "elapsed_ns": self.elapsed_ns,
             "bandwidth_bytes_per_s": self.bandwidth,
             "iops": self.iops,
+            "in_flight": self.in_flight,
             "lat_min_ns": lat.min,
             "lat_mean_ns": lat.mean,
             "lat_stdev_ns": lat.variance**0.5,
@@ -142,6 +158,9 @@ class Result:
             "cpu_user_s": self.cpu_user_s,
             "cpu_sys_s": self.cpu_sys_s,
             "cpu_s_per_gb": self.cpu_s_per_gb,
+            "worker_cpu_user_s": self.worker_cpu_user_s,
+            "worker_cpu_sys_s": self.worker_cpu_sys_s,
+            "worker_cpu_s_per_gb": self.worker_cpu_s_per_gb,
             "process_cpu_user_s": self.process_cpu_user_s,
             "process_cpu_sys_s": self.process_cpu_sys_s,
             "cached_fraction": self.cached_fraction,

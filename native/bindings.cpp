@@ -123,6 +123,8 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
   d["start_skew_ns"] = r.start_skew_ns;
   d["process_cpu_user_s"] = r.process_cpu_user_s;
   d["process_cpu_sys_s"] = r.process_cpu_sys_s;
+  d["window_cpu_user_s"] = r.window_cpu_user_s;
+  d["window_cpu_sys_s"] = r.window_cpu_sys_s;
   d["wall_ns"] = r.wall_ns;
   d["start_realtime_ns"] = r.start_realtime_ns;
   d["first_done_ns"] = r.first_done_ns;

@@ -26,7 +26,6 @@ struct IoRequest {
   uint32_t length = 0;
   int64_t result = 0;
   uint64_t submit_ns = 0;
-  bool measured = false;  // issued after the ramp: counts in the statistics
 };
 
 class Engine {

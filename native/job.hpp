@@ -59,8 +59,10 @@ struct JobResult {
   std::vector<ThreadResult> threads;
   bool interrupted = false;
   uint64_t start_skew_ns = 0;        // spread of thread start times
-  double process_cpu_user_s = 0;     // whole process, ramp included
+  double process_cpu_user_s = 0;     // whole process, whole run: set-up, ramp and teardown included
   double process_cpu_sys_s = 0;
+  double window_cpu_user_s = 0;      // whole process, measured window only (RunControl::open_window)
+  double window_cpu_sys_s = 0;
   uint64_t wall_ns = 0;              // whole run, ramp included
   uint64_t start_realtime_ns = 0;    // CLOCK_REALTIME when the gate opened: a clock other processes share
   uint64_t first_done_ns = 0;        // when a worker here first finished its work (ns after the gate; 0: none)

@@ -82,6 +82,7 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   check_job(job);
   RunControl control;
   control.verify_device = verify_device;
+  control.workers = job.threads;
   std::vector<std::unique_ptr<Worker>> workers;
   for (const WorkerPlan& plan : plan_workers(job))
     workers.push_back(std::make_unique<Worker>(job, plan, control));
@@ -149,6 +150,10 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   getrusage(RUSAGE_SELF, &cpu1);
   result.process_cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);
   result.process_cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0.ru_stime);
+  if (control.window_closed) {
+    result.window_cpu_user_s = seconds(control.window_cpu1.ru_utime) - seconds(control.window_cpu0.ru_utime);
+    result.window_cpu_sys_s = seconds(control.window_cpu1.ru_stime) - seconds(control.window_cpu0.ru_stime);
+  }
 
   if (ready_error) std::rethrow_exception(ready_error);
   for (auto& w : workers)

@@ -110,6 +110,7 @@ void Worker::run() noexcept {
       control_.stop = true;
     }
   }
+  control_.worker_stopped();  // before release(): teardown is not part of the measured window
   release();
 }
 
@@ -159,7 +160,9 @@ void Worker::loop() {
   // Slots whose bytes are on their way to the GPU, oldest first (a ring).
   std::vector<IoRequest*> copying(slots);
   unsigned copy_head = 0, n_copying = 0;
-  uint64_t issued = 0;  // measured reads issued
+  // Reads that count against --io-size: those issued after the ramp, and
+  // those still in flight when it ended (they complete inside the window).
+  uint64_t counted = 0;
   result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / interval + 2 : 256);
 
   bool measuring = false, submitting = true;
@@ -169,8 +172,19 @@ void Worker::loop() {
   unsigned unsubmitted = 0;
   uint64_t now = 0;
 
+  // The window opens when the ramp ends, noticed at the next issue or
+  // completion. What counts is what completes inside it, as fio counts: a
+  // read issued during the ramp that completes after it is measured, so
+  // large blocks at depth do not read low by the bytes in flight.
+  auto start_measuring = [&](unsigned completing) {
+    measuring = true;
+    getrusage(RUSAGE_THREAD, &cpu0);
+    control_.open_window();
+    counted = reading + n_copying + completing;
+  };
   // A request is complete when its bytes are where they are going: in host
-  // memory, in device memory (gds), or copied to the GPU (bounce) at `when`.
+  // memory, in device memory (gds), or copied to the GPU (bounce), stamped
+  // `when` this worker saw it so.
   bool snapshot_taken = false;
   auto snapshot = [&](uint64_t when) {  // stonewall: what this worker had done by now
     snapshot_taken = true;
@@ -194,7 +208,8 @@ void Worker::loop() {
   auto complete = [&](IoRequest* r, uint64_t when) {
     idle[n_idle++] = r;
     if (job_.verify) verify(*r);
-    if (r->measured) account(r, when);
+    if (!measuring && when >= measure_start) start_measuring(1);
+    if (measuring) account(r, when);
     if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
   };
   auto oldest_copy = [&]() {
@@ -208,22 +223,18 @@ void Worker::loop() {
     // Refill the queue. Each read is stamped just before it is queued, so its
     // latency runs from issue to the completion being seen (fio's "clat" for a
     // synchronous engine, its "lat" for an asynchronous one), or in bounce
-    // modes to its copy reaching the GPU.
+    // modes to its copy being seen done on the GPU.
     while (submitting && n_idle && reading < depth) {
       now = now_ns();
-      if (!measuring && now >= measure_start) {
-        measuring = true;
-        getrusage(RUSAGE_THREAD, &cpu0);
-      }
+      if (!measuring && now >= measure_start) start_measuring(0);
       if (control_.stop.load(std::memory_order_relaxed) || now >= deadline ||
-          issued >= plan_.block_budget) {
+          (measuring && counted >= plan_.block_budget)) {
         submitting = false;
         break;
       }
       IoRequest* r = idle[--n_idle];
       r->offset = offsets.next();
       r->submit_ns = now;
-      r->measured = measuring;
       engine_->queue(r);
       ++reading;
       if (n_copying) ++result_.reads_while_copying;
@@ -232,8 +243,8 @@ void Worker::loop() {
         unsubmitted = 0;
       }
       if (measuring) {
-        if (issued == 0) result_.first_submit_ns = now - measure_start;
-        ++issued;
+        if (counted == 0) result_.first_submit_ns = now - measure_start;
+        ++counted;
       }
     }
     if (reading == 0 && n_copying == 0) break;
@@ -255,10 +266,10 @@ void Worker::loop() {
       }
     } else {  // nothing being read: every free slot waits on a copy
       IoRequest* r = oldest_copy();
-      complete(r, copies_->wait(r->slot));
+      copies_->wait(r->slot);
+      complete(r, now_ns());
     }
-    uint64_t when = 0;
-    while (n_copying && copies_->poll(copying[copy_head]->slot, &when)) complete(oldest_copy(), when);
+    while (n_copying && copies_->poll(copying[copy_head]->slot)) complete(oldest_copy(), now_ns());
   }
   if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
     uint64_t expected = 0;

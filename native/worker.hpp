@@ -3,6 +3,8 @@
 // the start gate: nothing is allocated per read), then runs the loop
 // queue -> reap -> [copy to the GPU] -> time -> record until its stop condition.
 #pragma once
+#include <sys/resource.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -36,6 +38,25 @@ struct RunControl {
   DeviceVerifyFn verify_device;        // for --verify with a real GPU
   std::atomic<uint64_t> first_done_ns{0};  // a worker here finished its work (monotonic ns; 0: none yet)
   std::atomic<bool> stonewall{false};      // note progress now: the first worker (here or elsewhere) is done
+
+  // Process CPU over the measured window, one rule for every mode: the whole
+  // process (CUDA's and cuFile's threads and io_uring's kernel workers
+  // included), from the first worker to start measuring to the last to stop.
+  uint32_t workers = 0;                  // set by the runner before any worker starts
+  std::atomic<bool> window_opened{false};
+  std::atomic<uint32_t> workers_stopped{0};
+  rusage window_cpu0{}, window_cpu1{};   // read by the runner after every worker is joined
+  bool window_closed = false;
+
+  void open_window() {
+    if (!window_opened.exchange(true)) getrusage(RUSAGE_SELF, &window_cpu0);
+  }
+  void worker_stopped() {
+    if (workers_stopped.fetch_add(1) + 1 == workers && window_opened.load()) {
+      getrusage(RUSAGE_SELF, &window_cpu1);
+      window_closed = true;
+    }
+  }
 
   void notify() {
     std::lock_guard<std::mutex> lock(mu);

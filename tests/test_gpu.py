@@ -46,6 +46,33 @@ def test_reads_overlap_copies(pattern_file):
     assert r.latency.min >= 2_000_000
 
 
+def test_reads_in_flight_when_the_ramp_ends_count_in_the_window():
+    """fio's rule: what completes inside the window counts. A slow fake (copies
+    of 10 ms each, in order) with 8 slots in flight holds 80 ms of work when the
+    ramp ends; counting only reads issued after the ramp read about 79% of the
+    true rate over a 300 ms window."""
+    delay_s, bs = 0.010, MiB
+    r = run(JobSpec(mode="bounce", gpu_backend=f"sim:copy-delay-us={int(delay_s * 1e6)}", engine="null", bs=bs, qd=4,
+                    ramp_ns=150_000_000, runtime_ns=300_000_000))
+    assert 0.90 <= r.bandwidth / (bs / delay_s) <= 1.01
+    assert sum(r.timeline_bytes) == r.bytes
+    # --io-size counts the reads in flight at the end of the ramp too: exactly the budget completes
+    r = run(JobSpec(mode="bounce", gpu_backend="sim:copy-delay-us=5000", engine="null", bs=bs, qd=4,
+                    ramp_ns=60_000_000, io_size=24 * MiB))
+    assert r.bytes == 24 * MiB
+
+
+def test_cpu_per_gb_counts_the_whole_process_over_the_window(pattern_file):
+    """One rule for every mode: helper threads count (here the simulated
+    device's copy thread, doing every memcpy), and the worker threads' own
+    share is kept beside it."""
+    r = run(sim(path=pattern_file, engine="null", bs=4 * MiB, qd=2, runtime_ns=300_000_000))
+    assert r.cpu_s_per_gb > 1.5 * r.worker_cpu_s_per_gb > 0
+    assert r.cpu_user_s + r.cpu_sys_s <= r.process_cpu_user_s + r.process_cpu_sys_s + 0.01
+    summary = r.summary()
+    assert summary["worker_cpu_s_per_gb"] == r.worker_cpu_s_per_gb and summary["in_flight"] > 0
+
+
 def test_copy_failure_mid_stream_is_reported(pattern_file, gdsbench):
     with pytest.raises(IoFailure, match="copy to device failed"):
         run(JobSpec(path=pattern_file, mode="bounce", gpu_backend="sim:fail-copy=10", bs=64 * 1024, qd=4,

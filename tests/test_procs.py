@@ -30,7 +30,8 @@ def fake_part(samples, start_ns, nbytes=4096, stonewall_bytes=0):
               "first_mismatch_offset": 0, "passes": 1, "gpu": -1, "reads_while_copying": 0,
               "stonewall_bytes": stonewall_bytes, "stonewall_ops": stonewall_bytes // nbytes, "stonewall_ns": 500_000}
     return {"threads": [thread], "interrupted": False, "start_skew_ns": 0, "process_cpu_user_s": 0.1,
-            "process_cpu_sys_s": 0.2, "wall_ns": 2_000_000, "start_realtime_ns": start_ns, "first_done_ns": 600_000}
+            "process_cpu_sys_s": 0.2, "window_cpu_user_s": 0.1, "window_cpu_sys_s": 0.2, "wall_ns": 2_000_000,
+            "start_realtime_ns": start_ns, "first_done_ns": 600_000}
 
 
 def test_aggregate_is_the_sum_of_parts_and_percentiles_are_of_the_pooled_samples():

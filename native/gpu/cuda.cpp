@@ -114,7 +114,6 @@ CudaRuntime::CudaRuntime() {
   GDS_BIND("cudart", cudaStreamCreateWithFlags);
   GDS_BIND("cudart", cudaStreamDestroy);
   GDS_BIND("cudart", cudaStreamSynchronize);
-  GDS_BIND("cudart", cudaLaunchHostFunc);
   GDS_BIND("cudart", cudaEventCreateWithFlags);
   GDS_BIND("cudart", cudaEventRecord);
   GDS_BIND("cudart", cudaEventQuery);

@@ -34,7 +34,6 @@ class CudaRuntime {
   GDS_SHIM_FN(cudaStreamCreateWithFlags);
   GDS_SHIM_FN(cudaStreamDestroy);
   GDS_SHIM_FN(cudaStreamSynchronize);
-  GDS_SHIM_FN(cudaLaunchHostFunc);
   GDS_SHIM_FN(cudaEventCreateWithFlags);
   GDS_SHIM_FN(cudaEventRecord);
   GDS_SHIM_FN(cudaEventQuery);

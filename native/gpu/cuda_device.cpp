@@ -1,11 +1,9 @@
 // A real CUDA device, through the run-time loaded runtime (cuda.hpp).
 // Untested on a GPU in this project's CI: see README's GPU status.
-#include <atomic>
 #include <memory>
 #include <vector>
 
 #include "../buffers.hpp"
-#include "../clock.hpp"
 #include "../error.hpp"
 #include "cuda.hpp"
 #include "device.hpp"
@@ -13,11 +11,10 @@
 namespace gds::gpu {
 namespace {
 
-// A copy's completion is stamped by a host function queued behind it on the
-// stream, and an event recorded after that lets poll/wait observe both.
+// Each copy is followed by an event on the stream; poll and wait ask that event.
 class CudaStream final : public CopyStream {
  public:
-  CudaStream(CudaRuntime& rt, unsigned slots) : rt_(rt), events_(slots, nullptr), stamps_(slots) {
+  CudaStream(CudaRuntime& rt, unsigned slots) : rt_(rt), events_(slots, nullptr) {
     rt_.check(rt_.cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     for (auto& e : events_) rt_.check(rt_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   }
@@ -29,41 +26,25 @@ class CudaStream final : public CopyStream {
   }
 
   void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) override {
-    stamps_[slot].store(0, std::memory_order_relaxed);
     rt_.check(rt_.cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
-    rt_.check(rt_.cudaLaunchHostFunc(stream_, &CudaStream::stamp, &stamps_[slot]), "cudaLaunchHostFunc");
     rt_.check(rt_.cudaEventRecord(events_[slot], stream_), "cudaEventRecord");
   }
 
-  bool poll(unsigned slot, uint64_t* done_ns) override {
+  bool poll(unsigned slot) override {
     cudaError_t err = rt_.cudaEventQuery(events_[slot]);
     if (err == cudaErrorNotReady) return false;
     rt_.check(err, "copy to device (cudaMemcpyAsync)");
-    *done_ns = stamp_of(slot);
     return true;
   }
 
-  uint64_t wait(unsigned slot) override {
+  void wait(unsigned slot) override {
     rt_.check(rt_.cudaEventSynchronize(events_[slot]), "copy to device (cudaMemcpyAsync)");
-    return stamp_of(slot);
   }
 
  private:
-  // The callback ran before the event completed (stream order); should a
-  // stamp still read 0, now is the nearest honest bound.
-  uint64_t stamp_of(unsigned slot) const {
-    uint64_t t = stamps_[slot].load(std::memory_order_acquire);
-    return t ? t : now_ns();
-  }
-
-  static void CUDART_CB stamp(void* p) {
-    static_cast<std::atomic<uint64_t>*>(p)->store(now_ns(), std::memory_order_release);
-  }
-
   CudaRuntime& rt_;
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_;
-  std::vector<std::atomic<uint64_t>> stamps_;
 };
 
 // Huge-page host buffers registered with CUDA (page-locked for DMA).

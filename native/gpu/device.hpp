@@ -19,17 +19,18 @@
 namespace gds::gpu {
 
 // An in-order queue of host-to-device copies for one worker thread. Each copy
-// belongs to a request slot; its completion time is stamped with now_ns() on
-// the host as soon as the copy is done (a host callback on CUDA).
+// belongs to a request slot. The worker stamps a copy complete when it sees
+// it done (poll or wait), as it stamps a read when it reaps it: no host
+// callback, whose one thread per device CUDA may serialise across streams
+// and which would then, not the copies, set the pace of small blocks.
 class CopyStream {
  public:
   virtual ~CopyStream() = default;
   virtual void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) = 0;
-  // Non-blocking: true (and the completion time) once slot's copy is done.
-  // Throws IoError if the copy failed.
-  virtual bool poll(unsigned slot, uint64_t* done_ns) = 0;
-  // Blocks until slot's copy is done; returns its completion time.
-  virtual uint64_t wait(unsigned slot) = 0;
+  // Non-blocking: true once slot's copy is done. Throws IoError if it failed.
+  virtual bool poll(unsigned slot) = 0;
+  // Blocks until slot's copy is done. Throws IoError if it failed.
+  virtual void wait(unsigned slot) = 0;
 };
 
 // Memory is handed out as shared_ptr<char> whose deleter frees it the
