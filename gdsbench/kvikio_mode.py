@@ -5,7 +5,9 @@ kvikio is a Python-facing library, so this mode is driven from Python, not
 the native worker loop: up to --qd preads are in flight, each split by kvikio
 into --kvikio-task-size tasks on --kvikio-threads threads. Each read's latency
 is timed in Python from the call to the moment its future returns (futures
-are collected oldest first), and results say so. Untested on a GPU here.
+are collected oldest first), and results say so. The data path is what
+kvikio's own statistics saw (kvikio >= 26.10: bytes per backend), since kvikio
+can fall back to POSIX for one file whatever its global setting says.
 """
 
 from __future__ import annotations
@@ -88,34 +90,71 @@ def _gds_available(driver) -> bool | None:
         return None
 
 
-def compat_description(kvikio, bs: int, direct_posix: bool = False) -> str:
+def _backend_shares(summary) -> dict[str, float]:
+    """Share of bytes each kvikio backend carried ("posix", "gds"), from a
+    kvikio.Summary; {} when nothing was counted."""
+    totals = {str(name).lower(): int(t["bytes_transferred"]) for name, t in summary.by_backend.items()}
+    moved = sum(totals.values())
+    return {name: n / moved for name, n in totals.items() if n} if moved else {}
+
+
+def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: dict[str, float] | None = None) -> str:
     """How kvikio read this run: through cuFile, or POSIX (its compatibility
-    mode, or reads under its gds_threshold)."""
+    mode, reads under its gds_threshold, or a file for which cuFile's
+    registration failed). `backends` is what kvikio's own statistics saw
+    (share of bytes per backend); without it (kvikio < 26.10) the answer is
+    inferred from kvikio's settings."""
     defaults, driver = _modules()
     # kvikio's O_DIRECT is opportunistic: aligned parts only, buffered for the rest
     posix = f"POSIX {'O_DIRECT (where aligned)' if direct_posix else 'page-cache'} reads and a bounce buffer"
-    if _compat_preferred(kvikio, defaults, driver):
-        return f"kvikio compatibility mode: {posix}, NOT GPUDirect"
     try:
         threshold = int(_setting(defaults, "gds_threshold"))
     except Exception:  # noqa: BLE001 - older kvikio has no threshold
         threshold = 0
+    if _compat_preferred(kvikio, defaults, driver):
+        why = "kvikio compatibility mode"
+    elif bs < threshold:
+        why = (f"{bs} B reads are under kvikio's gds_threshold ({threshold} B), which it does synchronously "
+               "inside pread()")
+    else:
+        why = "cuFile could not take this file (kvikio fell back to POSIX for it)"
+    no_nvfs = _gds_available(driver) is False
+    cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): cuFile "
+              "compatibility mode, NOT GPUDirect (unless this cuFile reads by PCI P2PDMA, which gdsbench "
+              "cannot see)" if no_nvfs else
+              "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)")
+    if backends:
+        gds_share = backends.get("gds", 0.0)
+        seen = ", ".join(f"{share:.0%} {name}" for name, share in sorted(backends.items()))
+        if gds_share >= 0.999:
+            return f"{cufile} [kvikio statistics: {seen} of bytes]"
+        if gds_share <= 0.001:
+            return f"kvikio {posix}, NOT GPUDirect: {why} [kvikio statistics: {seen} of bytes]"
+        return (f"MIXED: part through cuFile, part kvikio {posix} ({why}), so NOT all GPUDirect "
+                f"[kvikio statistics: {seen} of bytes]")
+    if _compat_preferred(kvikio, defaults, driver):
+        return f"kvikio compatibility mode: {posix}, NOT GPUDirect"
     if bs < threshold:
-        return (f"kvikio {posix}, NOT GPUDirect: {bs} B reads are under its gds_threshold ({threshold} B), "
-                "and kvikio does them synchronously inside pread()")
-    if _gds_available(driver) is False:
-        return ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): "
-                "cuFile compatibility mode, NOT GPUDirect (unless this cuFile reads by PCI P2PDMA, which "
-                "gdsbench cannot see)")
-    return "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)"
+        return f"kvikio {posix}, NOT GPUDirect: {why}"
+    return cufile
 
 
 def _read_failed(spec: JobSpec, offset: int, error: Exception) -> IoFailure:
     return IoFailure(f"kvikio read of {spec.bs} bytes at offset {offset} of {spec.path}: {error}")
 
 
+def _cpu_seconds(who: int) -> tuple[float, float]:
+    usage = resource.getrusage(who)
+    return usage.ru_utime, usage.ru_stime
+
+
 def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
-    """Measure a resolved kvikio job; returns (the native-shaped raw result, data path)."""
+    """Measure a resolved kvikio job; returns (the native-shaped raw result, data path).
+
+    The measured window follows the native rule: it opens when the ramp ends,
+    and a read counts if it completes inside it (reads in flight at the end of
+    the ramp included, and counted against --io-size). CPU is the process's
+    over the window (kvikio's pool threads are this process's threads)."""
     try:
         import cupy
         import kvikio
@@ -123,6 +162,7 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
         raise UsageError(f"--mode kvikio needs {e.name}: pip install gdsbench[cu13]") from None
     defaults, _ = _modules()
     direct_posix = _configure(defaults, spec)
+    monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
     gpu = int(spec.gpu.split(",")[0])
     nblocks = spec.size // spec.bs
     budget = spec.io_size // spec.bs if spec.io_size else None
@@ -131,8 +171,9 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
     timeline: list[int] = []
     verified = mismatches = 0
     first_bad = None
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     interrupted = False
+    run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
+    window_cpu0 = thread_cpu0 = None  # process and this thread's CPU when the window opened
     with cupy.cuda.Device(gpu):
         buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
         order = _native.OffsetSequence(spec.offset, nblocks, spec.bs, spec.pattern == "rand", spec.seed)
@@ -143,36 +184,47 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
             raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
         # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
         direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
+        before = monitor.get() if monitor else None
         t0 = time.monotonic_ns()
         measure_start = t0 + spec.ramp_ns
         deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None
-        inflight: deque = deque()  # (future, issued at, file offset, buffer index, measured), oldest first
+        inflight: deque = deque()  # (future, issued at, file offset, buffer index), oldest first
         free = deque(range(spec.qd))
-        issued = done_bytes = ops = 0
+        counted = done_bytes = ops = 0
+        measuring = False
         last = 0
         position = 0
+
+        def start_measuring(completing: int) -> None:
+            nonlocal measuring, counted, window_cpu0, thread_cpu0
+            measuring = True
+            window_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
+            thread_cpu0 = _cpu_seconds(resource.RUSAGE_THREAD)
+            counted = len(inflight) + completing
+
         try:
             while True:
-                now = time.monotonic_ns()
-                submitting = (deadline is None or now < deadline) and (budget is None or issued < budget)
-                while submitting and free:
+                while free:
+                    now = time.monotonic_ns()
+                    if not measuring and now >= measure_start:
+                        start_measuring(0)
+                    if (deadline is not None and now >= deadline) or (
+                            measuring and budget is not None and counted >= budget):
+                        break
                     index = free.popleft()
                     if position and position % len(offsets) == 0:
                         offsets = order.take(len(offsets))
                     off = int(offsets[position % len(offsets)])
                     position += 1
-                    now = time.monotonic_ns()
-                    measured = now >= measure_start
                     try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
                         future = handle.pread(buffers[index], spec.bs, off)
                     except RuntimeError as e:
                         raise _read_failed(spec, off, e) from None
-                    inflight.append((future, now, off, index, measured))
-                    issued += measured
-                    submitting = budget is None or issued < budget
+                    inflight.append((future, now, off, index))
+                    counted += measuring
                 if not inflight:
                     break
-                future, started, off, index, measured = inflight.popleft()
+                future, started, off, index = inflight.popleft()
                 try:
                     got = future.get()
                 except RuntimeError as e:
@@ -187,7 +239,9 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                     if bad and first_bad is None:
                         first_bad = first
                     mismatches += bad
-                if not measured:
+                if not measuring and end >= measure_start:
+                    start_measuring(1)
+                if not measuring:
                     continue
                 samples.append(end - started)
                 done_bytes += spec.bs
@@ -206,18 +260,27 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                     future.get()
                 except Exception:  # noqa: BLE001 - the run already failed or stopped
                     pass
+            window = (_cpu_seconds(resource.RUSAGE_SELF), _cpu_seconds(resource.RUSAGE_THREAD))
+            backends = _backend_shares(monitor.get().since(before)) if monitor else None
+            if monitor:
+                monitor.stop()
             handle.close()
     latency.add(np.asarray(samples, dtype=np.uint64))
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    zero = (0.0, 0.0)
+    process_cpu = [b - a for a, b in zip(window_cpu0 or zero, window[0] if window_cpu0 else zero)]
+    thread_cpu = [b - a for a, b in zip(thread_cpu0 or zero, window[1] if thread_cpu0 else zero)]
     thread = {
         "gpu": gpu, "latency": latency, "bytes": done_bytes, "ops": ops, "first_submit_ns": 0,
         "last_complete_ns": last, "timeline_bytes": np.asarray(timeline, dtype=np.uint64),
-        # kvikio's pool threads are this process's: its CPU time is the process's
-        "cpu_user_s": cpu1.ru_utime - cpu0.ru_utime, "cpu_sys_s": cpu1.ru_stime - cpu0.ru_stime,
+        # the one Python thread that drives kvikio; its pool threads count in the process's CPU
+        "cpu_user_s": thread_cpu[0], "cpu_sys_s": thread_cpu[1],
         "verified_blocks": verified, "verify_mismatches": mismatches, "first_mismatch_offset": first_bad or 0,
         "passes": -(-position // nblocks), "reads_while_copying": 0,
+        "stonewall_bytes": done_bytes, "stonewall_ops": ops, "stonewall_ns": last,
     }
+    wall = time.monotonic_ns() - t0
     raw = {"threads": [thread], "interrupted": interrupted, "start_skew_ns": 0,
-           "process_cpu_user_s": thread["cpu_user_s"], "process_cpu_sys_s": thread["cpu_sys_s"],
-           "wall_ns": time.monotonic_ns() - t0}
-    return raw, compat_description(kvikio, spec.bs, direct_posix)
+           "process_cpu_user_s": window[0][0] - run_cpu0[0], "process_cpu_sys_s": window[0][1] - run_cpu0[1],
+           "window_cpu_user_s": process_cpu[0], "window_cpu_sys_s": process_cpu[1],
+           "wall_ns": wall, "start_realtime_ns": 0, "first_done_ns": 0}
+    return raw, compat_description(kvikio, spec.bs, direct_posix, backends)

@@ -267,10 +267,32 @@ def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, mon
     assert settings["num_threads"] == 1  # 0 restores kvikio's own default, not the last run's
     assert settings["auto_direct_io_read"] is True and "POSIX O_DIRECT (where aligned) reads" in path  # the job is O_DIRECT
     settings["compat_mode"] = False
-    assert "under its gds_threshold" in kvikio_mode.compat_description(sys_modules_kvikio(), 4096)
+    assert "under kvikio's gds_threshold" in kvikio_mode.compat_description(sys_modules_kvikio(), 4096)
     assert "NOT GPUDirect" in kvikio_mode.compat_description(sys_modules_kvikio(), 1 << 20)  # no nvidia-fs
     settings["is_gds_available"] = True
     assert "NOT" not in kvikio_mode.compat_description(sys_modules_kvikio(), 1 << 20)
+
+
+def test_kvikio_label_follows_what_kvikios_statistics_saw(monkeypatch):
+    """kvikio can fall back to POSIX for one file while its global setting
+    says cuFile: the label must follow the bytes, not the setting."""
+    from types import SimpleNamespace
+
+    from gdsbench import kvikio_mode
+
+    settings = fake_kvikio_modules(monkeypatch)
+    settings.update(compat_mode=False, is_gds_available=True)
+    kvikio = sys_modules_kvikio()
+    summary = SimpleNamespace(by_backend={"POSIX": {"bytes_transferred": 3 << 20}, "GDS": {"bytes_transferred": 0}})
+    assert kvikio_mode._backend_shares(summary) == {"posix": 1.0}
+    fell_back = kvikio_mode.compat_description(kvikio, 1 << 20, backends={"posix": 1.0})
+    assert "NOT GPUDirect" in fell_back and "fell back to POSIX" in fell_back and "100% posix" in fell_back
+    through = kvikio_mode.compat_description(kvikio, 1 << 20, backends={"gds": 1.0})
+    assert "through cuFile" in through and "NOT" not in through
+    mixed = kvikio_mode.compat_description(kvikio, 1 << 20, backends={"gds": 0.5, "posix": 0.5})
+    assert mixed.startswith("MIXED") and "NOT all GPUDirect" in mixed
+    settings["is_gds_available"] = False  # cuFile without nvidia-fs is cuFile's own compatibility mode
+    assert "NOT GPUDirect" in kvikio_mode.compat_description(kvikio, 1 << 20, backends={"gds": 1.0})
 
 
 def sys_modules_kvikio():
