@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# Run HERE (a machine with network) before scripts/device_check.sh runs on an
-# offline GPU machine: fetches what that machine lacks into two ignored folders
-# that travel with the call (the device tool's `carry`):
-#   .whl/           kvikio-cu13 and the wheels it needs beyond the GPU image's own
-#   .dev/liburing/  Debian's liburing-dev, unpacked, for the io_uring engine's build
+# Run HERE (a machine with network), IN THE CHECKOUT THE DEVICE COMMAND IS
+# SENT FROM, before scripts/device_check.sh runs on an offline GPU machine: the
+# device tool sends that checkout, and these two ignored folders travel only
+# when the call names them in `carry`:
+#   .whl/                    kvikio-cu13 and the wheels it needs beyond the GPU image's own
+#   .dev/liburing/           Debian's liburing-dev, unpacked, for the io_uring engine's build
+#   .dev/cuda/include/       CUDA runtime and cuFile headers (from the nvidia-* wheels), used
+#                            only where the image's toolkit lacks them
+#   .dev/python-include/     Python 3.12 headers, used only where the image's Python has no Python.h
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
-grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
-rm -rf .whl .dev && mkdir -p .whl .dev/liburing
+exclude=$(git rev-parse --git-path info/exclude)  # also right in a worktree, where .git is a file
+mkdir -p "$(dirname "$exclude")"
+for folder in /.whl/ /.dev/; do grep -qx "$folder" "$exclude" 2>/dev/null || echo "$folder" >> "$exclude"; done
+rm -rf .whl .dev && mkdir -p .whl .dev/liburing .dev/cuda .dev/python-include
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 download() { python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
-  "${platforms[@]}" -d .whl "$@"; }
+  "${platforms[@]}" "$@"; }
 # Only what the GPU image lacks (../.library/device/KINDS.md lists what it has:
-# cupy, numpy, the nvidia libraries, cuda-pathfinder, toolz, pyyaml, fsspec,
-# cloudpickle, click), so nothing carried shadows the image's own packages:
-# kvikio, and dask with the two dependencies the image lacks (kvikio's own
-# benchmark, the reference for the gds and kvikio targets, imports dask).
-download --no-deps "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*" dask partd locket
+# cupy, numpy, the nvidia libraries, cuda-pathfinder), so nothing carried
+# shadows the image's own packages.
+download --no-deps -d .whl "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*"
 (cd /tmp && apt-get download -q liburing-dev >/dev/null && dpkg -x liburing-dev_*.deb "$OLDPWD/.dev/liburing" && rm -f liburing-dev_*.deb)
+headers=$(mktemp -d)
+download --no-deps -d "$headers" "nvidia-cuda-runtime==13.*" "nvidia-cuda-crt==13.*" "nvidia-cufile==1.*"
+for w in "$headers"/*.whl; do unzip -qo "$w" 'nvidia/*/include/*' -d "$headers/x"; done
+cp -r "$headers"/x/nvidia/*/include .dev/cuda/ && rm -rf "$headers"
+py312=$(ls -d /root/.pyenv/versions/3.12*/include/python3.12 2>/dev/null | tail -1 || true)
+[ -n "$py312" ] && cp -r "$py312" .dev/python-include/ || echo "no local Python 3.12 headers: none carried"
 du -sh .whl .dev

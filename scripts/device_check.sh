@@ -1,52 +1,125 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU and no internet (the project's
-# H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed). It builds gdsbench,
-# verifies data for every GPU mode, and measures every mode at 4 KiB, 128 KiB,
-# 1 MiB and 16 MiB beside two ceilings (pinned host->device copies, storage
-# into host memory), within about 6 minutes. Output goes to $OUT (the device
-# tool's folder), else results/device/.
+# H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed; Python 3.12). It
+# builds gdsbench into a private prefix, then verifies and measures every GPU
+# mode beside the ceilings (benchmarks/gpu_modes.py), then runs the GPU tests.
 #
-#   scripts/device_carry.sh                      # here, first: kvikio wheels and liburing travel along
-#   device run: scripts/device_check.sh          # carry: .whl .dev
+#   scripts/device_carry.sh      # FIRST, in the checkout the device command is sent from:
+#                                # it fills .whl/ and .dev/, which the call must carry
+#   device run, carry [".whl", ".dev"], timeout_s 480:
+#       scripts/device_check.sh
 #
-# UNTESTED on a GPU so far: no GPU machine has been lent to this project yet.
+# Every step has a time limit; their sum is under 6 minutes (7 s + 20 + 120 +
+# 45 + 180 + 50 + 10 = 432 s at worst, about 4 in a normal run), which leaves
+# a 15-minute device budget room to start the machine and run again.
+#
+# Output goes to $OUT (the device tool's folder), else results/device/. It
+# writes at most these files, so all of them come back:
+#   device_check.log    everything this script printed
+#   info.json           gdsbench info --json
+#   gpu_modes.md        the table, rewritten after every point
+#   gpu_modes.json      every measured value, the platform facts, each child's end
+#   pytest.log          the GPU-marked tests
+#   logs.tar.gz         each measurement's own cuFile log and stderr
 set -uo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 out=${OUT:-results/device}
-mkdir -p "$out"
-log="$out/device_check.log"
-exec > >(tee "$log") 2>&1
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 python=${PYTHON:-python3}
-step() { echo; echo "== $* ($(date -u +%H:%M:%S))"; }
-# cuFile's own log says whether it ran in compatibility mode; keep it with the results
-export CUFILE_LOGFILE_PATH=$(cd "$out" && pwd)/cufile.log
-# Worst case of the timeouts below: 150 + 45 + 45 + 50 + 280 s = 570 s, inside the device tool's 600 s.
+prefix=/tmp/gdsbench-prefix   # the build goes here, never into the image's Python environment
+logs=/tmp/gdsbench-logs
+started=$(date +%s)
 
-step "machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id --format=csv || echo "nvidia-smi failed"
-$python --version; nproc; free -g | head -2; df -h . | tail -1
-mkdir -p results/scratch; findmnt -T results/scratch || true; lsblk -o NAME,MODEL,SIZE,ROTA,TRAN 2>/dev/null || true
-lsmod 2>/dev/null | grep -E '^nvidia' || echo "no nvidia modules listed"
-ls -d /run/udev >/dev/null 2>&1 && echo "/run/udev readable" || echo "/run/udev missing: kvikio's AUTO mode may fall back to POSIX"
+step() { echo; echo "== $* (+$(( $(date +%s) - started )) s, $(date -u +%H:%M:%S) UTC)"; }
 
-step "carried wheels (kvikio) and liburing"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  $python -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
-[ -d .dev/liburing/usr ] && export LIBURING_ROOT=$PWD/.dev/liburing
+main() {
+  step "machine"
+  timeout 5 nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id,pcie.link.gen.current,pcie.link.width.current --format=csv \
+    || echo "nvidia-smi failed or timed out"
+  $python --version; nproc; free -g | head -2; uname -r
+  mkdir -p results/scratch
+  df -h results/scratch | tail -1
+  findmnt -T results/scratch || true
+  lsblk -o NAME,MODEL,SIZE,ROTA,TRAN 2>/dev/null || true
+  lsmod 2>/dev/null | grep -E '^nvidia' || echo "no nvidia kernel modules listed (lsmod)"
+  [ -d /sys/module/nvidia_fs ] && echo "nvidia-fs: loaded" || echo "nvidia-fs: NOT loaded (cuFile can only run in compatibility mode)"
+  [ -d /run/udev/data ] && echo "/run/udev/data: present" || echo "/run/udev/data: MISSING (cuFile's handle registration may fail; kvikio#33)"
+  for lib in libudev.so.1 libmount.so.1 libcufile.so.0 libcudart.so.13; do
+    ldconfig -p 2>/dev/null | grep -q "$lib" && echo "$lib: in the loader's cache" || echo "$lib: not in the loader's cache"
+  done
 
-step "build (offline: the image's scikit-build-core, pybind11, cmake, ninja; CUDA headers from the toolkit)"
-timeout 150 $python -m pip install -q --no-build-isolation --no-deps -e . || { echo "BUILD FAILED"; exit 1; }
-$python -c "from gdsbench import gpu; s = gpu.status()['cuda']; print('built with CUDA headers:', s['built_with_cuda'])
-raise SystemExit(0 if s['built_with_cuda'] else 'BUILD HAS NO GPU MODES: CUDA headers not found')" || exit 1
-# cuFile can hang rather than fail where its driver is unusable: bounded
-timeout 45 $python -m gdsbench info --path README.md --json > "$out/info.json"
-timeout 45 $python -m gdsbench info --path README.md || echo "gdsbench info failed or timed out (exit $?)"
+  step "carried wheels (kvikio) and build inputs"
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    timeout 20 $python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site || echo "WARNING: carried wheels did not install: kvikio mode will say why it cannot run"
+  else
+    echo "WARNING: no .whl/ carried (run scripts/device_carry.sh here first): kvikio mode cannot run"
+  fi
+  [ -d .dev/liburing/usr ] && export LIBURING_ROOT=$repo/.dev/liburing \
+    || echo "WARNING: no .dev/liburing carried: unless the image has liburing, io_uring is missing and gpu_modes uses psync"
 
-step "tests on the GPU (GPU-marked and the GPU module)"
-timeout 50 $python -m pytest -q -x tests/test_gpu.py tests/test_histogram.py -p no:cacheprovider 2>&1 | tail -15
+  step "build into $prefix"
+  include=$($python -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+  pyver=$($python -c "import sys; print(f'python{sys.version_info[0]}.{sys.version_info[1]}')")
+  build_env=()
+  if [ -f "$include/Python.h" ]; then
+    echo "Python.h: $include"
+  elif [ -f ".dev/python-include/$pyver/Python.h" ]; then
+    echo "WARNING: no Python.h in $include; building against carried $pyver headers (.dev/python-include)"
+    build_env+=(CMAKE_ARGS="-DPython_INCLUDE_DIR=$repo/.dev/python-include/$pyver")
+  else
+    echo "BUILD IMPOSSIBLE: no Python.h in $include and no carried headers for $pyver"; return 1
+  fi
+  if [ ! -f /usr/local/cuda/include/cufile.h ] || [ ! -f /usr/local/cuda/include/crt/host_defines.h ]; then
+    [ -d .dev/cuda/include ] && build_env+=(CUDA_HOME="$repo/.dev/cuda") \
+      && echo "CUDA headers: the toolkit lacks some; the carried ones (.dev/cuda) are searched too"
+  fi
+  rm -rf "$prefix"
+  env "${build_env[@]}" timeout 120 $python -m pip install -q --no-build-isolation --no-deps --no-compile --target "$prefix" . \
+    || { echo "BUILD FAILED"; return 1; }
+  export PYTHONPATH=$prefix${PYTHONPATH:+:$PYTHONPATH}
+  # from here on, run from outside the checkout: its gdsbench/ has no built module and must not shadow the prefix
+  cd /tmp
+  $python - <<'EOF' || return 1
+import gdsbench
+from gdsbench import _native, gpu
+print("gdsbench from", gdsbench.__file__)
+s = gpu.status()["cuda"]
+print("built with CUDA headers:", s["built_with_cuda"])
+engines = {e["name"]: e["unavailable"] or "available" for e in _native.engines()}
+print("engines:", engines)
+if engines["io_uring"] != "available":
+    print("WARNING: io_uring unavailable (", engines["io_uring"], "): gpu_modes uses psync threads in place of depth")
+raise SystemExit(0 if s["built_with_cuda"] else "BUILD HAS NO GPU MODES: CUDA headers not found")
+EOF
 
-step "every mode, verified, then measured, with the ceilings"
-timeout 280 $python benchmarks/gpu_modes.py --file results/scratch/gpu_modes.dat --file-size 8G --out "$out"
-echo "exit $?"
-ls -la "$out"
+  step "gdsbench info"
+  # cuFile can hang rather than fail where its driver is unusable: bounded
+  timeout 20 $python -m gdsbench info --path "$repo/README.md" --json > "$out/info.json" || echo "info --json: exit $?"
+  timeout 20 $python -m gdsbench info --path "$repo/README.md" || echo "info: exit $?"
+
+  step "every mode, verified, then measured, with the ceilings (budget 170 s)"
+  timeout -k 5 180 $python "$repo/benchmarks/gpu_modes.py" --file "$repo/results/scratch/gpu_modes.dat" \
+    --file-size 4G --budget 170 --out "$out" --log-dir "$logs"
+  echo "gpu_modes: exit $?"
+
+  step "GPU-marked tests"
+  timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider --rootdir "$repo" > "$out/pytest.log" 2>&1
+  echo "pytest: exit $? (output in pytest.log)"
+  tail -n 15 "$out/pytest.log"
+}
+
+# cuFile reads this in place of /etc/cufile.json: compatibility mode allowed (where nvidia-fs
+# is missing cuFile then reads by POSIX and says so in its log), logging at INFO
+export CUFILE_ENV_PATH_JSON=$repo/scripts/cufile.json
+export CUFILE_LOGGING_LEVEL=INFO
+export CUFILE_LOGFILE_PATH=$logs/cufile-main.log        # gpu_modes gives each child its own
+mkdir -p "$logs"
+main 2>&1 | tee "$out/device_check.log"
+status=${PIPESTATUS[0]}
+cd "$repo"
+timeout 10 tar -czf "$out/logs.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")" 2>/dev/null || true
+echo "device_check: exit $status after $(( $(date +%s) - started )) s; files in $out:" | tee -a "$out/device_check.log"
+ls -la "$out" | tee -a "$out/device_check.log"
+exit "$status"

@@ -41,11 +41,15 @@ def test_p50_band_is_judged_on_both_sides():
     assert vs_fio.judge(1.05, (0.95, 1.20), 0.90, 1.10) == "PASS"
 
 
-def test_kvikio_benchmark_figure_is_read_from_its_output_line():
+def test_gpu_modes_without_io_uring_keeps_the_reads_in_flight_with_threads_and_says_so():
+    from types import SimpleNamespace
+
     gpu_modes = load("gpu_modes")
-    # the shape kvikio.benchmarks.single_node_io prints (api and name padded, dask's format_bytes)
-    out = ("nthreads          | 8\n"
-           "cufile read       |   12.50 GiB/s ±  1.20 % (12.40 GiB/s, 12.60 GiB/s)\n"
-           "cufile write      |  900.00 MiB/s\n")
-    assert gpu_modes.kvikio_read_rate(out) == 12.5 * (1 << 30)
-    assert gpu_modes.kvikio_read_rate("cufile write      |  900.00 MiB/s\n") is None
+    args = SimpleNamespace(file="f", runtime=1.0, ramp=0.5, gpu_backend="cuda", threads=4, qd=8)
+    jobs, note = gpu_modes.plan_jobs(args, "available")
+    assert jobs["bounce"]["engine"] == "io_uring" and (jobs["bounce"]["threads"], jobs["bounce"]["qd"]) == (4, 8)
+    jobs, note = gpu_modes.plan_jobs(args, "built without liburing")
+    for mode in ("cpu", "bounce", "cached-bounce"):
+        assert (jobs[mode]["engine"], jobs[mode]["threads"], jobs[mode]["qd"]) == ("psync", 32, 1)
+    assert "io_uring UNAVAILABLE" in note and "built without liburing" in note
+    assert jobs["gds"]["threads"] == 32 and "qd" not in jobs["gds"]
