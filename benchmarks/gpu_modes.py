@@ -399,7 +399,8 @@ def main() -> int:
     # ---- every mode: verified, then measured ----
     storage: dict[str, float] = {}
 
-    def run_mode(label: str, mode: str, env: dict | None = None) -> bool:
+    def run_mode(label: str, mode: str, env: dict | None = None, extra: dict | None = None,
+                 only: list[str] | None = None) -> bool:
         """Measure one mode; True if it verified and measured every size."""
         record = raw["modes"].setdefault(label, {"points": {}})
         verified = {"text": "not verified"}
@@ -445,15 +446,15 @@ def main() -> int:
                 record["error"] = event["message"]
                 message_row(label, "-", f"FAILED while {event['stage']}: {event['message']}")
 
-        task = {"kind": "mode", "job": jobs[mode], "sizes": sizes,
+        task = {"kind": "mode", "job": dict(jobs[mode], **(extra or {})), "sizes": only or sizes,
                 "verify_bytes": min(64 << 20, parse_size(args.file_size))}
-        record["child"] = outcome = children.run(label, task, 20 + len(sizes) * (args.runtime + args.ramp + 4), on_event,
-                                                 env)
+        record["child"] = outcome = children.run(label, task, 20 + len(task["sizes"]) * (args.runtime + args.ramp + 4),
+                                                 on_event, env)
         if outcome["ended"] != "exited":
             ok[0] = False
             message_row(label, "-", f"{outcome['ended']}; stderr: {' | '.join(outcome.get('stderr_tail', [])[-2:])}"
                         [:300])
-        return ok[0] and len(record["points"]) == len(sizes)
+        return ok[0] and len(record["points"]) == len(task["sizes"])
 
     for mode in MODES:
         if mode in ("gds", "kvikio") and simulated:
@@ -461,7 +462,12 @@ def main() -> int:
             continue
         done = run_mode(mode, mode)
         if mode == "gds" and not done:  # a second try with cuFile's compatibility mode forced, labelled so
-            run_mode("gds (forced compat)", "gds", {"CUFILE_FORCE_COMPAT_MODE": "true"})
+            done = run_mode("gds (forced compat)", "gds", {"CUFILE_FORCE_COMPAT_MODE": "true"})
+            compat_env = {"CUFILE_FORCE_COMPAT_MODE": "true"}
+        else:
+            compat_env = None
+        if mode == "gds" and done:  # buffers registered with cuFile (--gds-register), where gds ran at all
+            run_mode("gds registered", "gds", compat_env, {"gds_register": True}, [s for s in sizes if s in ("1M", "16M")])
         if mode == "kvikio" and not simulated:
             cold_comparison(args, children, cold_file, raw, rows, notes, save)
 
