@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "clock.hpp"
@@ -160,31 +161,27 @@ void Worker::loop() {
   // Slots whose bytes are on their way to the GPU, oldest first (a ring).
   std::vector<IoRequest*> copying(slots);
   unsigned copy_head = 0, n_copying = 0;
-  // Reads that count against --io-size: those issued after the ramp, and
-  // those still in flight when it ended (they complete inside the window).
-  uint64_t counted = 0;
   result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / interval + 2 : 256);
 
-  bool measuring = false, submitting = true;
+  bool measuring = false, submitting = true, issued_in_window = false;
   rusage cpu0{};
-  uint64_t tick_end = measure_start + interval;
-  size_t tick = 0;
   unsigned unsubmitted = 0;
   uint64_t now = 0;
 
   // The window opens when the ramp ends, noticed at the next issue or
   // completion. What counts is what completes inside it, as fio counts: a
   // read issued during the ramp that completes after it is measured, so
-  // large blocks at depth do not read low by the bytes in flight.
-  auto start_measuring = [&](unsigned completing) {
+  // large blocks at depth do not read low by the bytes in flight. --io-size
+  // counts completions in the window plus what is still outstanding, so
+  // exactly the budget completes in it.
+  auto start_measuring = [&]() {
     measuring = true;
     getrusage(RUSAGE_THREAD, &cpu0);
     control_.open_window();
-    counted = reading + n_copying + completing;
   };
   // A request is complete when its bytes are where they are going: in host
-  // memory, in device memory (gds), or copied to the GPU (bounce), stamped
-  // `when` this worker saw it so.
+  // memory, in device memory (gds), or copied to the GPU (bounce), at `when`:
+  // when the worker saw a read finish, or when the GPU finished the copy.
   bool snapshot_taken = false;
   auto snapshot = [&](uint64_t when) {  // stonewall: what this worker had done by now
     snapshot_taken = true;
@@ -198,18 +195,16 @@ void Worker::loop() {
     progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
     ++result_.ops;
     if (when - measure_start > result_.last_complete_ns) result_.last_complete_ns = when - measure_start;
-    while (when >= tick_end) {
-      ++tick;
-      tick_end += interval;
-    }
+    // copies and reads finish out of the order they are seen in: place each by its own time
+    const size_t tick = (when - measure_start) / interval;
     if (tick >= result_.timeline_bytes.size()) result_.timeline_bytes.resize(tick + 1, 0);
     result_.timeline_bytes[tick] += r->length;
   };
   auto complete = [&](IoRequest* r, uint64_t when) {
     idle[n_idle++] = r;
     if (job_.verify) verify(*r);
-    if (!measuring && when >= measure_start) start_measuring(1);
-    if (measuring) account(r, when);
+    if (!measuring && when >= measure_start) start_measuring();
+    if (measuring && when >= measure_start) account(r, std::max(when, r->submit_ns));
     if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
   };
   auto oldest_copy = [&]() {
@@ -226,12 +221,12 @@ void Worker::loop() {
     // modes to its copy being seen done on the GPU.
     while (submitting && n_idle && reading < depth) {
       now = now_ns();
-      if (!measuring && now >= measure_start) start_measuring(0);
-      if (control_.stop.load(std::memory_order_relaxed) || now >= deadline ||
-          (measuring && counted >= plan_.block_budget)) {
+      if (!measuring && now >= measure_start) start_measuring();
+      if (control_.stop.load(std::memory_order_relaxed) || now >= deadline) {
         submitting = false;
         break;
       }
+      if (measuring && result_.ops + reading + n_copying >= plan_.block_budget) break;
       IoRequest* r = idle[--n_idle];
       r->offset = offsets.next();
       r->submit_ns = now;
@@ -242,9 +237,9 @@ void Worker::loop() {
         engine_->submit();
         unsubmitted = 0;
       }
-      if (measuring) {
-        if (counted == 0) result_.first_submit_ns = now - measure_start;
-        ++counted;
+      if (measuring && !issued_in_window) {
+        issued_in_window = true;
+        result_.first_submit_ns = now - measure_start;
       }
     }
     if (reading == 0 && n_copying == 0) break;
@@ -266,10 +261,10 @@ void Worker::loop() {
       }
     } else {  // nothing being read: every free slot waits on a copy
       IoRequest* r = oldest_copy();
-      copies_->wait(r->slot);
-      complete(r, now_ns());
+      complete(r, copies_->wait(r->slot));
     }
-    while (n_copying && copies_->poll(copying[copy_head]->slot)) complete(oldest_copy(), now_ns());
+    uint64_t when = 0;
+    while (n_copying && copies_->poll(copying[copy_head]->slot, &when)) complete(oldest_copy(), when);
   }
   if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
     uint64_t expected = 0;

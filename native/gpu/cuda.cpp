@@ -119,6 +119,7 @@ CudaRuntime::CudaRuntime() {
   GDS_BIND("cudart", cudaEventQuery);
   GDS_BIND("cudart", cudaEventSynchronize);
   GDS_BIND("cudart", cudaEventDestroy);
+  GDS_BIND("cudart", cudaEventElapsedTime);
   GDS_BIND("cudart", cudaGetErrorString);
   GDS_BIND("cudart", cudaDeviceGetPCIBusId);
   GDS_BIND("cudart", cudaRuntimeGetVersion);

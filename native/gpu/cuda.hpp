@@ -39,6 +39,7 @@ class CudaRuntime {
   GDS_SHIM_FN(cudaEventQuery);
   GDS_SHIM_FN(cudaEventSynchronize);
   GDS_SHIM_FN(cudaEventDestroy);
+  GDS_SHIM_FN(cudaEventElapsedTime);
   GDS_SHIM_FN(cudaGetErrorString);
   GDS_SHIM_FN(cudaDeviceGetPCIBusId);
   GDS_SHIM_FN(cudaRuntimeGetVersion);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "../buffers.hpp"
+#include "../clock.hpp"
 #include "../error.hpp"
 #include "cuda.hpp"
 #include "device.hpp"
@@ -11,40 +12,85 @@
 namespace gds::gpu {
 namespace {
 
-// Each copy is followed by an event on the stream; poll and wait ask that event.
+// Each copy is followed by a timing event; poll and wait ask that event, and
+// its GPU timestamp, carried onto the host clock by an anchor event whose
+// host time is known, says when the copy finished. cudaEventElapsedTime is a
+// float of milliseconds, so the anchor moves forward about once a second
+// (through a second anchor event queued behind the copies) to keep its
+// resolution near a microsecond however long the run.
 class CudaStream final : public CopyStream {
  public:
   CudaStream(CudaRuntime& rt, unsigned slots) : rt_(rt), events_(slots, nullptr) {
     rt_.check(rt_.cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    for (auto& e : events_) rt_.check(rt_.cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    for (auto& e : events_) rt_.check(rt_.cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+    for (auto& e : anchors_) rt_.check(rt_.cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate");
+    // The first anchor: an empty stream reaches it at once; spin (not sleep)
+    // so the host time taken lags the GPU's by about a microsecond.
+    rt_.check(rt_.cudaEventRecord(anchors_[0], stream_), "cudaEventRecord");
+    cudaError_t err;
+    while ((err = rt_.cudaEventQuery(anchors_[0])) == cudaErrorNotReady) {
+    }
+    rt_.check(err, "cudaEventQuery");
+    anchor_ns_ = now_ns();
   }
   ~CudaStream() override {
     if (stream_) rt_.cudaStreamSynchronize(stream_);  // no copy may outlive the buffers it reads
     for (auto e : events_)
       if (e) rt_.cudaEventDestroy(e);
+    for (auto e : anchors_)
+      if (e) rt_.cudaEventDestroy(e);
     if (stream_) rt_.cudaStreamDestroy(stream_);
   }
 
   void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) override {
+    if (!next_pending_ && now_ns() - anchor_ns_ > kAnchorPeriodNs) {  // move the anchor forward
+      rt_.check(rt_.cudaEventRecord(anchors_[1 - current_], stream_), "cudaEventRecord");
+      next_pending_ = true;
+    }
     rt_.check(rt_.cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
     rt_.check(rt_.cudaEventRecord(events_[slot], stream_), "cudaEventRecord");
   }
 
-  bool poll(unsigned slot) override {
+  bool poll(unsigned slot, uint64_t* done_ns) override {
     cudaError_t err = rt_.cudaEventQuery(events_[slot]);
     if (err == cudaErrorNotReady) return false;
     rt_.check(err, "copy to device (cudaMemcpyAsync)");
+    *done_ns = finished_at(slot);
     return true;
   }
 
-  void wait(unsigned slot) override {
+  uint64_t wait(unsigned slot) override {
     rt_.check(rt_.cudaEventSynchronize(events_[slot]), "copy to device (cudaMemcpyAsync)");
+    return finished_at(slot);
   }
 
  private:
+  static constexpr uint64_t kAnchorPeriodNs = 1000000000;
+
+  // Host time of a completed event: the anchor's plus the GPU time between them.
+  uint64_t since_anchor(cudaEvent_t event) {
+    float ms = 0;
+    rt_.check(rt_.cudaEventElapsedTime(&ms, anchors_[current_], event), "cudaEventElapsedTime");
+    return uint64_t(int64_t(anchor_ns_) + int64_t(double(ms) * 1e6));
+  }
+
+  uint64_t finished_at(unsigned slot) {
+    // The next anchor was queued before this copy, so it is done too: adopt it.
+    if (next_pending_ && rt_.cudaEventQuery(anchors_[1 - current_]) == cudaSuccess) {
+      anchor_ns_ = since_anchor(anchors_[1 - current_]);
+      current_ = 1 - current_;
+      next_pending_ = false;
+    }
+    return since_anchor(events_[slot]);
+  }
+
   CudaRuntime& rt_;
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_;
+  cudaEvent_t anchors_[2] = {nullptr, nullptr};
+  unsigned current_ = 0;       // which anchor's host time is known
+  uint64_t anchor_ns_ = 0;     // that host time
+  bool next_pending_ = false;  // the other anchor is queued and not yet adopted
 };
 
 // Huge-page host buffers registered with CUDA (page-locked for DMA).

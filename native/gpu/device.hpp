@@ -19,18 +19,19 @@
 namespace gds::gpu {
 
 // An in-order queue of host-to-device copies for one worker thread. Each copy
-// belongs to a request slot. The worker stamps a copy complete when it sees
-// it done (poll or wait), as it stamps a read when it reaps it: no host
-// callback, whose one thread per device CUDA may serialise across streams
-// and which would then, not the copies, set the pace of small blocks.
+// belongs to a request slot and reports when it finished, on the now_ns()
+// clock: not when the worker happened to look (that can be a whole read
+// later, while it waits for reads), and not by a host callback (CUDA runs
+// those on one thread per device, which would then set the pace).
 class CopyStream {
  public:
   virtual ~CopyStream() = default;
   virtual void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) = 0;
-  // Non-blocking: true once slot's copy is done. Throws IoError if it failed.
-  virtual bool poll(unsigned slot) = 0;
-  // Blocks until slot's copy is done. Throws IoError if it failed.
-  virtual void wait(unsigned slot) = 0;
+  // Non-blocking: true (and when the copy finished) once slot's copy is done.
+  // Throws IoError if the copy failed.
+  virtual bool poll(unsigned slot, uint64_t* done_ns) = 0;
+  // Blocks until slot's copy is done; returns when it finished.
+  virtual uint64_t wait(unsigned slot) = 0;
 };
 
 // Memory is handed out as shared_ptr<char> whose deleter frees it the

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../buffers.hpp"
+#include "../clock.hpp"
 #include "../error.hpp"
 #include "device.hpp"
 
@@ -24,7 +25,7 @@ struct SimOptions {
 
 class SimStream final : public CopyStream {
  public:
-  SimStream(unsigned slots, SimOptions options) : state_(slots, kIdle), options_(options) {
+  SimStream(unsigned slots, SimOptions options) : done_ns_(slots, 0), state_(slots, kIdle), options_(options) {
     thread_ = std::thread([this] { copier(); });
   }
   ~SimStream() override {
@@ -43,15 +44,17 @@ class SimStream final : public CopyStream {
     cv_.notify_all();
   }
 
-  bool poll(unsigned slot) override {
+  bool poll(unsigned slot, uint64_t* done_ns) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return finished(slot);
+    return finished(slot, done_ns);
   }
 
-  void wait(unsigned slot) override {
+  uint64_t wait(unsigned slot) override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return state_[slot] != kPending; });
-    finished(slot);
+    uint64_t t = 0;
+    finished(slot, &t);
+    return t;
   }
 
  private:
@@ -63,11 +66,12 @@ class SimStream final : public CopyStream {
     unsigned slot;
   };
 
-  bool finished(unsigned slot) {  // mu_ held
+  bool finished(unsigned slot, uint64_t* done_ns) {  // mu_ held
     if (state_[slot] == kFailed)
       throw IoError("simulated device: copy to device failed (injected fault at copy " +
                     std::to_string(options_.fail_copy) + ")");
     if (state_[slot] != kDone) return false;
+    *done_ns = done_ns_[slot];
     state_[slot] = kIdle;
     return true;
   }
@@ -83,12 +87,15 @@ class SimStream final : public CopyStream {
       bool fail = ++copies_ == options_.fail_copy;
       if (!fail) std::memcpy(c.dst, c.src, c.n);
       if (options_.copy_delay_us) std::this_thread::sleep_for(std::chrono::microseconds(options_.copy_delay_us));
+      uint64_t t = now_ns();  // when the copy finished, as a GPU's event would say
       lock.lock();
+      done_ns_[c.slot] = t;
       state_[c.slot] = fail ? kFailed : kDone;
       cv_.notify_all();
     }
   }
 
+  std::vector<uint64_t> done_ns_;
   std::vector<State> state_;
   std::deque<Copy> queue_;  // at most `slots` entries, allocated as the pipeline first fills
   std::mutex mu_;
