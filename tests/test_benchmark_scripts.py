@@ -53,3 +53,12 @@ def test_gpu_modes_without_io_uring_keeps_the_reads_in_flight_with_threads_and_s
         assert (jobs[mode]["engine"], jobs[mode]["threads"], jobs[mode]["qd"]) == ("psync", 32, 1)
     assert "io_uring UNAVAILABLE" in note and "built without liburing" in note
     assert jobs["gds"]["threads"] == 32 and "qd" not in jobs["gds"]
+
+
+def test_bounce_target_is_judged_against_the_cpu_runs_either_side():
+    gpu_modes = load("gpu_modes")
+    # a disk drifting 3.0 -> 2.0 GB/s under bounce runs at 90% of it: drift cancels
+    cpu, bounce = [3.0, 2.75, 2.5, 2.25, 2.0], [0.9 * 2.875, 0.9 * 2.625, 0.9 * 2.375, 0.9 * 2.125]
+    assert round(gpu_modes.bounce_ratio(cpu, bounce, 50.0), 6) == 0.9
+    # where the host-to-device copy is the slower side, it is the ceiling
+    assert round(gpu_modes.bounce_ratio([3.0, 3.0], [1.8], 2.0), 6) == 0.9
