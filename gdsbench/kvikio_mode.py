@@ -192,26 +192,26 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
         deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None
         inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at), oldest first
         free = deque(range(spec.qd))
-        counted = done_bytes = ops = 0
+        done_bytes = ops = 0
         measuring = False
         last = 0
         position = 0
 
-        def start_measuring(completing: int) -> None:
-            nonlocal measuring, counted, window_cpu0, thread_cpu0
+        def start_measuring() -> None:
+            nonlocal measuring, window_cpu0, thread_cpu0
             measuring = True
             window_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
             thread_cpu0 = _cpu_seconds(resource.RUSAGE_THREAD)
-            counted = len(inflight) + completing
 
         try:
             while True:
                 while free:
                     now = time.monotonic_ns()
                     if not measuring and now >= measure_start:
-                        start_measuring(0)
+                        start_measuring()
+                    # --io-size: completions in the window plus reads outstanding, so exactly the budget completes
                     if (deadline is not None and now >= deadline) or (
-                            measuring and budget is not None and counted >= budget):
+                            measuring and budget is not None and ops + len(inflight) >= budget):
                         break
                     index = free.popleft()
                     if position and position % len(offsets) == 0:
@@ -226,7 +226,6 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                     # after the next --qd preads: else its latency, and the depth, would read --qd times high
                     done_at = time.monotonic_ns() if future.done() else None
                     inflight.append((future, now, off, index, done_at))
-                    counted += measuring
                 if not inflight:
                     break
                 future, started, off, index, done_at = inflight.popleft()
@@ -245,8 +244,8 @@ def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
                         first_bad = first
                     mismatches += bad
                 if not measuring and end >= measure_start:
-                    start_measuring(1)
-                if not measuring:
+                    start_measuring()
+                if end < measure_start:  # finished during the ramp, whenever it was collected
                     continue
                 samples.append(end - started)
                 done_bytes += spec.bs

@@ -266,6 +266,13 @@ def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, mon
     assert r.ops == 8 and r.bytes == 8 * MiB and r.latency.count == 8
     # reads done inside pread() end there, not when their future is collected qd preads later
     assert r.in_flight < 1.5
+    # with a ramp: reads that finished during it are left out, whenever their futures are collected
+    ramped = spec.replace(io_size=0, runtime_ns=150_000_000, ramp_ns=50_000_000, pattern="seq")
+    raw, _ = kvikio_mode.run(ramped)
+    r = Result.from_native(ramped, raw)
+    assert r.ops > 0 and sum(r.timeline_bytes) == r.bytes and r.elapsed_ns >= 150_000_000
+    raw, _ = kvikio_mode.run(spec.replace(ramp_ns=20_000_000))
+    assert Result.from_native(spec, raw).bytes == 8 * MiB  # --io-size after a ramp: exactly the budget
     assert settings["num_threads"] == 3  # --kvikio-threads applied
     assert "compatibility mode" in path and "NOT GPUDirect" in path
     kvikio_mode.run(spec.replace(kvikio_threads=0))
