@@ -434,8 +434,9 @@ def main() -> int:
                 record["points"][event["bs"]] = event
                 paths[label] = event["data_path"]
                 note = verified["text"]
-                if event["warnings"]:
-                    note += "; " + "; ".join(w for w in event["warnings"] if "kvikio mode: latency" not in w)[:160]
+                shown = [w for w in event["warnings"] if "kvikio mode: latency" not in w]
+                if shown:
+                    note += "; " + "; ".join(shown)[:160]
                 rows.append([label, event["bs"], format_rate(s["bandwidth_bytes_per_s"]), f"{s['iops']:,.0f}",
                              format_duration(s["lat_p50_ns"]), format_duration(s["lat_p99_ns"]),
                              f"{s['in_flight']:.1f} ({event['threads']}x{event['qd']} {event['engine']})", fmt_cpu(s),
