@@ -3,7 +3,8 @@
 // cuFile's synchronous API has no queue depth. Whether the read really went
 // GPUDirect or through cuFile's compatibility mode (POSIX reads and a bounce
 // inside libcufile) is decided by the platform, and recorded by the Python
-// layer from nvidia-fs and cufile.json. Untested on a GPU in this project's CI.
+// layer from nvidia-fs and cufile.json. Run on an H200 in compatibility mode only
+// (results/device/); never yet with nvidia-fs.
 #include <cerrno>
 
 #include "../engine.hpp"

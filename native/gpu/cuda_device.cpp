@@ -1,5 +1,5 @@
 // A real CUDA device, through the run-time loaded runtime (cuda.hpp).
-// Untested on a GPU in this project's CI: see README's GPU status.
+// Run on an H200 (results/device/); CI has no GPU: see README's GPU status.
 #include <memory>
 #include <vector>
 
