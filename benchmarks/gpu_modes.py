@@ -46,10 +46,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import RESULTS, markdown_table, write_outputs  # noqa: E402
 
 import gdsbench  # noqa: E402
-from gdsbench import _native, gpu, pagecache  # noqa: E402
-from gdsbench.units import format_duration, format_rate, format_size, parse_size  # noqa: E402
+from gdsbench import _native  # noqa: E402
+from gdsbench.job.modes import MODES  # noqa: E402
+from gdsbench.job.units import format_duration, format_rate, format_size, parse_size  # noqa: E402
+from gdsbench.system import gpu, pagecache  # noqa: E402
 
-MODES = ["cpu", "bounce", "gds", "kvikio", "cached-bounce"]  # most telling first, should time run short
 SIZES = ["4K", "128K", "1M", "16M"]
 COLD_BYTES = 1 << 30
 COLD_REPEATS = 3
@@ -95,15 +96,15 @@ def child_mode(task: dict) -> None:
 
 
 def child_pairs(task: dict) -> None:
-    """Storage into host memory (A: cpu mode) against the same reads bounced
-    into GPU memory (B), A B A B ... A at each size, so each B sits between
-    two A's taken just before and after it: a drifting or noisy disk cancels."""
+    """Storage into host memory (A: the storage job) against the same reads
+    bounced into GPU memory (B: the bounce job), A B A B ... A at each size, so
+    each B sits between two A's taken just before and after it: a drifting or
+    noisy disk cancels."""
     for text in task["sizes"]:
         for i in range(2 * task["pairs"] + 1):
-            mode = "cpu" if i % 2 == 0 else "bounce"
-            r = gdsbench.run(gdsbench.JobSpec(**dict(task["job"], mode=mode, bs=parse_size(text))),
-                             record_environment=False)
-            emit(kind="pair_run", bs=text, mode=mode, bytes_per_s=r.bandwidth)
+            role = "storage" if i % 2 == 0 else "bounce"
+            r = gdsbench.run(gdsbench.JobSpec(**dict(task[role], bs=parse_size(text))), record_environment=False)
+            emit(kind="pair_run", bs=text, role=role, bytes_per_s=r.bandwidth)
 
 
 def h2d_rate(nbytes: int, total: int = 256 << 20) -> float:
@@ -153,7 +154,7 @@ def child_cold(task: dict) -> None:
         import kvikio
         import kvikio.defaults
 
-        from gdsbench import kvikio_mode
+        from gdsbench.execution import kvikio_mode
 
         kvikio.defaults.set({"num_threads": threads})
         data = cupy.empty(size, dtype=cupy.uint8)
@@ -465,23 +466,30 @@ def main() -> int:
                         [:300])
         return ok[0] and len(record["points"]) == len(task["sizes"])
 
-    for mode in MODES:
-        if mode in ("gds", "kvikio") and simulated:
+    # The plan, most telling first should time run short. On the CPU stand-in
+    # (--gpu-backend sim) only the modes it can stand in for run.
+    def runnable(mode: str) -> bool:
+        if simulated and not MODES[mode].simulated:
             message_row(mode, "-", "cannot run here: the simulation stands in for the bounce pipeline only")
-            continue
-        done = run_mode(mode, mode)
-        if mode == "bounce" and done and not simulated:
-            bounce_against_storage(args, children, jobs["cpu"], h2d, [s for s in sizes if parse_size(s) >= 1 << 20],
-                                   raw, rows, save)
-        if mode == "gds" and not done:  # a second try with cuFile's compatibility mode forced, labelled so
-            done = run_mode("gds (forced compat)", "gds", {"CUFILE_FORCE_COMPAT_MODE": "true"})
-            compat_env = {"CUFILE_FORCE_COMPAT_MODE": "true"}
-        else:
-            compat_env = None
-        if mode == "gds" and done:  # buffers registered with cuFile (--gds-register), where gds ran at all
-            run_mode("gds registered", "gds", compat_env, {"gds_register": True}, [s for s in sizes if s in ("1M", "16M")])
-        if mode == "kvikio" and not simulated:
-            cold_comparison(args, children, cold_file, raw, rows, notes, save)
+            return False
+        return True
+
+    large = [s for s in sizes if parse_size(s) >= 1 << 20]
+    run_mode("cpu", "cpu")
+    if run_mode("bounce", "bounce") and not simulated:
+        bounce_against_storage(args, children, jobs["cpu"], jobs["bounce"], h2d, large, raw, rows, save)
+    if runnable("gds"):
+        compat = None
+        if not run_mode("gds", "gds"):  # a second try with cuFile's compatibility mode forced, labelled so
+            compat = {"CUFILE_FORCE_COMPAT_MODE": "true"}
+            if not run_mode("gds (forced compat)", "gds", compat):
+                compat = False
+        if compat is not False:  # buffers registered with cuFile (--gds-register), where gds ran at all
+            run_mode("gds registered", "gds", compat or None, {"gds_register": True}, large)
+    if runnable("kvikio"):
+        run_mode("kvikio", "kvikio")
+        cold_comparison(args, children, cold_file, raw, rows, notes, save)
+    run_mode("cached-bounce", "cached-bounce")
 
     save()
     raw["elapsed_s"] = round(time.monotonic() - started, 1)
@@ -498,8 +506,8 @@ def bounce_ratio(cpu: list[float], bounce: list[float], h2d: float) -> float:
     return statistics.median(b / min((cpu[i] + cpu[i + 1]) / 2, h2d) for i, b in enumerate(bounce))
 
 
-def bounce_against_storage(args, children: Children, job: dict, h2d: dict, sizes: list[str], raw: dict, rows: list,
-                           save) -> None:
+def bounce_against_storage(args, children: Children, storage_job: dict, bounce_job: dict, h2d: dict, sizes: list[str],
+                           raw: dict, rows: list, save) -> None:
     """The bounce target, judged on alternating runs: bounce at each size over
     min(storage -> host from its two neighbouring cpu runs, pinned host -> device)."""
     pairs = 3
@@ -510,12 +518,12 @@ def bounce_against_storage(args, children: Children, job: dict, h2d: dict, sizes
             runs.append(event)
         elif event.get("kind") == "failed":
             raw["bounce_vs_storage"]["error"] = event["message"]
-    raw["bounce_vs_storage"]["child"] = outcome = children.run(
-        "bounce vs storage", {"kind": "pairs", "job": job, "sizes": sizes, "pairs": pairs}, 15 + len(sizes) *
-        (2 * pairs + 1) * (args.runtime + args.ramp + 1), on_event)
+    task = {"kind": "pairs", "storage": storage_job, "bounce": bounce_job, "sizes": sizes, "pairs": pairs}
+    limit = 15 + len(sizes) * (2 * pairs + 1) * (args.runtime + args.ramp + 1)
+    raw["bounce_vs_storage"]["child"] = outcome = children.run("bounce vs storage", task, limit, on_event)
     for text in sizes:
-        a = [r["bytes_per_s"] for r in runs if r["bs"] == text and r["mode"] == "cpu"]
-        b = [r["bytes_per_s"] for r in runs if r["bs"] == text and r["mode"] == "bounce"]
+        a = [r["bytes_per_s"] for r in runs if r["bs"] == text and r["role"] == "storage"]
+        b = [r["bytes_per_s"] for r in runs if r["bs"] == text and r["role"] == "bounce"]
         key = f"bounce {text} vs min(storage, H2D)"
         if not b or len(a) < len(b) + 1 or not h2d.get(text):
             raw["verdicts"][key] = False

@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, write_outputs  # noqa: E402
 
 import gdsbench  # noqa: E402
-from gdsbench import parallel  # noqa: E402
-from gdsbench.units import format_count, format_duration, format_rate, format_size  # noqa: E402
+from gdsbench.execution import processes  # noqa: E402
+from gdsbench.job.units import format_count, format_duration, format_rate, format_size  # noqa: E402
 
 PROCS = [1, 2, 4, 8]
 WARM_FILE = os.path.join("results", "scratch", "scaling-warm.dat")
@@ -34,7 +34,7 @@ WARM_FILE = os.path.join("results", "scratch", "scaling-warm.dat")
 def measure(spec: gdsbench.JobSpec, repeats: int) -> tuple[gdsbench.Result, float]:
     """The median-bandwidth result of `repeats` runs, and the median aggregation time."""
     results, aggregation = [], []
-    original = parallel.aggregate
+    original = processes.aggregate
 
     def timed(*args, **kw):
         t = time.perf_counter()
@@ -42,12 +42,12 @@ def measure(spec: gdsbench.JobSpec, repeats: int) -> tuple[gdsbench.Result, floa
         aggregation.append(time.perf_counter() - t)
         return out
 
-    parallel.aggregate = timed
+    processes.aggregate = timed
     try:
         for _ in range(repeats):
             results.append(gdsbench.run(spec, record_environment=False))
     finally:
-        parallel.aggregate = original
+        processes.aggregate = original
     results.sort(key=lambda r: r.bandwidth)
     return results[len(results) // 2], statistics.median(aggregation) if aggregation else 0.0
 

@@ -28,8 +28,8 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, write_outputs  # noqa: E402
 
-from gdsbench import sweep  # noqa: E402
-from gdsbench.store import POINTS_JSONL  # noqa: E402
+from gdsbench.results import sweep  # noqa: E402
+from gdsbench.results.store import POINTS_JSONL  # noqa: E402
 
 TARGET_MS = 50.0
 

@@ -45,9 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, median, write_outputs  # noqa: E402
 
 import gdsbench  # noqa: E402
-from gdsbench.spec import spec_from_values  # noqa: E402
-from gdsbench.target import describe, inspect  # noqa: E402
-from gdsbench.units import format_duration, format_rate  # noqa: E402
+from gdsbench.job.spec import spec_from_values  # noqa: E402
+from gdsbench.system.target import describe, inspect  # noqa: E402
+from gdsbench.job.units import format_duration, format_rate  # noqa: E402
 
 SCRATCH = os.path.join("results", "scratch")
 
@@ -197,7 +197,7 @@ def main() -> int:
 
     os.makedirs(SCRATCH, exist_ok=True)
     files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat")}
-    gdsbench.prepare(files["disk"], gdsbench.units.parse_size(args.disk_size))
+    gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(args.disk_size))
     gdsbench.prepare(files["warm"], 1 << 30)
     counters = DiskCounters(files["disk"])
 

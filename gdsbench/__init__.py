@@ -7,17 +7,17 @@
 
 __version__ = "0.1.0"
 
-from .errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
-from .prepare import prepare  # noqa: E402
-from .result import Result  # noqa: E402
-from .runner import run  # noqa: E402
-from .spec import JobSpec  # noqa: E402
+from gdsbench.job.errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
+from gdsbench.system.prepare import prepare  # noqa: E402
+from gdsbench.job.result import Result  # noqa: E402
+from gdsbench.execution.runner import run  # noqa: E402
+from gdsbench.job.spec import JobSpec  # noqa: E402
 
 
 def __getattr__(name: str):
     # load() brings in pandas; import it on first use so `gdsbench run` starts fast.
     if name == "load":
-        from .store import load
+        from gdsbench.results.store import load
 
         return load
     raise AttributeError(f"module 'gdsbench' has no attribute {name!r}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__
-from .commands import COMMANDS
-from .errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
+from gdsbench import __version__
+from gdsbench.commands import COMMANDS
+from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.handler.run(args)
     except GdsbenchError as e:
-        from . import mpi
+        from gdsbench.execution import mpi
 
         if mpi.world_or_none() is not None:  # one rank failing ends them all, naming itself
             mpi.abort(str(e), e.exit_code)

@@ -28,26 +28,41 @@ py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
   return a;
 }
 
+// Every field a run reports, listed once: the dicts built here and the names
+// exported to Python (gdsbench.execution.record checks its records against
+// them on import, so a field added on one side only fails at once).
+#define GDS_THREAD_FIELDS(X)                                                                                  \
+  X(gpu) X(latency) X(bytes) X(ops) X(first_submit_ns) X(last_complete_ns) X(cpu_user_s) X(cpu_sys_s)        \
+      X(verified_blocks) X(verify_mismatches) X(first_mismatch_offset) X(passes) X(reads_while_copying)        \
+          X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns)
+#define GDS_JOB_FIELDS(X)                                                                                      \
+  X(interrupted) X(start_skew_ns) X(process_cpu_user_s) X(process_cpu_sys_s) X(window_cpu_user_s)              \
+      X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns)
+
 py::dict thread_dict(const gds::ThreadResult& t) {
   py::dict d;
-  d["gpu"] = t.gpu;
-  d["latency"] = t.latency;
-  d["bytes"] = t.bytes;
-  d["ops"] = t.ops;
-  d["first_submit_ns"] = t.first_submit_ns;
-  d["last_complete_ns"] = t.last_complete_ns;
+#define GDS_PUT(name) d[#name] = t.name;
+  GDS_THREAD_FIELDS(GDS_PUT)
+#undef GDS_PUT
   d["timeline_bytes"] = to_array(t.timeline_bytes.data(), t.timeline_bytes.size());
-  d["cpu_user_s"] = t.cpu_user_s;
-  d["cpu_sys_s"] = t.cpu_sys_s;
-  d["verified_blocks"] = t.verified_blocks;
-  d["verify_mismatches"] = t.verify_mismatches;
-  d["first_mismatch_offset"] = t.first_mismatch_offset;
-  d["passes"] = t.passes;
-  d["reads_while_copying"] = t.reads_while_copying;
-  d["stonewall_bytes"] = t.stonewall_bytes;
-  d["stonewall_ops"] = t.stonewall_ops;
-  d["stonewall_ns"] = t.stonewall_ns;
   return d;
+}
+
+py::dict job_dict(const gds::JobResult& r) {
+  py::dict d;
+#define GDS_PUT(name) d[#name] = r.name;
+  GDS_JOB_FIELDS(GDS_PUT)
+#undef GDS_PUT
+  py::list threads;
+  for (const auto& t : r.threads) threads.append(thread_dict(t));
+  d["threads"] = threads;
+  return d;
+}
+
+py::tuple field_names(std::initializer_list<const char*> names) {
+  py::list out;
+  for (const char* n : names) out.append(n);
+  return py::tuple(out);
 }
 
 // The Python checker of GPU memory (gdsbench.pattern.check_device), called
@@ -115,20 +130,7 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
     throw;
   }
   if (callback_error) throw std::move(*callback_error);
-  py::dict d;
-  py::list threads;
-  for (const auto& t : r.threads) threads.append(thread_dict(t));
-  d["threads"] = threads;
-  d["interrupted"] = r.interrupted;
-  d["start_skew_ns"] = r.start_skew_ns;
-  d["process_cpu_user_s"] = r.process_cpu_user_s;
-  d["process_cpu_sys_s"] = r.process_cpu_sys_s;
-  d["window_cpu_user_s"] = r.window_cpu_user_s;
-  d["window_cpu_sys_s"] = r.window_cpu_sys_s;
-  d["wall_ns"] = r.wall_ns;
-  d["start_realtime_ns"] = r.start_realtime_ns;
-  d["first_done_ns"] = r.first_done_ns;
-  return d;
+  return job_dict(r);
 }
 
 py::buffer_info contiguous(const py::buffer& b, bool writable) {
@@ -148,10 +150,10 @@ PYBIND11_MODULE(_native, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const gds::InputError& e) {
-      py::object cls = py::module_::import("gdsbench.errors").attr("UsageError");
+      py::object cls = py::module_::import("gdsbench.job.errors").attr("UsageError");
       PyErr_SetString(cls.ptr(), e.what());
     } catch (const gds::IoError& e) {
-      py::object cls = py::module_::import("gdsbench.errors").attr("IoFailure");
+      py::object cls = py::module_::import("gdsbench.job.errors").attr("IoFailure");
       PyErr_SetString(cls.ptr(), e.what());
     }
   });
@@ -175,12 +177,14 @@ PYBIND11_MODULE(_native, m) {
   GDS_FIELD(verify);
   GDS_FIELD(seed);
   GDS_FIELD(interval_ns);
-  GDS_FIELD(mode);
   GDS_FIELD(gpu);
   GDS_FIELD(gpu_backend);
   GDS_FIELD(gds_register);
   GDS_FIELD(stonewall);
 #undef GDS_FIELD
+  job.def_property(
+      "mode", [](const gds::Job& j) { return std::string(gds::mode_name(j.mode)); },
+      [](gds::Job& j, const std::string& name) { j.mode = gds::parse_mode(name); });
 
   py::class_<LatencyHistogram>(m, "LatencyHistogram")
       .def(py::init<>())
@@ -308,6 +312,12 @@ PYBIND11_MODULE(_native, m) {
             return out;
           }, py::arg("count"), "The next `count` byte offsets.");
 
+#define GDS_NAME(name) #name,
+  m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_FIELDS(GDS_NAME) "timeline_bytes"});
+  m.attr("JOB_RESULT_FIELDS") = field_names({GDS_JOB_FIELDS(GDS_NAME) "threads"});
+#undef GDS_NAME
+  m.attr("MAX_BS") = gds::kMaxBlock;
+  m.attr("MAX_THREADS") = gds::kMaxThreads;
   m.attr("PATTERN_BLOCK") = gds::pattern::kBlock;
   m.attr("PATTERN_MAGIC") = gds::pattern::kMagic;
 }

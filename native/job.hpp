@@ -10,6 +10,15 @@
 
 namespace gds {
 
+constexpr uint64_t kMaxBlock = 1ull << 30;  // bytes per read: under Linux's 2 GiB cap on one read(2)
+constexpr uint32_t kMaxThreads = 1024;      // per process; beyond this, threads only contend
+
+// Where the bytes go. gdsbench/job/modes.py declares every mode; the native
+// core runs these four (kvikio is driven from Python).
+enum class Mode { kCpu, kBounce, kCachedBounce, kGds };
+Mode parse_mode(const std::string& name);  // the one place a mode name is read; InputError if unknown
+const char* mode_name(Mode mode);
+
 struct Job {
   std::string path;
   std::string engine = "psync";
@@ -27,13 +36,15 @@ struct Job {
   bool verify = false;           // check every block against the prepare pattern
   uint64_t seed = 1;             // random order
   uint64_t interval_ns = 100000000;  // throughput timeline resolution
-  // Where the bytes go: "cpu" (host memory), "bounce" / "cached-bounce" (pinned
-  // host staging, then a copy to the GPU) or "gds" (cuFile into GPU memory).
-  std::string mode = "cpu";
-  std::string gpu = "0";            // GPU indexes, "0" or "0,1": threads take them round-robin
+  Mode mode = Mode::kCpu;
+  std::vector<int> gpu{0};          // GPU indexes: threads take them round-robin
   std::string gpu_backend = "cuda"; // "cuda", or "sim": a CPU stand-in for tests (gpu/device.hpp)
   bool gds_register = false;        // cuFileBufRegister the device buffers (gds)
   bool stonewall = false;           // when the first worker finishes, every worker notes what it had done
+
+  // Reads land in pinned host memory and are then copied to the GPU.
+  bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }
+  bool on_gpu() const { return mode != Mode::kCpu; }
 };
 
 struct ThreadResult {

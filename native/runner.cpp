@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -20,48 +19,29 @@ namespace {
 
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
 
+// Internal invariants: gdsbench/job/spec.py checks every option and rule
+// first, with messages for users; these catch a Job built some other way.
 void check_job(const Job& job) {
   const EngineInfo& engine = engine_by_name(job.engine);
-  GDS_EXPECT(job.bs > 0 && job.bs <= UINT32_MAX, "--bs must be between 1 byte and 4 GiB");
+  GDS_EXPECT(job.bs > 0 && job.bs <= kMaxBlock, "--bs must be between 1 byte and 1 GiB");
   GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth,
              "--qd " + std::to_string(job.qd) + ": the " + engine.name +
                  " engine takes a queue depth from 1 to " + std::to_string(engine.max_depth));
-  GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd,
-             "--submit-batch must be between 1 and --qd");
-  GDS_EXPECT(job.threads >= 1, "--threads must be at least 1");
+  GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd, "--submit-batch must be between 1 and --qd");
+  GDS_EXPECT(job.threads >= 1 && job.threads <= kMaxThreads, "--threads must be between 1 and 1024");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
-  GDS_EXPECT(job.mode == "cpu" || job.mode == "bounce" || job.mode == "cached-bounce" || job.mode == "gds",
-             "--mode " + job.mode + ": the native core runs cpu, bounce, cached-bounce and gds");
-  GDS_EXPECT((job.mode == "gds") == (job.engine == "cufile"), "--mode gds reads with the cufile engine, and only it does");
-  GDS_EXPECT(job.size / job.bs >= job.threads,
-             "the region (--size) must hold at least one --bs block per thread");
+  GDS_EXPECT((job.mode == Mode::kGds) == (job.engine == std::string("cufile")),
+             "--mode gds reads with the cufile engine, and only it does");
+  GDS_EXPECT(job.size / job.bs >= job.threads, "the region (--size) must hold at least one --bs block per thread");
   GDS_EXPECT(job.runtime_ns || job.io_size, "give --runtime or --io-size: nothing would stop the run");
   GDS_EXPECT(job.interval_ns > 0, "--interval must be positive");
+  GDS_EXPECT(!job.on_gpu() || !job.gpu.empty(), "--gpu: give at least one GPU index");
   GDS_EXPECT(!job.verify || (job.bs % 4096 == 0 && job.offset % 4096 == 0),
              "--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4 KiB");
 }
 
-// "0" or "0,2,3" -> {0} or {0, 2, 3}
-std::vector<int> parse_gpus(const std::string& text) {
-  std::vector<int> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    GDS_EXPECT(!item.empty() && *end == '\0' && v >= 0,
-               "--gpu " + text + ": give GPU indexes such as 0 or 0,1");
-    out.push_back(int(v));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 std::vector<WorkerPlan> plan_workers(const Job& job) {
   const uint64_t nblocks = job.size / job.bs;
-  const std::vector<int> gpus = parse_gpus(job.gpu);
   const uint64_t budget_total = job.io_size ? job.io_size / job.bs : 0;
   std::vector<WorkerPlan> plans(job.threads);
   for (uint32_t i = 0; i < job.threads; ++i) {
@@ -69,7 +49,7 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
     plans[i].index = i;
     plans[i].first_byte = job.offset + lo * job.bs;
     plans[i].nblocks = hi - lo;
-    if (job.mode != "cpu") plans[i].gpu = gpus[i % gpus.size()];  // round-robin over threads
+    if (job.on_gpu()) plans[i].gpu = job.gpu[i % job.gpu.size()];  // round-robin over threads
     if (job.io_size)
       plans[i].block_budget = budget_total / job.threads + (i < budget_total % job.threads ? 1 : 0);
   }

@@ -15,11 +15,6 @@
 #include "pattern.hpp"
 
 namespace gds {
-namespace {
-
-bool staged(const Job& job) { return job.mode == "bounce" || job.mode == "cached-bounce"; }
-
-}  // namespace
 
 Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
     : job_(job), plan_(plan), control_(control) {}
@@ -50,21 +45,20 @@ void Worker::release() noexcept {
 //   gds            qd slots in device memory, read by cuFile directly
 void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
-  const bool gpu_mode = job_.mode != "cpu";
-  const unsigned slots = staged(job_) ? 2 * job_.qd : job_.qd;
+  const unsigned slots = job_.staged() ? 2 * job_.qd : job_.qd;
   const size_t bytes = size_t(job_.bs) * slots;
   requests_.resize(slots);
-  if (gpu_mode) {
+  if (job_.on_gpu()) {
     device_ = gpu::open_device(job_.gpu_backend, plan_.gpu);
     device_->make_current();  // this thread's allocations, streams and cuFile calls use it
     result_.gpu = plan_.gpu;
     device_memory_ = device_->alloc_device(bytes);
-    if (staged(job_)) {
+    if (job_.staged()) {
       staging_ = device_->alloc_pinned(bytes);
       copies_ = device_->stream(slots);
     }
     if (job_.verify && !device_->simulated() && !control_.verify_device)
-      throw InputError("--verify in --mode " + job_.mode + " checks GPU memory with cupy, which is not installed");
+      throw InputError(std::string("--verify in --mode ") + mode_name(job_.mode) + " checks GPU memory with cupy, which is not installed");
   } else {
     host_ = std::make_unique<HostBuffers>(bytes);
   }

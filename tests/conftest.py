@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from gdsbench import cli, prepare
+from gdsbench import cli
+from gdsbench import prepare
 
 MiB = 1024 * 1024
 

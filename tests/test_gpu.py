@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from gdsbench import IoFailure, JobSpec, UsageError, _native, gpu, run
-from gdsbench.pattern import check_blocks
+from gdsbench import IoFailure, JobSpec, UsageError, _native, run
+from gdsbench.system import gpu
+from gdsbench.system.pattern import check_blocks
 
 MiB = 1024 * 1024
 NO_GPU = gpu.status()["cuda"]["cudart_error"]
@@ -254,25 +255,25 @@ def fake_kvikio_modules(monkeypatch):
 
 
 def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, monkeypatch):
-    from gdsbench import kvikio_mode
-    from gdsbench.result import Result
-    from gdsbench.runner import plan
+    from gdsbench.execution import kvikio_mode
+    from gdsbench.job.result import Result
+    from gdsbench.execution.runner import plan
 
     settings = fake_kvikio_modules(monkeypatch)
     spec = plan(JobSpec(path=pattern_file, mode="cpu", bs=MiB, io_size=8 * MiB)).spec.replace(
         mode="kvikio", engine="kvikio", qd=4, kvikio_threads=3, pattern="rand")
     raw, path = kvikio_mode.run(spec)
-    r = Result.from_native(spec, raw, data_path=path)
+    r = Result.from_run(spec, raw, data_path=path)
     assert r.ops == 8 and r.bytes == 8 * MiB and r.latency.count == 8
     # reads done inside pread() end there, not when their future is collected qd preads later
     assert r.in_flight < 1.5
     # with a ramp: reads that finished during it are left out, whenever their futures are collected
     ramped = spec.replace(io_size=0, runtime_ns=150_000_000, ramp_ns=50_000_000, pattern="seq")
     raw, _ = kvikio_mode.run(ramped)
-    r = Result.from_native(ramped, raw)
+    r = Result.from_run(ramped, raw)
     assert r.ops > 0 and sum(r.timeline_bytes) == r.bytes and r.elapsed_ns >= 150_000_000
     raw, _ = kvikio_mode.run(spec.replace(ramp_ns=20_000_000))
-    assert Result.from_native(spec, raw).bytes == 8 * MiB  # --io-size after a ramp: exactly the budget
+    assert Result.from_run(spec, raw).bytes == 8 * MiB  # --io-size after a ramp: exactly the budget
     assert settings["num_threads"] == 3  # --kvikio-threads applied
     assert "compatibility mode" in path and "NOT GPUDirect" in path
     kvikio_mode.run(spec.replace(kvikio_threads=0))
@@ -290,7 +291,7 @@ def test_kvikio_label_follows_what_kvikios_statistics_saw(monkeypatch):
     says cuFile: the label must follow the bytes, not the setting."""
     from types import SimpleNamespace
 
-    from gdsbench import kvikio_mode
+    from gdsbench.execution import kvikio_mode
 
     settings = fake_kvikio_modules(monkeypatch)
     settings.update(compat_mode=False, is_gds_available=True)

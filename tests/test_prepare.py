@@ -2,8 +2,9 @@ import os
 
 import pytest
 
-from gdsbench import UsageError, prepare
-from gdsbench.prepare import created_by_gdsbench
+from gdsbench import UsageError
+from gdsbench import prepare
+from gdsbench.system.prepare import created_by_gdsbench
 
 
 def test_prepare_writes_the_pattern(tmp_path, gdsbench):

@@ -11,9 +11,12 @@ import time
 import numpy as np
 import pytest
 
-from gdsbench import JobSpec, UsageError, _native, load, prepare, run
-from gdsbench.parallel import aggregate, part_specs
-from gdsbench.result import Result
+from gdsbench import JobSpec, UsageError, _native, load, run
+from gdsbench import prepare
+from gdsbench.execution.aggregate import aggregate
+from gdsbench.execution.parts import part_specs
+from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.job.result import Result
 from test_histogram import exact_percentile
 
 MiB = 1 << 20
@@ -24,14 +27,14 @@ MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
 def fake_part(samples, start_ns, nbytes=4096, stonewall_bytes=0):
     h = _native.LatencyHistogram()
     h.add(np.asarray(samples, dtype=np.uint64))
-    thread = {"latency": h, "bytes": nbytes * len(samples), "ops": len(samples), "first_submit_ns": 0,
-              "last_complete_ns": 1_000_000, "timeline_bytes": np.array([nbytes * len(samples)], dtype=np.uint64),
-              "cpu_user_s": 0.1, "cpu_sys_s": 0.2, "verified_blocks": 0, "verify_mismatches": 0,
-              "first_mismatch_offset": 0, "passes": 1, "gpu": -1, "reads_while_copying": 0,
-              "stonewall_bytes": stonewall_bytes, "stonewall_ops": stonewall_bytes // nbytes, "stonewall_ns": 500_000}
-    return {"threads": [thread], "interrupted": False, "start_skew_ns": 0, "process_cpu_user_s": 0.1,
-            "process_cpu_sys_s": 0.2, "window_cpu_user_s": 0.1, "window_cpu_sys_s": 0.2, "wall_ns": 2_000_000,
-            "start_realtime_ns": start_ns, "first_done_ns": 600_000}
+    thread = ThreadRecord(latency=h, bytes=nbytes * len(samples), ops=len(samples), first_submit_ns=0,
+                          last_complete_ns=1_000_000, timeline_bytes=np.array([nbytes * len(samples)], dtype=np.uint64),
+                          cpu_user_s=0.1, cpu_sys_s=0.2, verified_blocks=0, verify_mismatches=0,
+                          first_mismatch_offset=0, passes=1, gpu=-1, reads_while_copying=0,
+                          stonewall_bytes=stonewall_bytes, stonewall_ops=stonewall_bytes // nbytes, stonewall_ns=500_000)
+    return RunRecord(threads=[thread], interrupted=False, start_skew_ns=0, process_cpu_user_s=0.1,
+                     process_cpu_sys_s=0.2, window_cpu_user_s=0.1, window_cpu_sys_s=0.2, wall_ns=2_000_000,
+                     start_realtime_ns=start_ns, first_done_ns=600_000)
 
 
 def test_aggregate_is_the_sum_of_parts_and_percentiles_are_of_the_pooled_samples():
@@ -41,7 +44,7 @@ def test_aggregate_is_the_sum_of_parts_and_percentiles_are_of_the_pooled_samples
     starts = [10_000_000_000, 10_000_050_000, 10_000_020_000]  # gates 50 us apart
     raw = aggregate([fake_part(s, t) for s, t in zip(samples, starts)], [{"host": "h", "pid": i} for i in range(3)],
                     100_000_000)
-    r = Result.from_native(JobSpec(engine="null", procs=3), raw)
+    r = Result.from_run(JobSpec(engine="null", procs=3), raw)
     assert r.ops == sum(len(s) for s in samples) and r.bytes == 4096 * r.ops
     assert r.cpu_user_s == pytest.approx(0.3) and r.cpu_sys_s == pytest.approx(0.6)
     assert r.start_skew_ns == 50_000
@@ -58,7 +61,7 @@ def test_aggregate_is_the_sum_of_parts_and_percentiles_are_of_the_pooled_samples
 def test_parts_divide_a_shared_file_and_reorder_shifts_them():
     spec = JobSpec(path="f", bs=MiB, size=4 * MiB, offset=MiB, gpu="0,1", mode="bounce")
     parts = part_specs(spec, 3)
-    assert [p.offset for p in parts] == [MiB, 5 * MiB, 9 * MiB] and [p.gpu for p in parts] == ["0", "1", "0"]
+    assert [p.offset for p in parts] == [MiB, 5 * MiB, 9 * MiB] and [p.gpu for p in parts] == [(0,), (1,), (0,)]
     assert [p.offset for p in part_specs(spec.replace(reorder=True), 3, shift=1)] == [5 * MiB, 9 * MiB, MiB]
     assert [p.path for p in part_specs(spec.replace(layout="per-proc"), 2)] == ["f.0", "f.1"]
     assert len({p.seed for p in part_specs(spec.replace(layout="shared-all"), 3)}) == 3
@@ -76,7 +79,9 @@ def test_processes_read_every_block_once_and_add_up(pattern_file):
 
 def test_stonewall_notes_progress_when_told_another_process_finished(pattern_file):
     """The native mechanism: a poll that reports a peer done makes every worker note its progress."""
-    from gdsbench.runner import plan, to_native
+    from gdsbench.execution.native import to_native
+    from gdsbench.execution.record import RunRecord
+    from gdsbench.execution.runner import plan
 
     spec = plan(JobSpec(path=pattern_file, engine="null", bs=4096, threads=2, stonewall=True,
                         runtime_ns=600_000_000)).spec
@@ -86,12 +91,12 @@ def test_stonewall_notes_progress_when_told_another_process_finished(pattern_fil
         state["t"] = elapsed_ns
         return 2 if elapsed_ns > 200_000_000 else 0
 
-    raw = _native.run(to_native(spec), poll)
-    r = Result.from_native(spec, raw)
+    run = RunRecord.from_native(_native.run(to_native(spec), poll))
+    r = Result.from_run(spec, run)
     assert 0 < r.stonewall["bytes"] < r.bytes
-    for t in raw["threads"]:
-        assert 150_000_000 <= t["stonewall_ns"] < 450_000_000  # the notice lands within a poll and a time slice
-        assert 0 < t["stonewall_bytes"] < t["bytes"]
+    for t in run.threads:
+        assert 150_000_000 <= t.stonewall_ns < 450_000_000  # the notice lands within a poll and a time slice
+        assert 0 < t.stonewall_bytes < t.bytes
 
 
 def test_the_first_worker_to_finish_stonewalls_the_others(pattern_file):
@@ -202,7 +207,7 @@ def test_mpirun_failure_names_the_rank_and_host(tmp_path):
 def test_parts_starting_intervals_apart_line_up_on_the_timeline():
     parts = [fake_part([1000] * 10, 10_000_000_000), fake_part([1000] * 10, 10_250_000_000)]
     raw = aggregate(parts, [{"host": "h", "pid": 1}, {"host": "h", "pid": 2}], 100_000_000)
-    r = Result.from_native(JobSpec(engine="null", procs=2), raw)
+    r = Result.from_run(JobSpec(engine="null", procs=2), raw)
     # the second part started 2.5 intervals later: its bytes land in interval 2
     assert r.timeline_bytes[0] == 40960 and r.timeline_bytes[2] == 40960 and sum(r.timeline_bytes) == r.bytes
 

@@ -8,10 +8,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from gdsbench import charts, compare, report
-from gdsbench.errors import UsageError
-from gdsbench.store import POINTS_JSONL, RUN_FILE
-from gdsbench.sweep import SweepSpec, run, start
+from gdsbench.reporting import charts, compare, report
+from gdsbench.job.errors import UsageError
+from gdsbench.results.store import POINTS_JSONL, RUN_FILE
+from gdsbench.results.sweep import SweepSpec, run, start
 
 CHARTS = ["bandwidth_vs_block_size", "throughput_latency", "latency_vs_queue_depth", "heatmap", "timeline"]
 

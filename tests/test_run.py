@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from gdsbench import JobSpec, run
+from gdsbench import JobSpec, VerifyFailure, run
 from gdsbench import _native
 from gdsbench._native import PATTERN_BLOCK
 
@@ -42,7 +42,9 @@ def test_planted_corruption_is_found(own_pattern_file, engine):
         f.seek(bad_offset)
         f.write(bytes([byte[0] ^ 0x01]))
     spec = JobSpec(path=own_pattern_file, engine=engine, bs=128 * 1024, verify=True, io_size=4 * MiB, direct=False)
-    r = run(spec)
+    with pytest.raises(VerifyFailure, match="1 blocks read did not match") as failed:
+        run(spec)
+    r = failed.value.result  # the measurement comes with the error
     assert r.verify_mismatches == 1
     assert r.first_mismatch_offset == bad_offset // 4096 * 4096
 
@@ -53,7 +55,9 @@ def test_misplaced_block_is_found(own_pattern_file):
         block0 = f.read(4096)
         f.seek(8 * 4096)
         f.write(block0)
-    r = run(JobSpec(path=own_pattern_file, engine="psync", bs=4096, verify=True, io_size=4 * MiB))
+    with pytest.raises(VerifyFailure) as failed:
+        run(JobSpec(path=own_pattern_file, engine="psync", bs=4096, verify=True, io_size=4 * MiB))
+    r = failed.value.result
     assert r.verify_mismatches == 1 and r.first_mismatch_offset == 8 * 4096
 
 
@@ -174,7 +178,8 @@ def test_block_device_target(loop_device, pattern_file, engine):
 
 
 def test_callback_errors_reach_the_caller_as_themselves():
-    from gdsbench.runner import plan, to_native
+    from gdsbench.execution.native import to_native
+    from gdsbench.execution.runner import plan
 
     job = to_native(plan(JobSpec(engine="null", bs=4096, threads=2, runtime_ns=2_000_000_000)).spec)
 
@@ -189,3 +194,13 @@ def test_callback_errors_reach_the_caller_as_themselves():
     with pytest.raises(ZeroDivisionError):
         _native.run(job, lambda *a: 1 / 0)
     assert time.monotonic() - started < 1.0  # the run ends at the first failing poll
+
+
+def test_verify_failure_on_the_command_line_shows_the_result_then_one_error_line(own_pattern_file, gdsbench):
+    with open(own_pattern_file, "r+b") as f:
+        f.seek(5 * 4096 + 7)
+        f.write(b"\xff")
+    res = gdsbench("run", own_pattern_file, "--engine", "psync", "--bs", "64K", "--verify", "--io-size", "4M")
+    assert res.code == VerifyFailure.exit_code == 4
+    assert "1 mismatched" in res.out and "bandwidth" in res.out  # the measurement is printed all the same
+    assert res.err.count("\n") == 1 and "did not match the pattern" in res.err and "offset 20480" in res.err

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from gdsbench import load
-from gdsbench.analysis import merged_histogram, summarize
-from gdsbench.errors import UsageError
-from gdsbench.spec import spec_from_columns
-from gdsbench.store import POINTS_JSONL, RunStore
-from gdsbench.sweep import SweepSpec, expand, load_sweep_file, resume, run, start
+from gdsbench.results.analysis import merged_histogram, summarize
+from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import spec_from_columns
+from gdsbench.results.store import POINTS_JSONL, RunStore
+from gdsbench.results.sweep import SweepSpec, expand, load_sweep_file, resume, run, start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -171,8 +171,8 @@ def test_resume_after_interruption_loses_nothing_and_repeats_nothing(tmp_path, s
 def test_resume_in_process(tmp_path):
     store, grid, plans = start(null_sweep(tmp_path), str(tmp_path / "results"))
     first = grid.points[0]
-    from gdsbench import runner
-    from gdsbench.store import record
+    from gdsbench.execution import runner
+    from gdsbench.results.store import record
     r = runner.execute(plans[0], record_environment=False)
     store.append(record(r, first.index, first.key, 0))
     store2, grid2, plans2 = resume(store.path)
@@ -226,7 +226,7 @@ def test_a_complete_looking_last_line_without_newline_is_not_trusted(tmp_path):
 def test_a_sweep_that_fails_says_so(tmp_path):
     spec = SweepSpec(grid={"bs": ["4K", "8K"]}, fixed={"engine": "null", "runtime": "20ms"}, name="fails")
     store, grid, plans = start(spec, str(tmp_path))
-    from gdsbench import runner
+    from gdsbench.execution import runner
 
     calls = []
     real = runner.execute

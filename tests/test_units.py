@@ -1,7 +1,7 @@
 import pytest
 
-from gdsbench.errors import UsageError
-from gdsbench.units import format_duration, format_size, parse_duration, parse_size
+from gdsbench.job.errors import UsageError
+from gdsbench.job.units import format_duration, format_size, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,11 @@ Modules that pull in pandas or matplotlib are imported inside run(), so that
 `gdsbench run` and `--help` start in a fraction of a second.
 """
 
-from .compare import CompareCommand
-from .info import InfoCommand
-from .prepare import PrepareCommand
-from .report import ReportCommand
-from .run import RunCommand
-from .sweep import SweepCommand
+from gdsbench.commands.compare import CompareCommand
+from gdsbench.commands.info import InfoCommand
+from gdsbench.commands.prepare import PrepareCommand
+from gdsbench.commands.report import ReportCommand
+from gdsbench.commands.run import RunCommand
+from gdsbench.commands.sweep import SweepCommand
 
 COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand]

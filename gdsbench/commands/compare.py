@@ -15,8 +15,8 @@ class CompareCommand:
         parser.add_argument("--out", metavar="DIR", help="where to write the page (default: <results>/compare-<runs>)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import compare
-        from ..store import resolve_run
+        from gdsbench.reporting import compare
+        from gdsbench.results.store import resolve_run
 
         dirs = [resolve_run(r, args.results) for r in args.runs]
         c = compare.compare(dirs)

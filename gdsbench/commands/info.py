@@ -5,8 +5,8 @@ import json
 
 
 def _o_direct(path: str) -> str:
-    from ..errors import UsageError
-    from ..target import check_direct, direct_alignment, inspect
+    from gdsbench.job.errors import UsageError
+    from gdsbench.system.target import check_direct, direct_alignment, inspect
 
     try:
         target = inspect(path)
@@ -25,9 +25,10 @@ class InfoCommand:
         parser.add_argument("--json", action="store_true", help="print everything as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import _native, gpu
-        from ..target import describe, inspect
-        from ..units import format_size
+        from gdsbench import _native
+        from gdsbench.system import gpu
+        from gdsbench.system.target import describe, inspect
+        from gdsbench.job.units import format_size
 
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..spec import JobSpec, job_options
+from gdsbench.job.spec import BY_KEY, OPTIONS, JobSpec
 
 METAVARS = {"size": "SIZE", "duration": "TIME", "int": "N"}
 
 
 def add_target_argument(parser: argparse.ArgumentParser) -> None:
     """The optional PATH of run and sweep: without it, the scratch file."""
-    from ..scratch import SCRATCH_PATH
+    from gdsbench.system.scratch import SCRATCH_PATH
 
     parser.add_argument("path", metavar="PATH", nargs="?", default=None,
                         help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
@@ -24,7 +24,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -
     comma lists (--bs 4K,64K) and boolean ones an optional list (--direct true,false)."""
     defaults = JobSpec()
     group = parser.add_argument_group("job options" + (" (comma lists make sweep dimensions)" if lists else ""))
-    for name, opt in job_options().items():
+    for opt in OPTIONS:
+        name = opt.name
         if name == "path":
             continue
         default = opt.format(getattr(defaults, name))
@@ -55,16 +56,39 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -
 
 def job_values(args: argparse.Namespace) -> dict[str, Any]:
     """The job options the user gave, as written, by user key."""
-    return {opt.key: getattr(args, name) for name, opt in job_options().items() if getattr(args, name, None) is not None}
+    return {opt.key: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name, None) is not None}
 
 
 def sweep_values(args: argparse.Namespace) -> tuple[dict[str, list], dict[str, Any]]:
     """(grid, fixed): comma lists of sweepable options become dimensions."""
     grid, fixed = {}, {}
-    options = {opt.key: opt for opt in job_options().values()}
     for key, value in job_values(args).items():
-        if options[key].sweep and isinstance(value, str) and "," in value:
+        if BY_KEY[key].sweep and isinstance(value, str) and "," in value:
             grid[key] = [v.strip() for v in value.split(",")]
         else:
             fixed[key] = value
     return grid, fixed
+
+
+KIND_UNITS = {"size": "size (4K, 1M, 1GiB)", "duration": "time (500ms, 10s)", "int": "number", "bool": "flag",
+              "choice": "choice", "str": "text", "path": "path", "gpus": "GPU list (0 or 0,1)"}
+
+
+def options_markdown() -> str:
+    """docs/options.md: every job option, from the option table (as `fio --cmdhelp` prints fio's)."""
+    defaults = JobSpec()
+    lines = ["# Job options", "",
+             "Generated from the option table in `gdsbench/job/spec.py` by `scripts/options_doc`; a test fails when",
+             "the two disagree. Every option is a flag of `gdsbench run` and `gdsbench sweep`, a key of sweep files",
+             "(`key`), and a column of results (`column`, in base units: bytes, nanoseconds).", "",
+             "| flag | key | column | value | default | allowed | sweep | what it does |", "|---|---|---|---|---|---|---|---|"]
+    for opt in OPTIONS:
+        flags = " / ".join(f"`{f}`" for f in (opt.flag, *opt.aliases, *([opt.negative] if opt.negative else [])))
+        allowed = ", ".join(opt.choices) if opt.choices else ""
+        if opt.low is not None:
+            allowed = f">= {opt.format(opt.low)}" if opt.high is None else f"{opt.format(opt.low)} to {opt.format(opt.high)}"
+        default = opt.format(getattr(defaults, opt.name)) if opt.name != "path" else "a scratch file"
+        help_text = opt.help.replace("|", "\\|")
+        lines.append(f"| {flags} | `{opt.key}` | `{opt.column}` | {KIND_UNITS[opt.kind]} | {default} | {allowed} | "
+                     f"{'yes' if opt.sweep else 'no'} | {help_text} |")
+    return "\n".join(lines) + "\n"

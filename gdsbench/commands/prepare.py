@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
-from ..prepare import prepare
-from ..scratch import progress_printer
-from ..units import format_size, parse_size
+from gdsbench.job.errors import UsageError
+from gdsbench.system.prepare import prepare
+from gdsbench.system.scratch import progress_printer
+from gdsbench.job.units import format_size, parse_size
 
 
 class PrepareCommand:

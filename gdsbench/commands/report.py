@@ -15,8 +15,8 @@ class ReportCommand:
                             help="point whose throughput timeline to draw (default: the best bandwidth point)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import report
-        from ..store import resolve_run
+        from gdsbench.reporting import report
+        from gdsbench.results.store import resolve_run
 
         built = report.build(resolve_run(args.run, args.results), args.out, args.point)
         for what, value in built.summary:

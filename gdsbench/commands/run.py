@@ -4,12 +4,12 @@ import argparse
 import json
 import sys
 
-from ..errors import EXIT_INTERRUPTED, VerifyFailure
-from ..display import run_summary
-from ..runner import engine_info, resolve_engine, run
-from ..scratch import SCRATCH_PATH, ensure_scratch
-from ..spec import spec_from_values
-from .options import add_job_arguments, add_target_argument, job_values
+from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values
+from gdsbench.execution.runner import resolve_engine, run
+from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
+from gdsbench.job.spec import ENGINE_INFO, spec_from_values
+from gdsbench.reporting.display import run_summary
+from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
 
 
 class RunCommand:
@@ -22,15 +22,18 @@ class RunCommand:
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
 
     def run(self, args: argparse.Namespace) -> int:
-        values = job_values(args)
-        spec = spec_from_values(values).validate()
+        spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
         if args.path is None:
-            if engine_info(resolve_engine(spec))["reads_file"]:
+            if ENGINE_INFO[resolve_engine(spec)]["reads_file"]:
                 ensure_scratch()
             spec = spec.replace(path=SCRATCH_PATH)
         else:
             spec = spec.replace(path=args.path)
-        result = run(spec)
+        failure = None
+        try:
+            result = run(spec)
+        except VerifyFailure as e:  # the measurement is shown all the same, then the error
+            failure, result = e, e.result
         if result is None:  # an MPI rank other than 0: rank 0 reports for all
             return 0
         for note in result.warnings:
@@ -42,8 +45,7 @@ class RunCommand:
             print(run_summary(result))
         if result.interrupted:
             return EXIT_INTERRUPTED
-        if result.verify_mismatches:
-            print(f"gdsbench: error: {VerifyFailure.__doc__.strip()} "
-                  f"({result.verify_mismatches} blocks, first at offset {result.first_mismatch_offset})", file=sys.stderr)
-            return VerifyFailure.exit_code
+        if failure is not None:
+            print(f"gdsbench: error: {failure}", file=sys.stderr)
+            return failure.exit_code
         return 0

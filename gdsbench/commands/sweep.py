@@ -3,9 +3,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_INTERRUPTED, UsageError
-from ..scratch import SCRATCH_PATH, ensure_scratch
-from .options import add_job_arguments, add_target_argument, sweep_values
+from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
+from gdsbench.commands.options import add_job_arguments, add_target_argument, sweep_values
 
 
 class SweepCommand:
@@ -24,7 +24,7 @@ class SweepCommand:
         add_job_arguments(parser, lists=True)
 
     def _spec(self, args: argparse.Namespace):
-        from .. import sweep
+        from gdsbench.results import sweep
 
         grid, fixed = sweep_values(args)
         spec = sweep.load_sweep_file(args.file) if args.file else sweep.SweepSpec(grid={}, fixed={})
@@ -43,10 +43,11 @@ class SweepCommand:
         return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name)
 
     def run(self, args: argparse.Namespace) -> int:
-        from .. import report, sweep
-        from ..store import resolve_run
+        from gdsbench.reporting import report
+        from gdsbench.results import sweep
+        from gdsbench.results.store import resolve_run
 
-        from .. import mpi
+        from gdsbench.execution import mpi
 
         if args.resume:
             store, grid, plans = sweep.resume(resolve_run(args.resume, args.results) if mpi.is_root() else None)

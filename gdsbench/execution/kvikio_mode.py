@@ -19,10 +19,11 @@ from collections import deque
 
 import numpy as np
 
-from . import _native
-from .errors import IoFailure, UsageError
-from .pattern import check_device
-from .spec import JobSpec
+from gdsbench import _native
+from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.job.errors import IoFailure, UsageError
+from gdsbench.job.spec import JobSpec
+from gdsbench.system.pattern import check_device
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
                "(to pread() returning, for reads kvikio did inside it)")
@@ -150,141 +151,162 @@ def _cpu_seconds(who: int) -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-def run(spec: JobSpec, progress=None) -> tuple[dict, str]:
-    """Measure a resolved kvikio job; returns (the native-shaped raw result, data path).
+def _since(before: tuple[float, float] | None, after: tuple[float, float]) -> tuple[float, float]:
+    return (after[0] - before[0], after[1] - before[1]) if before else (0.0, 0.0)
 
-    The measured window follows the native rule: it opens when the ramp ends,
-    and a read counts if it completes inside it (reads in flight at the end of
-    the ramp included, and counted against --io-size). CPU is the process's
-    over the window (kvikio's pool threads are this process's threads)."""
+
+class _Loop:
+    """Up to --qd preads in flight through one kvikio file handle, collected
+    oldest first, and what they measured. The measured window follows the
+    native rule: it opens when the ramp ends, a read counts if it completes
+    inside it, and --io-size stops issuing at completions plus reads
+    outstanding. CPU is the process's over the window (kvikio's pool threads
+    are this process's), and this thread's beside it."""
+
+    def __init__(self, spec: JobSpec, cupy, handle, progress):
+        self.spec, self.handle, self.progress = spec, handle, progress
+        self.nblocks = spec.size // spec.bs
+        self.budget = spec.io_size // spec.bs if spec.io_size else None
+        self.buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
+        self.order = _native.OffsetSequence(spec.offset, self.nblocks, spec.bs, spec.pattern == "rand", spec.seed)
+        self.offsets = self.order.take(min(self.nblocks, 4096))
+        self.position = 0
+        self.inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at), oldest first
+        self.free = deque(range(spec.qd))
+        self.samples: list[int] = []
+        self.timeline: list[int] = []
+        self.done_bytes = self.ops = self.last = 0
+        self.verified = self.mismatches = 0
+        self.first_bad: int | None = None
+        self.interrupted = False
+        self.cpu0 = self.thread_cpu0 = None  # process and this thread's CPU when the window opened
+        self.t0 = time.monotonic_ns()
+        self.measure_start = self.t0 + spec.ramp_ns
+        self.deadline = self.measure_start + spec.runtime_ns if spec.runtime_ns else None
+
+    def start_measuring(self) -> None:
+        self.cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
+        self.thread_cpu0 = _cpu_seconds(resource.RUSAGE_THREAD)
+
+    def next_offset(self) -> int:
+        if self.position and self.position % len(self.offsets) == 0:
+            self.offsets = self.order.take(len(self.offsets))
+        off = int(self.offsets[self.position % len(self.offsets)])
+        self.position += 1
+        return off
+
+    def issue(self) -> None:
+        """Fill every free buffer, unless the window's end or the byte budget says stop."""
+        while self.free:
+            now = time.monotonic_ns()
+            if self.cpu0 is None and now >= self.measure_start:
+                self.start_measuring()
+            if (self.deadline is not None and now >= self.deadline) or (
+                    self.cpu0 is not None and self.budget is not None and self.ops + len(self.inflight) >= self.budget):
+                return
+            index, off = self.free.popleft(), self.next_offset()
+            try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
+                future = self.handle.pread(self.buffers[index], self.spec.bs, off)
+            except RuntimeError as e:
+                raise _read_failed(self.spec, off, e) from None
+            # a read kvikio did inside pread() is complete now, not when its future is collected
+            # after the next --qd preads: else its latency, and the depth, would read --qd times high
+            done_at = time.monotonic_ns() if future.done() else None
+            self.inflight.append((future, now, off, index, done_at))
+
+    def collect(self) -> None:
+        """Wait for the oldest read; check and account it."""
+        future, started, off, index, done_at = self.inflight.popleft()
+        try:
+            got = future.get()
+        except RuntimeError as e:
+            raise _read_failed(self.spec, off, e) from None
+        end = done_at or time.monotonic_ns()
+        self.free.append(index)
+        if got != self.spec.bs:
+            raise IoFailure(f"short read: kvikio read {got} of {self.spec.bs} bytes at offset {off} of {self.spec.path}")
+        if self.spec.verify:
+            bad, first = check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0])
+            self.verified += self.spec.bs // _native.PATTERN_BLOCK
+            if bad and self.first_bad is None:
+                self.first_bad = first
+            self.mismatches += bad
+        if self.cpu0 is None and end >= self.measure_start:
+            self.start_measuring()
+        if end < self.measure_start:  # finished during the ramp, whenever it was collected
+            return
+        self.samples.append(end - started)
+        self.done_bytes += self.spec.bs
+        self.ops += 1
+        self.last = end - self.measure_start
+        tick = self.last // self.spec.interval_ns
+        self.timeline.extend([0] * (tick + 1 - len(self.timeline)))
+        self.timeline[tick] += self.spec.bs
+        if self.progress and self.ops % 64 == 0:
+            self.progress(self.done_bytes, self.last)
+
+    def run(self) -> None:
+        try:
+            while True:
+                self.issue()
+                if not self.inflight:
+                    break
+                self.collect()
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            for future, *_ in self.inflight:  # no buffer is freed under a read still in flight
+                try:
+                    future.get()
+                except Exception:  # noqa: BLE001 - the run already failed or stopped
+                    pass
+
+    def record(self, run_cpu0: tuple[float, float]) -> RunRecord:
+        end_cpu = _cpu_seconds(resource.RUSAGE_SELF)
+        window = _since(self.cpu0, end_cpu)
+        thread_cpu = _since(self.thread_cpu0, _cpu_seconds(resource.RUSAGE_THREAD))
+        latency = _native.LatencyHistogram()
+        latency.add(np.asarray(self.samples, dtype=np.uint64))
+        thread = ThreadRecord(
+            gpu=self.spec.gpu[0], latency=latency, bytes=self.done_bytes, ops=self.ops, first_submit_ns=0,
+            last_complete_ns=self.last, timeline_bytes=np.asarray(self.timeline, dtype=np.uint64),
+            # the one Python thread that drives kvikio; its pool threads count in the process's CPU
+            cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
+            verify_mismatches=self.mismatches, first_mismatch_offset=self.first_bad or 0,
+            passes=-(-self.position // self.nblocks), reads_while_copying=0,
+            stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last)
+        return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0,
+                         process_cpu_user_s=end_cpu[0] - run_cpu0[0], process_cpu_sys_s=end_cpu[1] - run_cpu0[1],
+                         window_cpu_user_s=window[0], window_cpu_sys_s=window[1],
+                         wall_ns=time.monotonic_ns() - self.t0, start_realtime_ns=0, first_done_ns=0)
+
+
+def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
+    """Measure a resolved kvikio job; returns its record and the data path kvikio took."""
     try:
         import cupy
         import kvikio
     except ImportError as e:
         raise UsageError(f"--mode kvikio needs {e.name}: pip install gdsbench[cu13]") from None
+    run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
     defaults, _ = _modules()
     direct_posix = _configure(defaults, spec)
     monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
-    gpu = int(spec.gpu.split(",")[0])
-    nblocks = spec.size // spec.bs
-    budget = spec.io_size // spec.bs if spec.io_size else None
-    latency = _native.LatencyHistogram()
-    samples: list[int] = []
-    timeline: list[int] = []
-    verified = mismatches = 0
-    first_bad = None
-    interrupted = False
-    run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
-    window_cpu0 = thread_cpu0 = None  # process and this thread's CPU when the window opened
-    with cupy.cuda.Device(gpu):
-        buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
-        order = _native.OffsetSequence(spec.offset, nblocks, spec.bs, spec.pattern == "rand", spec.seed)
-        offsets = order.take(min(nblocks, 4096))
+    with cupy.cuda.Device(spec.gpu[0]):
         try:
             handle = kvikio.CuFile(spec.path, "r")
         except RuntimeError as e:
             raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
-        # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
-        direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
-        before = monitor.get() if monitor else None
-        t0 = time.monotonic_ns()
-        measure_start = t0 + spec.ramp_ns
-        deadline = measure_start + spec.runtime_ns if spec.runtime_ns else None
-        inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at), oldest first
-        free = deque(range(spec.qd))
-        done_bytes = ops = 0
-        measuring = False
-        last = 0
-        position = 0
-
-        def start_measuring() -> None:
-            nonlocal measuring, window_cpu0, thread_cpu0
-            measuring = True
-            window_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
-            thread_cpu0 = _cpu_seconds(resource.RUSAGE_THREAD)
-
         try:
-            while True:
-                while free:
-                    now = time.monotonic_ns()
-                    if not measuring and now >= measure_start:
-                        start_measuring()
-                    # --io-size: completions in the window plus reads outstanding, so exactly the budget completes
-                    if (deadline is not None and now >= deadline) or (
-                            measuring and budget is not None and ops + len(inflight) >= budget):
-                        break
-                    index = free.popleft()
-                    if position and position % len(offsets) == 0:
-                        offsets = order.take(len(offsets))
-                    off = int(offsets[position % len(offsets)])
-                    position += 1
-                    try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
-                        future = handle.pread(buffers[index], spec.bs, off)
-                    except RuntimeError as e:
-                        raise _read_failed(spec, off, e) from None
-                    # a read kvikio did inside pread() is complete now, not when its future is collected
-                    # after the next --qd preads: else its latency, and the depth, would read --qd times high
-                    done_at = time.monotonic_ns() if future.done() else None
-                    inflight.append((future, now, off, index, done_at))
-                if not inflight:
-                    break
-                future, started, off, index, done_at = inflight.popleft()
-                try:
-                    got = future.get()
-                except RuntimeError as e:
-                    raise _read_failed(spec, off, e) from None
-                end = done_at or time.monotonic_ns()
-                free.append(index)
-                if got != spec.bs:
-                    raise IoFailure(f"short read: kvikio read {got} of {spec.bs} bytes at offset {off} of {spec.path}")
-                if spec.verify:
-                    bad, first = check_device(buffers[index].data.ptr, spec.bs, off, gpu)
-                    verified += spec.bs // _native.PATTERN_BLOCK
-                    if bad and first_bad is None:
-                        first_bad = first
-                    mismatches += bad
-                if not measuring and end >= measure_start:
-                    start_measuring()
-                if end < measure_start:  # finished during the ramp, whenever it was collected
-                    continue
-                samples.append(end - started)
-                done_bytes += spec.bs
-                ops += 1
-                last = end - measure_start
-                tick = last // spec.interval_ns
-                timeline.extend([0] * (tick + 1 - len(timeline)))
-                timeline[tick] += spec.bs
-                if progress and ops % 64 == 0:
-                    progress(done_bytes, last)
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            for future, *_ in inflight:  # no buffer is freed under a read still in flight
-                try:
-                    future.get()
-                except Exception:  # noqa: BLE001 - the run already failed or stopped
-                    pass
-            window = (_cpu_seconds(resource.RUSAGE_SELF), _cpu_seconds(resource.RUSAGE_THREAD))
+            # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
+            direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
+            before = monitor.get() if monitor else None
+            loop = _Loop(spec, cupy, handle, progress)
+            loop.run()
             backends = _backend_shares(monitor.get().since(before)) if monitor else None
+        finally:
             if monitor:
                 monitor.stop()
             handle.close()
-    latency.add(np.asarray(samples, dtype=np.uint64))
-    zero = (0.0, 0.0)
-    process_cpu = [b - a for a, b in zip(window_cpu0 or zero, window[0] if window_cpu0 else zero)]
-    thread_cpu = [b - a for a, b in zip(thread_cpu0 or zero, window[1] if thread_cpu0 else zero)]
-    thread = {
-        "gpu": gpu, "latency": latency, "bytes": done_bytes, "ops": ops, "first_submit_ns": 0,
-        "last_complete_ns": last, "timeline_bytes": np.asarray(timeline, dtype=np.uint64),
-        # the one Python thread that drives kvikio; its pool threads count in the process's CPU
-        "cpu_user_s": thread_cpu[0], "cpu_sys_s": thread_cpu[1],
-        "verified_blocks": verified, "verify_mismatches": mismatches, "first_mismatch_offset": first_bad or 0,
-        "passes": -(-position // nblocks), "reads_while_copying": 0,
-        "stonewall_bytes": done_bytes, "stonewall_ops": ops, "stonewall_ns": last,
-    }
-    wall = time.monotonic_ns() - t0
-    raw = {"threads": [thread], "interrupted": interrupted, "start_skew_ns": 0,
-           "process_cpu_user_s": window[0][0] - run_cpu0[0], "process_cpu_sys_s": window[0][1] - run_cpu0[1],
-           "window_cpu_user_s": process_cpu[0], "window_cpu_sys_s": process_cpu[1],
-           "wall_ns": wall, "start_realtime_ns": 0, "first_done_ns": 0}
-    return raw, compat_description(kvikio, spec.bs, direct_posix, backends)
+        record = loop.record(run_cpu0)
+    return record, compat_description(kvikio, spec.bs, direct_posix, backends)

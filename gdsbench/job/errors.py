@@ -29,9 +29,14 @@ class IoFailure(GdsbenchError):
 
 
 class VerifyFailure(GdsbenchError):
-    """--verify found blocks whose contents do not match the prepared pattern."""
+    """--verify found blocks whose contents do not match the prepared pattern.
+    The measurement is not lost: it is the exception's .result."""
 
     exit_code = 4
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result
 
 
 # Exit code after Ctrl-C: the shell convention 128 + SIGINT.

@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _native
-from .spec import JobSpec
+from gdsbench import _native
+from gdsbench.job.spec import JobSpec
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 
@@ -54,52 +54,53 @@ class Result:
     environment: dict = field(default_factory=dict)
 
     @classmethod
-    def from_native(cls, spec: JobSpec, raw: dict, **extra: Any) -> Result:
-        threads = raw["threads"]
+    def from_run(cls, spec: JobSpec, run, **extra: Any) -> Result:
+        """From a RunRecord (gdsbench.execution.record): one run, or several processes aggregated."""
+        threads = run.threads
         latency = _native.LatencyHistogram()
         timeline: list[int] = []
         for t in threads:
-            latency.merge(t["latency"])
-            for i, b in enumerate(t["timeline_bytes"].tolist()):
+            latency.merge(t.latency)
+            for i, b in enumerate(t.timeline_bytes.tolist()):
                 if i == len(timeline):
                     timeline.append(0)
                 timeline[i] += b
-        mismatched = [t for t in threads if t["verify_mismatches"]]
+        mismatched = [t for t in threads if t.verify_mismatches]
         stonewall = None
         if spec.stonewall:
-            wall_ns = max((t["stonewall_ns"] for t in threads), default=0)
-            wall_bytes = sum(t["stonewall_bytes"] for t in threads)
+            wall_ns = max((t.stonewall_ns for t in threads), default=0)
+            wall_bytes = sum(t.stonewall_bytes for t in threads)
             stonewall = {
                 "bytes": wall_bytes,
-                "ops": sum(t["stonewall_ops"] for t in threads),
+                "ops": sum(t.stonewall_ops for t in threads),
                 "elapsed_ns": wall_ns,
                 "bandwidth_bytes_per_s": wall_bytes / (wall_ns / 1e9) if wall_ns else 0.0,
-                "first_done_ns": max(raw.get("first_done_ns", 0) - spec.ramp_ns, 0),
+                "first_done_ns": max(run.first_done_ns - spec.ramp_ns, 0),
             }
         return cls(
             spec=spec,
-            bytes=sum(t["bytes"] for t in threads),
-            ops=sum(t["ops"] for t in threads),
-            elapsed_ns=max((t["last_complete_ns"] for t in threads if t["ops"]), default=0),
+            bytes=sum(t.bytes for t in threads),
+            ops=sum(t.ops for t in threads),
+            elapsed_ns=max((t.last_complete_ns for t in threads if t.ops), default=0),
             latency=latency,
-            cpu_user_s=raw["window_cpu_user_s"],
-            cpu_sys_s=raw["window_cpu_sys_s"],
-            worker_cpu_user_s=sum(t["cpu_user_s"] for t in threads),
-            worker_cpu_sys_s=sum(t["cpu_sys_s"] for t in threads),
+            cpu_user_s=run.window_cpu_user_s,
+            cpu_sys_s=run.window_cpu_sys_s,
+            worker_cpu_user_s=sum(t.cpu_user_s for t in threads),
+            worker_cpu_sys_s=sum(t.cpu_sys_s for t in threads),
             timeline_bytes=timeline,
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
-            passes=max((t["passes"] for t in threads), default=0),
-            reads_while_copying=sum(t["reads_while_copying"] for t in threads),
-            procs=raw.get("procs", []),
+            passes=max((t.passes for t in threads), default=0),
+            reads_while_copying=sum(t.reads_while_copying for t in threads),
+            procs=run.procs,
             stonewall=stonewall,
-            interrupted=raw["interrupted"],
-            verified_blocks=sum(t["verified_blocks"] for t in threads),
-            verify_mismatches=sum(t["verify_mismatches"] for t in threads),
-            first_mismatch_offset=min(t["first_mismatch_offset"] for t in mismatched) if mismatched else None,
-            start_skew_ns=raw["start_skew_ns"],
-            wall_ns=raw["wall_ns"],
-            process_cpu_user_s=raw["process_cpu_user_s"],
-            process_cpu_sys_s=raw["process_cpu_sys_s"],
+            interrupted=run.interrupted,
+            verified_blocks=sum(t.verified_blocks for t in threads),
+            verify_mismatches=sum(t.verify_mismatches for t in threads),
+            first_mismatch_offset=min(t.first_mismatch_offset for t in mismatched) if mismatched else None,
+            start_skew_ns=run.start_skew_ns,
+            wall_ns=run.wall_ns,
+            process_cpu_user_s=run.process_cpu_user_s,
+            process_cpu_sys_s=run.process_cpu_sys_s,
             **extra,
         )
 
@@ -142,7 +143,7 @@ class Result:
         return {
             "mode": self.spec.mode,
             "data_path": self.data_path,
-            "gpu_simulated": self.spec.mode != "cpu" and self.spec.simulated,
+            "gpu_simulated": self.spec.on_gpu and self.spec.simulated,
             "interrupted": self.interrupted,
             "bytes": self.bytes,
             "ops": self.ops,
@@ -208,19 +209,18 @@ def histogram_to_dict(h: _native.LatencyHistogram) -> dict:
     }
 
 
-def _thread_summary(index: int, t: dict) -> dict:
-    lat = t["latency"]
-    seconds = t["last_complete_ns"] / 1e9
+def _thread_summary(index: int, t) -> dict:
+    seconds = t.last_complete_ns / 1e9
     return {
         "thread": index,
-        "gpu": t.get("gpu", -1),
-        "bytes": t["bytes"],
-        "ops": t["ops"],
-        "bandwidth_bytes_per_s": t["bytes"] / seconds if seconds else 0.0,
-        "lat_p50_ns": lat.percentile(50),
-        "lat_p99_ns": lat.percentile(99),
-        "lat_max_ns": lat.max,
-        "cpu_user_s": t["cpu_user_s"],
-        "cpu_sys_s": t["cpu_sys_s"],
-        "passes": t["passes"],
+        "gpu": t.gpu,
+        "bytes": t.bytes,
+        "ops": t.ops,
+        "bandwidth_bytes_per_s": t.bytes / seconds if seconds else 0.0,
+        "lat_p50_ns": t.latency.percentile(50),
+        "lat_p99_ns": t.latency.percentile(99),
+        "lat_max_ns": t.latency.max,
+        "cpu_user_s": t.cpu_user_s,
+        "cpu_sys_s": t.cpu_sys_s,
+        "passes": t.passes,
     }

@@ -1,10 +1,13 @@
 """The job spec: every option declared once, here.
 
-Each field of JobSpec carries its option metadata (kind, CLI flag, help), and
-the CLI, sweep grids and results all read this one table (as fio's
-fio_options[] serves its command line and job files). Values are stored in
-base units: bytes and nanoseconds. Fields marked native=True map one for one
-onto the native core's Job struct (native/job.hpp).
+Each field of JobSpec carries its option (kind, CLI flag, help, bounds), and
+the CLI, sweep files, results columns and docs/options.md all read this one
+table (as fio's fio_options[] serves its command line and job files). Values
+are stored in base units: bytes and nanoseconds. Options marked native map
+one for one onto the native core's Job struct (native/job.hpp).
+
+An option's own bounds are checked when its value is parsed; rules between
+options are all in JobSpec.validate().
 """
 
 from __future__ import annotations
@@ -13,34 +16,27 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import units
-from .errors import IncompatibleOptions, UsageError
+from gdsbench import _native
+from gdsbench.job import units
+from gdsbench.job.errors import IncompatibleOptions, UsageError
+from gdsbench.job.modes import MODES, PYTHON_ENGINES, mode_help
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECOND = 1_000_000_000
 
-ENGINES = ("auto", "null", "psync", "io_uring", "cufile", "kvikio")
-MODES = ("cpu", "bounce", "cached-bounce", "gds", "kvikio")
-# Engines each mode can read with; `auto` picks the first available.
-MODE_ENGINES = {
-    "cpu": ("io_uring", "psync", "null"),
-    "bounce": ("io_uring", "psync", "null"),
-    "cached-bounce": ("io_uring", "psync", "null"),
-    "gds": ("cufile",),
-    "kvikio": ("kvikio",),
-}
+# Every engine: native/engines/registry.cpp lists the native ones, job/modes.py the Python-driven one.
+ENGINE_INFO: dict[str, dict] = {**{e["name"]: e for e in _native.engines()}, **PYTHON_ENGINES}
+ENGINES = ("auto", *ENGINE_INFO)
 PATTERNS = ("seq", "rand")
-MAX_THREADS = 1024  # per process; beyond this, threads only contend
-MAX_PROCS = 1024
 LAYOUTS = ("shared", "shared-all", "per-proc")
-PINNING = ("none", "cpu", "numa")
-MAX_BS = GiB
-DEFAULT_RUNTIME_NS = 5 * SECOND
+PINNING = ("none", "cores", "numa")
+MAX_PROCS = 1024
+DEFAULT_RUNTIME_NS = 5 * SECOND  # when neither --runtime nor --io-size is given
 
 
 @dataclass(frozen=True)
 class Option:
-    kind: str  # "path", "size", "duration", "int", "choice" or "bool"
+    kind: str  # "path", "size", "duration", "int", "choice", "bool", "str" or "gpus"
     flag: str  # CLI flag, e.g. "--bs"
     help: str
     choices: tuple[str, ...] = ()
@@ -48,39 +44,54 @@ class Option:
     aliases: tuple[str, ...] = ()  # other flags for the same option
     native: bool = True  # passed to the native Job
     sweep: bool = True  # may be a sweep dimension
+    low: int | None = None  # bounds of a number, checked when parsed and by validate()
+    high: int | None = None
+    name: str = ""  # the JobSpec field (runtime_ns); filled in below
 
     @property
     def key(self) -> str:
         """The name users write in sweep files and APIs: the flag without dashes ("io_size", "runtime")."""
         return self.flag.lstrip("-").replace("-", "_").lower()
 
+    @property
+    def column(self) -> str:
+        """Its results column, the unit in the name: bs -> bs_bytes; runtime_ns stays."""
+        return f"{self.name}_bytes" if self.kind == "size" and not self.name.endswith("_bytes") else self.name
+
     def parse(self, text: Any) -> Any:
-        """Convert one value as written by a user (CLI, sweep file) to its base unit."""
+        """Convert one value as written by a user (CLI, sweep file) to its base unit, and check its bounds."""
         if text is None:
             return None
         if self.kind == "size":
-            return units.parse_size(text, self.flag)
-        if self.kind == "duration":
-            return units.parse_duration(text, self.flag)
-        if self.kind == "int":
+            value = units.parse_size(text, self.flag)
+        elif self.kind == "duration":
+            value = units.parse_duration(text, self.flag)
+        elif self.kind == "int":
             try:
-                return int(text)
+                value = int(text)
             except (TypeError, ValueError):
                 raise UsageError(f"{self.flag} {text!r}: not a whole number") from None
-        if self.kind == "choice":
+        elif self.kind == "choice":
             if text not in self.choices:
                 raise UsageError(f"{self.flag} {text}: unknown; choose one of {', '.join(self.choices)}")
-            return text
-        if self.kind == "bool":
-            if isinstance(text, bool):
-                return text
-            lowered = str(text).lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise UsageError(f"{self.flag} {text!r}: write true or false")
-        return str(text)
+            value = text
+        elif self.kind == "bool":
+            value = parse_bool(self.flag, text)
+        elif self.kind == "gpus":
+            value = parse_gpus(text)
+        else:
+            value = str(text)
+        self.check(value)
+        return value
+
+    def check(self, value: Any) -> None:
+        """UsageError unless value is within this option's own bounds."""
+        if value is None or self.kind not in ("size", "duration", "int"):
+            return
+        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
+            low = "1 byte" if self.kind == "size" and self.low == 1 else self.format(self.low)
+            limit = f"at least {low}" if self.high is None else f"between {low} and {self.format(self.high)}"
+            raise UsageError(f"{self.flag} {self.format(value)}: must be {limit}")
 
     def format(self, value: Any) -> str:
         """A value in the unit a person would write it in."""
@@ -92,7 +103,32 @@ class Option:
             return units.format_duration(value)
         if self.kind == "int":
             return str(int(value))
+        if self.kind == "gpus":
+            return ",".join(str(i) for i in value)
         return str(value)
+
+    def to_column(self, value: Any) -> Any:
+        """Its value as stored in results tables (GPU lists as "0,1")."""
+        return self.format(value) if self.kind == "gpus" else value
+
+
+def parse_bool(flag: str, text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    lowered = str(text).lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{flag} {text!r}: write true or false")
+
+
+def parse_gpus(text: Any) -> tuple[int, ...]:
+    """--gpu as written ("0", "0,1", 1, [0, 1]) -> (0,) or (0, 1): the one place it is parsed."""
+    items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
+    if not items or not all(str(i).strip().isdigit() for i in items):
+        raise UsageError(f"--gpu {text}: give GPU indexes such as 0 or 0,1")
+    return tuple(int(str(i).strip()) for i in items)
 
 
 def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
@@ -102,41 +138,41 @@ def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class JobSpec:
     path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
-    mode: str = option(
-        "cpu", "choice", "--mode",
-        "where the bytes go: cpu (host memory), bounce (O_DIRECT into pinned memory, then copied to the GPU), "
-        "cached-bounce (page-cache reads, then copied), gds (cuFile into GPU memory), kvikio (kvikio's own reads)",
-        choices=MODES,
-    )
+    mode: str = option("cpu", "choice", "--mode", mode_help(), choices=tuple(MODES))
     engine: str = option(
         "auto", "choice", "--engine",
         "I/O engine; auto: io_uring where the kernel allows it, else psync (gds: cufile; kvikio: kvikio)", choices=ENGINES,
     )
-    bs: int = option(MiB, "size", "--bs", "block size of each read")
-    qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring; psync is always 1)")
+    bs: int = option(MiB, "size", "--bs", "block size of each read", low=1, high=_native.MAX_BS)
+    qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring, null; psync is always 1); each engine "
+                     "has its own maximum", low=1)
     submit_batch: int = option(
-        1, "int", "--submit-batch", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)"
+        1, "int", "--submit-batch", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
+        low=1,
     )
-    threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region")
+    threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
+                          low=1, high=_native.MAX_THREADS)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
-    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False)
-    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False)
+    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0)
+    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False, low=0)
     runtime_ns: int | None = option(
-        None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, none with --io-size)"
+        None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, or no time limit "
+        "with --io-size; 0: no time limit)", low=0,
     )
-    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)")
-    ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics")
+    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)", low=0)
+    ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics", low=0)
     direct: bool | None = option(
         None, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it); default by mode: "
         "O_DIRECT except cached-bounce", negative="--buffered",
     )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first", native=False)
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
-    seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False)
-    interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False)
+    seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False, low=0)
+    interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False,
+                              low=1_000_000)
     procs: int = option(
         1, "int", "--procs", "worker processes, each with --threads threads, started together (under mpirun: one per rank)",
-        native=False,
+        native=False, low=1, high=MAX_PROCS,
     )
     layout: str = option(
         "shared", "choice", "--layout", "with several processes: shared (one file, each its own part of the region), "
@@ -151,19 +187,25 @@ class JobSpec:
         False, "bool", "--stonewall", "when the first worker finishes its work, note what every worker had done: "
         "both the stonewalled and the full figures are reported",
     )
-    pin: str = option("none", "choice", "--pin", "pin each process to CPUs: cpu (its own cores) or numa (its GPU's "
+    pin: str = option("none", "choice", "--pin", "pin each process to CPUs: cores (its own share of them) or numa (its GPU's "
                       "node, else the storage's)", choices=PINNING, native=False, sweep=False)
-    gpu: str = option("0", "str", "--gpu", "GPU index, or several (0,1): processes, else threads, take them round-robin",
-                      sweep=False, aliases=("--gpus",))
+    gpu: tuple[int, ...] = option((0,), "gpus", "--gpu", "GPU index, or several (0,1): processes, else threads, take "
+                                  "them round-robin", sweep=False, aliases=("--gpus",))
     gpu_backend: str = option(
         "cuda", "str", "--gpu-backend", "cuda; or sim: a CPU stand-in that tests the staging pipeline "
         "and is never a GPU measurement (sim:fail-copy=N,copy-delay-us=M inject faults and delays)", sweep=False,
     )
     gds_register: bool = option(False, "bool", "--gds-register", "register the GPU buffers with cuFile (gds)")
-    kvikio_threads: int = option(0, "int", "--kvikio-threads", "kvikio's thread pool size (kvikio; 0: kvikio's default)", native=False)
+    kvikio_threads: int = option(0, "int", "--kvikio-threads", "kvikio's thread pool size (kvikio; 0: kvikio's default)",
+                                 native=False, low=0)
     kvikio_task_size: int = option(
-        0, "size", "--kvikio-task-size", "size of the tasks kvikio splits a read into (kvikio; 0: kvikio's default)", native=False
+        0, "size", "--kvikio-task-size", "size of the tasks kvikio splits a read into (kvikio; 0: kvikio's default)",
+        native=False, low=0,
     )
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.gpu, tuple):  # JobSpec(gpu="0,1") from Python: the same parse as the CLI's
+            object.__setattr__(self, "gpu", parse_gpus(self.gpu))
 
     @property
     def simulated(self) -> bool:
@@ -171,67 +213,68 @@ class JobSpec:
         return self.gpu_backend == "sim" or self.gpu_backend.startswith("sim:")
 
     @property
+    def transfer(self):
+        """The declaration of this job's mode (job/modes.py)."""
+        return MODES[self.mode]
+
+    @property
+    def on_gpu(self) -> bool:
+        """Reads land in GPU memory (real or simulated)."""
+        return self.transfer.gpu
+
+    @property
+    def real_gpu(self) -> bool:
+        """Reads land in a real GPU's memory."""
+        return self.transfer.gpu and not self.simulated
+
+    @property
     def is_direct(self) -> bool:
-        """O_DIRECT as it will run: the flag, or by mode (all but cached-bounce)."""
-        return self.direct if self.direct is not None else self.mode != "cached-bounce"
+        """O_DIRECT as it will run: the flag, or the mode's default."""
+        return self.direct if self.direct is not None else self.transfer.direct
 
     def validate(self) -> JobSpec:
-        """Check what can be checked without touching the target; return self."""
-        if self.mode not in MODES:
-            raise UsageError(f"--mode {self.mode}: unknown; choose one of {', '.join(MODES)}")
+        """Check what can be checked without touching the target; return self.
+        Each option's own bounds, then every rule between options: the one place they are."""
+        for opt in OPTIONS:
+            value = getattr(self, opt.name)
+            if opt.kind == "choice" and value not in opt.choices:
+                raise UsageError(f"{opt.flag} {value}: unknown; choose one of {', '.join(opt.choices)}")
+            opt.check(value)
+        mode = self.transfer
         if self.gpu_backend != "cuda" and not self.simulated:
             raise UsageError(f"--gpu-backend {self.gpu_backend}: choose cuda (or sim, a CPU stand-in for tests)")
-        if not all(part.isdigit() for part in self.gpu.split(",")):
-            raise UsageError(f"--gpu {self.gpu}: give GPU indexes such as 0 or 0,1")
-        if self.engine != "auto" and self.engine in ENGINES and self.engine not in MODE_ENGINES[self.mode]:
+        if self.simulated and mode.gpu and not mode.simulated:
+            raise IncompatibleOptions(f"--gpu-backend sim simulates the bounce pipeline only, not --mode {self.mode}")
+        if self.engine != "auto" and self.engine not in mode.engines:
             raise IncompatibleOptions(
-                f"--engine {self.engine} with --mode {self.mode}: this mode reads with {', '.join(MODE_ENGINES[self.mode])}"
+                f"--engine {self.engine} with --mode {self.mode}: this mode reads with {', '.join(mode.engines)}"
             )
-        if self.mode in ("bounce", "gds") and self.direct is False:
-            raise IncompatibleOptions(f"--mode {self.mode} reads with O_DIRECT; for page-cache reads use --mode cached-bounce")
-        if self.mode == "cached-bounce" and self.direct:
-            raise IncompatibleOptions("--mode cached-bounce reads through the page cache; for O_DIRECT use --mode bounce")
-        if self.mode == "gds" and self.qd > 1:
-            raise IncompatibleOptions(
-                f"--qd {self.qd}: cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio"
-            )
-        if self.mode == "kvikio" and self.threads > 1:
-            raise IncompatibleOptions(f"--threads {self.threads}: kvikio reads with its own pool; use --kvikio-threads")
-        if self.kvikio_threads < 0 or self.kvikio_task_size < 0:
-            raise UsageError("--kvikio-threads and --kvikio-task-size cannot be negative")
-        if self.engine not in ENGINES:
-            raise UsageError(f"--engine {self.engine}: unknown engine; choose one of {', '.join(ENGINES)}")
-        if self.pattern not in PATTERNS:
-            raise UsageError(f"--pattern {self.pattern}: choose seq or rand")
-        if not 1 <= self.bs <= MAX_BS:
-            raise UsageError(f"--bs {self.bs}: a block must be between 1 byte and 1 GiB; try 4K or 1M")
-        if self.qd < 1:
-            raise UsageError(f"--qd {self.qd}: queue depth must be at least 1")
-        if self.submit_batch < 1:
-            raise UsageError(f"--submit-batch {self.submit_batch}: must be at least 1")
+        if not mode.cache_choice and self.direct is not None and self.direct != mode.direct:
+            how = "reads with O_DIRECT" if mode.direct else "reads through the page cache"
+            other = "page-cache reads" if mode.direct else "O_DIRECT"
+            raise IncompatibleOptions(f"--mode {self.mode} {how}; for {other} use --mode {mode.other_cache_mode}")
+        if mode.depth_note and self.qd > 1:
+            raise IncompatibleOptions(f"--qd {self.qd}: {mode.depth_note}")
+        if not mode.worker_threads and self.threads > 1:
+            raise IncompatibleOptions(f"--threads {self.threads}: --mode {self.mode} reads with its own pool; "
+                                      "use --kvikio-threads")
+        if not mode.native and self.stonewall:
+            raise IncompatibleOptions(f"--stonewall with --mode {self.mode}: it runs one loop, there are no workers "
+                                      "to stonewall")
+        if not mode.native and self.procs > 1:
+            raise IncompatibleOptions(f"--procs {self.procs}: --mode {self.mode} runs in one process; "
+                                      "use --kvikio-threads")
+        engine = ENGINE_INFO[mode.engines[0] if self.engine == "auto" else self.engine]  # auto: what it picks first
+        if self.qd > engine["max_depth"]:
+            if engine["max_depth"] == 1:
+                raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine is synchronous (queue depth 1); "
+                                          "use --engine io_uring for deeper queues, or more --threads")
+            raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
+                                      f"{engine['max_depth']}")
         if self.submit_batch > self.qd:
             raise IncompatibleOptions(f"--submit-batch {self.submit_batch}: must be between 1 and --qd ({self.qd})")
-        if self.engine == "psync" and self.qd > 1:
-            raise IncompatibleOptions(
-                f"--qd {self.qd}: the psync engine is synchronous (queue depth 1); "
-                "use --engine io_uring for deeper queues, or more --threads"
-            )
-        if not 1 <= self.procs <= MAX_PROCS:
-            raise UsageError(f"--procs {self.procs}: must be between 1 and {MAX_PROCS}")
-        if self.mode == "kvikio" and self.stonewall:
-            raise IncompatibleOptions("--stonewall with --mode kvikio: kvikio runs one loop, there are no workers to stonewall")
-        if self.mode == "kvikio" and self.procs > 1:
-            raise IncompatibleOptions(f"--procs {self.procs}: --mode kvikio runs in one process; use --kvikio-threads")
-        if not 1 <= self.threads <= MAX_THREADS:
-            raise UsageError(f"--threads {self.threads}: must be between 1 and {MAX_THREADS}; use --procs to go wider")
-        if self.offset < 0 or self.size < 0 or self.io_size < 0:
-            raise UsageError("--offset, --size and --io-size cannot be negative")
-        if self.runtime_ns is not None and self.runtime_ns <= 0:
-            raise UsageError("--runtime must be positive, e.g. 10s; leave it out to stop on --io-size alone")
-        if self.ramp_ns < 0:
-            raise UsageError("--ramp cannot be negative")
-        if self.interval_ns < 1_000_000:
-            raise UsageError("--interval must be at least 1ms")
+        if self.runtime_ns == 0 and not self.io_size:
+            raise UsageError("--runtime 0 means no time limit: give --io-size too, or a positive --runtime such as 10s")
         if self.io_size and self.io_size < self.bs * self.threads:
             raise IncompatibleOptions(
                 f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
@@ -239,7 +282,7 @@ class JobSpec:
             )
         if self.warm and self.is_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
-        if self.verify and (self.bs % 4096 or self.offset % 4096):
+        if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
         return self
 
@@ -248,8 +291,8 @@ class JobSpec:
 
     def describe(self) -> str:
         """One line a person can read: 'bounce io_uring 1 MiB seq QD8 x2 threads O_DIRECT'."""
-        parts = ([] if self.mode == "cpu" else [self.mode]) + [
-            self.engine, units.format_size(self.bs), self.pattern, f"QD{self.qd}"]
+        parts = ([self.mode] if self.on_gpu else []) + [self.engine, units.format_size(self.bs), self.pattern,
+                                                         f"QD{self.qd}"]
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
         if self.engine != "null":
@@ -259,52 +302,44 @@ class JobSpec:
         return " ".join(parts)
 
 
-def column_name(name: str, opt: Option) -> str:
-    """Results column for a spec field, its unit in the name: bs -> bs_bytes, runtime_ns stays."""
-    return f"{name}_bytes" if opt.kind == "size" and not name.endswith("_bytes") else name
+# The option table and its lookups, built once: by field name, by the key users write, by results column.
+OPTIONS: tuple[Option, ...] = tuple(dataclasses.replace(f.metadata["option"], name=f.name)
+                                    for f in dataclasses.fields(JobSpec))
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
 
 def spec_columns(spec: JobSpec) -> dict[str, Any]:
     """The spec as results columns (base units, unit-suffixed names)."""
-    return {column_name(name, opt): getattr(spec, name) for name, opt in job_options().items()}
+    return {o.column: o.to_column(getattr(spec, o.name)) for o in OPTIONS}
 
 
 def spec_from_columns(row: dict[str, Any]) -> JobSpec:
     """Inverse of spec_columns, for specs read back from results."""
     values = {}
-    for name, opt in job_options().items():
-        value = row[column_name(name, opt)]
+    for o in OPTIONS:
+        value = row[o.column]
         if value != value:  # NaN: pandas' way of writing None in a numeric column
             value = None
-        if value is not None and opt.kind in ("size", "duration", "int"):
+        if value is not None and o.kind in ("size", "duration", "int"):
             value = int(value)
-        elif opt.kind == "bool":
+        elif o.kind == "bool" and value is not None:
             value = bool(value)
-        values[name] = value
+        elif o.kind == "gpus":
+            value = parse_gpus(value)
+        values[o.name] = value
     return JobSpec(**values)
-
-
-def job_options() -> dict[str, Option]:
-    """Field name -> Option, in declaration order."""
-    return {f.name: f.metadata["option"] for f in dataclasses.fields(JobSpec)}
-
-
-def options_by_key() -> dict[str, tuple[str, Option]]:
-    """User key ("runtime") -> (field name ("runtime_ns"), Option)."""
-    return {opt.key: (name, opt) for name, opt in job_options().items()}
 
 
 def spec_from_values(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
     """Build a spec from user-written values keyed as users write them
     ({"bs": "4K", "runtime": "10s"}): strings with units, or numbers in base units."""
-    by_key = options_by_key()
-    unknown = sorted(set(values) - set(by_key))
+    unknown = sorted(set(values) - set(BY_KEY))
     if unknown:
-        raise UsageError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(by_key)}")
-    return with_parsed({k: by_key[k][1].parse(v) for k, v in values.items()}, base)
+        raise UsageError(f"unknown option(s): {', '.join(unknown)}; known: {', '.join(BY_KEY)}")
+    return with_parsed({k: BY_KEY[k].parse(v) for k, v in values.items()}, base)
 
 
 def with_parsed(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
     """A spec from values already in base units, keyed as users write them."""
-    by_key = options_by_key()
-    return (base or JobSpec()).replace(**{by_key[k][0]: v for k, v in values.items()})
+    return (base or JobSpec()).replace(**{BY_KEY[k].name: v for k, v in values.items()})

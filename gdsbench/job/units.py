@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import UsageError
+from gdsbench.job.errors import UsageError
 
 _SIZE_FACTORS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgtp", start=1):

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
-from .units import format_duration, format_size  # noqa: E402
+from gdsbench.job.units import format_duration, format_size  # noqa: E402
 
 FIGSIZE = (9.0, 5.0)  # inches
 DPI = 110  # -> 990 x 550 pixels

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import analysis, charts, html
-from .errors import UsageError
-from .spec import column_name, job_options, options_by_key
-from .store import load
-from .units import format_duration, format_rate, format_size
+from gdsbench.results import analysis
+from gdsbench.reporting import charts, html
+from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import BY_KEY, OPTIONS
+from gdsbench.results.store import load
+from gdsbench.job.units import format_duration, format_rate, format_size
 
 RATIOS = {  # column -> (label, higher is better)
     "bandwidth_bytes_per_s": ("bandwidth", True),
@@ -64,8 +65,7 @@ def _labels(dfs: list[pd.DataFrame]) -> list[str]:
 
 def align_keys(runs: list[Run]) -> list[str]:
     """The dimension columns any run swept."""
-    by_key = options_by_key()
-    keys = {column_name(*by_key[k]) for run in runs for k in run.info["sweep"]["grid"]}
+    keys = {BY_KEY[k].column for run in runs for k in run.info["sweep"]["grid"]}
     return [c for c in analysis.dimension_columns() if c in keys]
 
 
@@ -82,9 +82,9 @@ def differences(runs: list[Run], keys: list[str]) -> list[str]:
     for key in TARGET_KEYS:
         note(f"storage {key}", [", ".join(sorted({str(t.get(key)) for t in r.info["environment"]["targets"].values()}))
                                 for r in runs])
-    for name, opt in job_options().items():
-        col = column_name(name, opt)
-        if col in keys or name in ("path", "size", "offset"):
+    for opt in OPTIONS:
+        col = opt.column
+        if col in keys or opt.name in ("path", "size", "offset"):
             continue
         note(opt.flag.lstrip("-"), [opt.format(r.df[col].iloc[0]) if col in r.df.columns else "-" for r in runs])
     note("repeats", [r.info["sweep"]["repeat"] for r in runs])

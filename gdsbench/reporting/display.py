@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .result import PERCENTILES, Result, percentile_key
-from .units import format_count, format_duration, format_rate, format_size
+from gdsbench.job.result import PERCENTILES, Result, percentile_key
+from gdsbench.job.units import format_count, format_duration, format_rate, format_size
 
 
 def run_summary(r: Result) -> str:

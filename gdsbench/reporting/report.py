@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import analysis, charts, html
-from .errors import UsageError
-from .store import load
-from .units import format_count, format_duration, format_rate
+from gdsbench.results import analysis
+from gdsbench.reporting import charts, html
+from gdsbench.job.errors import UsageError
+from gdsbench.results.store import load
+from gdsbench.job.units import format_count, format_duration, format_rate
 
 
 @dataclass

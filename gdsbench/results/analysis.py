@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _native
-from .spec import column_name, job_options
+from gdsbench import _native
+from gdsbench.job.spec import OPTIONS
 
 SPREAD_LIMIT = 0.05  # MLPerf Storage's rule: repeats more than 5% apart are flagged
 MEDIAN_COLUMNS = [
@@ -21,7 +21,7 @@ MEDIAN_COLUMNS = [
 
 def dimension_columns() -> list[str]:
     """Columns that can be sweep dimensions, in option-table order."""
-    return [column_name(name, opt) for name, opt in job_options().items() if opt.sweep]
+    return [opt.column for opt in OPTIONS if opt.sweep]
 
 
 def varying(df: pd.DataFrame) -> list[str]:
@@ -65,7 +65,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 def describe_point(row: pd.Series | dict, columns: list[str]) -> str:
     """'bs=4 KiB qd=32' from a summary row, naming only the given columns."""
-    opts = {column_name(n, o): o for n, o in job_options().items()}
+    opts = {o.column: o for o in OPTIONS}
     return " ".join(f"{opts[c].key}={opts[c].format(row[c])}" for c in columns) or "the only point"
 
 

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from . import __version__
-from .errors import UsageError
-from .result import Result
-from .spec import spec_columns
+from gdsbench import __version__
+from gdsbench.job.errors import UsageError
+from gdsbench.job.result import Result
+from gdsbench.job.spec import spec_columns
 
 RUN_FILE = "run.json"
 POINTS_JSONL = "points.jsonl"
@@ -210,7 +210,7 @@ def load(run_dir: str) -> pd.DataFrame:
     Columns carry their unit in the name (bs_bytes, lat_p99_ns, cpu_user_s,
     bandwidth_bytes_per_s); hist_index/hist_count hold the latency histogram's
     non-empty buckets, so percentiles of merged points are exact
-    (gdsbench.analysis.merged_histogram). The run's run.json is in df.attrs["run"].
+    (gdsbench.results.analysis.merged_histogram). The run's run.json is in df.attrs["run"].
     """
     store = RunStore.open(run_dir)
     df = pd.DataFrame(store.records())

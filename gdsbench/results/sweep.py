@@ -25,14 +25,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import mpi, runner
-from .environment import host_environment
-from .errors import IncompatibleOptions, UsageError
-from .result import Result
-from .spec import JobSpec, Option, options_by_key, spec_from_values, with_parsed
-from .store import RunStore, record
-from .target import describe
-from .units import format_rate
+from gdsbench.execution import mpi, runner
+from gdsbench.system.environment import host_environment
+from gdsbench.job.errors import IncompatibleOptions, UsageError
+from gdsbench.job.result import Result
+from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
+from gdsbench.results.store import RunStore, record
+from gdsbench.system.target import describe
+from gdsbench.job.units import format_rate
 
 try:
     import tomllib
@@ -80,8 +80,7 @@ class Point:
         return json.dumps(self.values, sort_keys=True)
 
     def label(self) -> str:
-        opts = options_by_key()
-        return " ".join(f"{k}={opts[k][1].format(v)}" for k, v in self.values.items())
+        return " ".join(f"{k}={BY_KEY[k].format(v)}" for k, v in self.values.items())
 
 
 @dataclass
@@ -91,11 +90,9 @@ class Grid:
 
 
 def _dimension_option(key: str, where: str) -> Option:
-    by_key = options_by_key()
-    if key not in by_key:
-        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join(by_key)}")
-    opt = by_key[key][1]
-    return opt
+    if key not in BY_KEY:
+        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join(BY_KEY)}")
+    return BY_KEY[key]
 
 
 def expand(sweep: SweepSpec) -> Grid:

@@ -10,7 +10,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import __version__
+from gdsbench import __version__
 
 
 def meminfo(key: str) -> int | None:

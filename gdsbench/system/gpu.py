@@ -18,10 +18,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from . import _native
-from .errors import UsageError
-from .spec import JobSpec
-from .target import Target, pci_placement, read_sysfs
+from gdsbench import _native
+from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import JobSpec
+from gdsbench.system.target import Target, describe, pci_placement, read_sysfs
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
 PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -123,32 +123,34 @@ def status() -> dict:
 
 
 def require(spec: JobSpec) -> None:
-    """UsageError, one line naming what is missing, unless spec's GPU mode can run here."""
-    if spec.mode == "cpu" or spec.simulated:
-        if spec.simulated and spec.mode in ("gds", "kvikio"):
-            raise UsageError(f"--gpu-backend sim simulates the bounce pipeline only, not --mode {spec.mode}")
+    """UsageError, one line naming what is missing, unless spec's mode can run here."""
+    mode = spec.transfer
+    if not mode.gpu:
+        return
+    if spec.simulated:  # job/spec.py refuses modes the simulation cannot stand in for
         return
     configure_libraries()
     native = _native.gpu_status()
     if native["cudart_error"]:
         raise UsageError(f"--mode {spec.mode} needs a GPU: {native['cudart_error']}")
     count = len(native["devices"])
-    for index in (int(i) for i in spec.gpu.split(",")):
+    for index in spec.gpu:
         if index >= count:
-            raise UsageError(f"--gpu {spec.gpu}: this machine has {count} GPU(s), numbered 0 to {count - 1}")
-    if spec.mode == "gds" and native["cufile_error"]:
-        raise UsageError(f"--mode gds needs cuFile: {native['cufile_error']} (pip install gdsbench[cu13])")
-    if spec.mode == "kvikio":
-        for module, extra in (("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")):
-            try:
-                __import__(module)
-            except ImportError:
-                raise UsageError(f"--mode kvikio needs {module}: pip install gdsbench[cu13] (or {extra})") from None
-    if spec.verify:
-        try:
-            import cupy  # noqa: F401
-        except ImportError:
-            raise UsageError(f"--verify in --mode {spec.mode} checks GPU memory with cupy: pip install cupy-cuda13x") from None
+            raise UsageError(f"--gpu {','.join(map(str, spec.gpu))}: this machine has {count} GPU(s), "
+                             f"numbered 0 to {count - 1}")
+    for module, package in mode.requires:
+        if not _importable(module):
+            raise UsageError(f"--mode {spec.mode} needs {module}: pip install gdsbench[cu13] (or {package})")
+    if spec.verify and not _importable("cupy"):
+        raise UsageError(f"--verify in --mode {spec.mode} checks GPU memory with cupy: pip install cupy-cuda13x")
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
 
 
 def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
@@ -160,8 +162,6 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
         return False, "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
     if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
         return False, "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
-    from .target import describe
-
     storage = describe(target) if target is not None else {}
     local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
     nvme = storage.get("driver") == "nvme" or str(storage.get("block_device") or "").startswith("nvme")
@@ -172,22 +172,20 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
     return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 
-def data_path(spec: JobSpec, target: Target | None, kvikio_compat: str | None = None) -> str:
+def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = None) -> str:
     """What the bytes of this (resolved) job really pass through, in words."""
-    sim = f" [{SIMULATED}]" if spec.simulated and spec.mode != "cpu" else ""
-    read = f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads"
-    if spec.engine == "null":
-        read = "null engine: no reads (the harness's own floor)"
-        return read if spec.mode == "cpu" else f"{read}; copies from pinned host memory to GPU memory{sim}"
-    if spec.mode == "cpu":
-        return f"{read} into host memory"
-    if spec.mode in ("bounce", "cached-bounce"):
-        return f"{read} into pinned host memory, then cudaMemcpyAsync to GPU memory{sim}"
-    if spec.mode == "gds":
+    mode = spec.transfer
+    sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
+    if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
         direct, why = gds_is_direct(status(), target)
         return ("cuFile GPUDirect Storage reads into GPU memory" if direct
                 else "cuFile reads in COMPATIBILITY mode (not GPUDirect)") + f" ({why})"
-    return f"kvikio reads into GPU memory ({kvikio_compat})"
+    if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend
+        return f"kvikio reads into GPU memory ({kvikio_path})"
+    if spec.engine == "null":
+        read = "null engine: no reads (the harness's own floor)"
+        return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
+    return f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads {mode.landing}{sim}"
 
 
 def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) -> list[str]:
@@ -195,7 +193,7 @@ def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) ->
     storage_node = (storage or {}).get("numa_node")
     if storage_node is None or storage_node < 0:
         return []
-    used = {int(i) for i in spec.gpu.split(",")}
+    used = set(spec.gpu)
     return [
         f"GPU {g['cuda_index']} ({g['pci_address']}) is on NUMA node {g['numa_node']}, the storage "
         f"({storage.get('block_device')}) on node {storage_node}: cross-socket transfers can lose a large share of bandwidth"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from . import _native
+from gdsbench import _native
 
 
 def evict(path: str, offset: int, length: int) -> None:
@@ -24,3 +24,17 @@ def evict(path: str, offset: int, length: int) -> None:
 def cached_fraction(path: str, offset: int, length: int) -> float:
     """Fraction (0..1) of the region's pages in the page cache right now."""
     return _native.resident_fraction(path, offset, length)
+
+
+def evict_all(regions: list[tuple[str, int, int]]) -> None:
+    """evict() each (path, offset, length)."""
+    for path, offset, length in regions:
+        evict(path, offset, length)
+
+
+def cached_fraction_all(regions: list[tuple[str, int, int]]) -> float | None:
+    """The fraction of all the regions' pages in the page cache now (None: no regions)."""
+    total = sum(length for _, _, length in regions)
+    if not total:
+        return None
+    return sum(cached_fraction(path, offset, length) * length for path, offset, length in regions) / total

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _native
+from gdsbench import _native
 
 MAGIC = 0x48434E4542534447  # "GDSBENCH"
 GOLDEN = 0x9E3779B97F4A7C15

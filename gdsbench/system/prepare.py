@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _native, pagecache
-from .errors import UsageError
-from .pattern import has_pattern
-from .units import format_size
+from gdsbench import _native
+from gdsbench.system import pagecache
+from gdsbench.job.errors import UsageError
+from gdsbench.system.pattern import has_pattern
+from gdsbench.job.units import format_size
 
 CHUNK = 8 * 1024 * 1024
 BLOCK = _native.PATTERN_BLOCK

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .prepare import prepare
-from .spec import GiB
+from gdsbench.system.prepare import prepare
+from gdsbench.job.spec import GiB
 
 SCRATCH_PATH = os.path.join("results", "scratch", "gdsbench-scratch.dat")
 SCRATCH_SIZE = GiB
@@ -15,7 +15,7 @@ SCRATCH_SIZE = GiB
 
 def ensure_scratch(path: str = SCRATCH_PATH, size: int = SCRATCH_SIZE) -> None:
     """Create the scratch file if needed (under MPI: rank 0 writes, the others wait)."""
-    from . import mpi
+    from gdsbench.execution import mpi
 
     if mpi.is_root():
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -13,9 +13,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _native
-from .errors import UsageError
-from .units import format_size
+from gdsbench import _native
+from gdsbench.job.errors import UsageError
+from gdsbench.job.units import format_size
 
 SYS_BLOCK = Path("/sys/dev/block")
 

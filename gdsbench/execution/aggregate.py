@@ -1,0 +1,65 @@
+"""Several processes' runs as one, exactly, as IOR aggregates:
+
+    bytes, reads, CPU      summed
+    bandwidth              total bytes / (latest end - earliest start)
+    latency percentiles    from the summed histograms (exact, never averaged)
+    per-process figures    kept in RunRecord.procs
+
+Runs line up on CLOCK_REALTIME taken at each part's start gate (across hosts
+this relies on synchronised clocks, as IOR's aggregation does)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gdsbench import _native
+from gdsbench.execution.record import RunRecord, ThreadRecord
+
+
+def aggregate(runs: list[RunRecord], infos: list[dict], interval_ns: int) -> RunRecord:
+    """Parts' runs as one run on one time base, the earliest start gate."""
+    starts = [r.start_realtime_ns for r in runs if r.start_realtime_ns]
+    t0 = min(starts) if starts else 0
+    threads: list[ThreadRecord] = []
+    procs = []
+    first_done = None
+    for index, (run, info) in enumerate(zip(runs, infos)):
+        shift = run.start_realtime_ns - t0 if run.start_realtime_ns else 0
+        ticks = shift // interval_ns
+        latency = _native.LatencyHistogram()
+        for t in run.threads:
+            moved = {}
+            if t.ops:  # times are relative to the part's own start: move them to the common one
+                moved = {k: getattr(t, k) + shift for k in ("last_complete_ns", "first_submit_ns", "stonewall_ns")}
+            if ticks:
+                moved["timeline_bytes"] = np.concatenate((np.zeros(ticks, np.uint64), t.timeline_bytes))
+            latency.merge(t.latency)
+            threads.append(dataclasses.replace(t, **moved))
+        if run.first_done_ns:
+            done = shift + run.first_done_ns
+            first_done = done if first_done is None else min(first_done, done)
+        seconds = max((t.last_complete_ns for t in run.threads if t.ops), default=0) / 1e9
+        nbytes = sum(t.bytes for t in run.threads)
+        procs.append({
+            "proc": index, **info, "start_offset_ns": shift, "bytes": nbytes, "ops": sum(t.ops for t in run.threads),
+            "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0,
+            "lat_p50_ns": latency.percentile(50), "lat_p99_ns": latency.percentile(99),
+            "cpu_s": run.window_cpu_user_s + run.window_cpu_sys_s,
+            "worker_cpu_s": sum(t.cpu_user_s + t.cpu_sys_s for t in run.threads),
+            "interrupted": run.interrupted,
+        })
+    return RunRecord(
+        threads=threads or [ThreadRecord.empty()],  # empty when interrupted before any process started
+        interrupted=any(r.interrupted for r in runs),
+        start_skew_ns=(max(starts) - min(starts)) if starts else 0,
+        process_cpu_user_s=sum(r.process_cpu_user_s for r in runs),
+        process_cpu_sys_s=sum(r.process_cpu_sys_s for r in runs),
+        window_cpu_user_s=sum(r.window_cpu_user_s for r in runs),
+        window_cpu_sys_s=sum(r.window_cpu_sys_s for r in runs),
+        wall_ns=max(r.wall_ns for r in runs),
+        start_realtime_ns=t0,
+        first_done_ns=first_done or 0,
+        procs=procs,
+    )

@@ -1,0 +1,76 @@
+"""One job, several processes: the part each process (a local process or an
+MPI rank) reads: its own region of a shared file, the whole shared region,
+or its own file (IOR's layouts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import JobSpec
+from gdsbench.job.units import format_size
+from gdsbench.system.target import Target, check_direct, inspect
+
+
+@dataclass(frozen=True)
+class Part:
+    index: int  # process or rank
+    spec: JobSpec  # resolved, procs=1: what this process runs
+    target: Target | None
+
+
+def part_specs(spec: JobSpec, nparts: int, shift: int = 1) -> list[JobSpec]:
+    """The job each of nparts processes runs. `shift` is whose data a part
+    reads with --reorder: the part `shift` further on (IOR's -C uses the
+    number of tasks per node, so each reads what another host wrote)."""
+    out = []
+    for p in range(nparts):
+        source = (p + shift) % nparts if spec.reorder else p
+        path, offset, seed = spec.path, spec.offset, spec.seed
+        if spec.layout == "shared":
+            offset = spec.offset + source * spec.size
+        elif spec.layout == "per-proc":
+            path = f"{spec.path}.{source}"
+        if spec.layout == "shared-all":
+            seed = spec.seed + p  # the same blocks, in a different order per process
+        gpu = (spec.gpu[p % len(spec.gpu)],) if spec.on_gpu else spec.gpu  # processes take GPUs round-robin
+        out.append(spec.replace(path=path, offset=offset, seed=seed, gpu=gpu, procs=1))
+    return out
+
+
+def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
+    """Each part's region length: --size, or the target shared out (layout shared)."""
+    room = target.size - spec.offset
+    if spec.layout != "shared":
+        return spec.size or room
+    size = spec.size or room // nparts // spec.bs * spec.bs
+    if spec.offset + size * nparts > target.size:
+        raise UsageError(
+            f"--size {format_size(size)} x --procs {nparts}: the parts run past the end of {spec.path} "
+            f"({format_size(target.size)}); lower --size or --procs, or use --layout shared-all"
+        )
+    if size < spec.bs * spec.threads:
+        raise UsageError(
+            f"--procs {nparts}: each process's part of {spec.path} ({format_size(size)}) holds less than one "
+            f"--bs block per thread; use fewer processes, a smaller --bs or a larger file"
+        )
+    return size
+
+
+def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region) -> list[Part]:
+    """Plan every part against its own target, before anything runs."""
+    parts = []
+    for p, s in enumerate(part_specs(spec, nparts, shift)):
+        target = None
+        if s.path and s.engine != "null":
+            target = inspect(s.path)
+            check_region(s, target)
+            if s.is_direct and s.transfer.native:  # a Python-driven mode chooses its own flags
+                check_direct(target, s.bs, s.offset)
+        parts.append(Part(p, s, target))
+    return parts
+
+
+def regions(parts: list[Part]) -> list[tuple[str, int, int]]:
+    """(path, offset, length) of every part that reads a file."""
+    return [(p.spec.path, p.spec.offset, p.spec.size) for p in parts if p.target is not None]

@@ -1,0 +1,1 @@
+"""The job: its options, units, errors, modes, and the Result it yields."""

@@ -1,0 +1,65 @@
+"""Where a job's bytes go: every transfer mode, declared once.
+
+Everything else asks these declarations; no other module compares mode
+names. Adding a mode means one entry here, plus one engine file under
+native/engines/ if it reads with an engine of its own (docs/architecture.md
+has the checklist).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    about: str  # for --mode's help
+    engines: tuple[str, ...]  # what it reads with; --engine auto takes the first one available here
+    direct: bool  # O_DIRECT unless --direct/--buffered says otherwise
+    cache_choice: bool  # whether --direct/--buffered may change that
+    other_cache_mode: str | None  # the mode to use for the other choice, when this one has none
+    gpu: bool  # reads land in GPU memory: needs a GPU, or the simulation
+    staged: bool  # through pinned host memory, then copied to the GPU (native: Job::staged())
+    native: bool  # run by the native worker loop; False: its own Python loop, in one process
+    simulated: bool  # --gpu-backend sim can stand in for its GPU
+    worker_threads: bool  # --threads gives it more worker threads
+    depth_note: str | None  # why --qd above 1 means nothing to it, and what to use instead
+    requires: tuple[tuple[str, str], ...]  # Python modules it needs, and the package providing each
+    landing: str  # where the engine's bytes go, for its data path ("" where the path is found at run time)
+    path_from: str  # who says what path the bytes took: "engine", "cufile-platform" or "kvikio-statistics"
+
+
+_HOST_ENGINES = ("io_uring", "psync", "null")
+
+MODES: dict[str, Mode] = {m.name: m for m in (
+    Mode("cpu", "host memory", _HOST_ENGINES, direct=True, cache_choice=True, other_cache_mode=None, gpu=False,
+         staged=False, native=True, simulated=False, worker_threads=True, depth_note=None, requires=(),
+         landing="into host memory", path_from="engine"),
+    Mode("bounce", "O_DIRECT into pinned memory, then copied to the GPU", _HOST_ENGINES, direct=True,
+         cache_choice=False, other_cache_mode="cached-bounce", gpu=True, staged=True, native=True, simulated=True,
+         worker_threads=True, depth_note=None, requires=(),
+         landing="into pinned host memory, then cudaMemcpyAsync to GPU memory", path_from="engine"),
+    Mode("cached-bounce", "page-cache reads, then copied", _HOST_ENGINES, direct=False, cache_choice=False,
+         other_cache_mode="bounce", gpu=True, staged=True, native=True, simulated=True, worker_threads=True,
+         depth_note=None, requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
+         path_from="engine"),
+    Mode("gds", "cuFile into GPU memory", ("cufile",), direct=True, cache_choice=False,
+         other_cache_mode="cached-bounce", gpu=True, staged=False, native=True, simulated=False, worker_threads=True,
+         depth_note="cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio", requires=(),
+         landing="", path_from="cufile-platform"),
+    Mode("kvikio", "kvikio's own reads", ("kvikio",), direct=True, cache_choice=True, other_cache_mode=None, gpu=True,
+         staged=False, native=False, simulated=False, worker_threads=False, depth_note=None,
+         requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")), landing="", path_from="kvikio-statistics"),
+)}
+
+# Engines no native engine file provides, described as the native registry describes its own
+# (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode.py).
+PYTHON_ENGINES = {
+    "kvikio": {"name": "kvikio", "max_depth": 1024, "reads_file": True, "unavailable": "",
+               "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)"},
+}
+
+
+def mode_help() -> str:
+    return "where the bytes go: " + ", ".join(f"{m.name} ({m.about})" for m in MODES.values())

@@ -1,0 +1,1 @@
+"""What a person reads: the terminal summary, HTML reports and tier comparisons, and their charts."""

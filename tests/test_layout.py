@@ -1,0 +1,79 @@
+"""The shape of the package, as the architecture page describes it: layers
+without import cycles, few top-level modules, and every mode declared in one
+place."""
+
+import ast
+import os
+
+import pytest
+
+from gdsbench.job.modes import MODES
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gdsbench")
+
+
+def modules() -> dict[str, ast.Module]:
+    out = {}
+    for dirpath, _, files in os.walk(PACKAGE):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                name = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
+                out[name.removesuffix(".__init__")] = ast.parse(open(path).read(), path)
+    return out
+
+
+def imports(name: str, tree: ast.Module, known: set[str]) -> set[str]:
+    """gdsbench modules this one imports, at module level or inside functions."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("gdsbench"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if full in known else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            pytest.fail(f"{name}: relative import; write gdsbench.<layer>.<module>")
+    out.discard(name)
+    return {m for m in out if m in known and m != "gdsbench"}
+
+
+def test_no_import_cycles_even_inside_functions():
+    mods = modules()
+    graph = {name: imports(name, tree, set(mods)) for name, tree in mods.items()}
+    done, stack = set(), []
+
+    def visit(node):
+        if node in stack:
+            pytest.fail("import cycle: " + " -> ".join(stack[stack.index(node):] + [node]))
+        if node in done:
+            return
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            visit(nxt)
+        stack.pop()
+        done.add(node)
+
+    for name in sorted(graph):
+        visit(name)
+
+
+def test_the_top_level_holds_few_modules():
+    top = [f for f in os.listdir(PACKAGE) if f.endswith(".py")]
+    assert len(top) <= 8, top
+
+
+def test_mode_names_are_compared_only_in_their_declaration():
+    """No `mode == "gds"` or `mode in ("bounce", ...)` outside job/modes.py: other code asks the declaration."""
+    for name, tree in modules().items():
+        if name == "gdsbench.job.modes":
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            for side in [node.left, *node.comparators]:
+                for const in ast.walk(side):
+                    if isinstance(const, ast.Constant) and const.value in MODES:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the mode name {const.value!r}; "
+                                    "ask gdsbench.job.modes instead")
