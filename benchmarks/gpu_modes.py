@@ -35,7 +35,6 @@ import ctypes
 import json
 import os
 import select
-import shutil
 import signal
 import statistics
 import subprocess
@@ -548,7 +547,7 @@ def cold_comparison(args, children: Children, path: str, raw: dict, rows: list, 
     size = format_size(os.path.getsize(path))
     for repeat in range(COLD_REPEATS):
         for side in runs:
-            def on_event(event, side=side):
+            def on_event(event, side=side, repeat=repeat):
                 if event.get("kind") == "cold":
                     runs[side].append(event["bytes_per_s"])
                     raw["cold"]["runs"].append(dict(event, repeat=repeat))

@@ -46,8 +46,8 @@ from common import markdown_table, median, write_outputs  # noqa: E402
 
 import gdsbench  # noqa: E402
 from gdsbench.job.spec import spec_from_values  # noqa: E402
-from gdsbench.system.target import describe, inspect  # noqa: E402
 from gdsbench.job.units import format_duration, format_rate  # noqa: E402
+from gdsbench.system.target import describe, inspect  # noqa: E402
 
 SCRATCH = os.path.join("results", "scratch")
 
@@ -78,7 +78,8 @@ ROWS = [
         dict(ioengine="io_uring", rw="randread", bs="4k", iodepth=32, direct=1, iodepth_batch_complete_max=32),
         dict(engine="io_uring", bs="4K", pattern="rand", qd=32, direct=True), "iops", "disk", compare_latency=False,
         notes=["fio reaping in batches (p50 shown, not judged: this row is there to explain the one above): "
-               "fio by default reaps one completion at a time and resubmits before reaping the next, so each completion's latency includes fio's resubmissions of those reaped "
+               "fio by default reaps one completion at a time and resubmits before reaping the next, so each "
+               "completion's latency includes fio's resubmissions of those reaped "
                "before it; with iodepth_batch_complete_max equal to the depth it reaps every ready completion "
                "at once, as gdsbench does. The 'in flight' column (IOPS x mean latency, Little's law) shows "
                "the difference"]),
@@ -213,7 +214,8 @@ def main() -> int:
               "p50 ratio (CI)", "p99 fio / gds", "p99 ratio", "in flight fio / gds", "verdict",
               "fio default buffers (ratio gds/it)", "device request fio / gds / fio default"]
     md = markdown_table(header, table)
-    ref_name = "fio with huge-page buffers (--mem=shmhuge)" if reference is run_fio_huge else "fio (no huge pages could be reserved: default buffers)"
+    ref_name = ("fio with huge-page buffers (--mem=shmhuge)" if reference is run_fio_huge
+                else "fio (no huge pages could be reserved: default buffers)")
     notes = [f"Reference: {ref_name}. Each row runs fio, gdsbench, fio, ... fio ({args.repeats} gdsbench runs, "
              f"{args.repeats + 1} fio runs), {args.runtime:g} s each after a {args.ramp:g} s ramp; each gdsbench "
              "run is divided by the mean of the fio runs either side of it, which cancels a linear drift, and the "
@@ -222,7 +224,8 @@ def main() -> int:
              "independent values). The interval is approximate: neighbouring ratios share a fio run, so they are "
              "not independent, and it covers somewhat less than stated. fio with its default malloc buffers ran "
              f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new "
-             "seed at each step (fio --randseed, gdsbench --seed): the tools' random orders differ, and this disk's speed depends on which blocks are read.",
+             "seed at each step (fio --randseed, gdsbench --seed): the tools' random orders differ, and this "
+             "disk's speed depends on which blocks are read.",
              "Verdict: PASS when the median meets the target; FAIL when the whole interval misses it (a real gap); "
              "NOISE when the median misses but the interval reaches the target: this machine cannot tell.",
              "Targets: throughput ratio >= 0.97 (warm-cache 4K psync >= 1.05, null >= 1.0); p50 within 10% of fio's.",
@@ -282,7 +285,7 @@ def measure_rows(args, files, counters, reference):
         path = files.get(row.file)
         fio, gds, fio_default = [], [], []
 
-        def measure(tool, seed: int) -> dict:
+        def measure(tool, seed: int, row=row, path=path) -> dict:
             if row.file == "warm":
                 warm_up(path)
             return counters.measure(tool, row, path, args.runtime, args.ramp, seed)
@@ -309,14 +312,14 @@ def measure_rows(args, files, counters, reference):
         verdict = "FAIL" if "FAIL" in verdicts else "NOISE" if "NOISE" in verdicts else "PASS"
         fmt = (lambda v: f"{v / 1e3:,.1f}k") if m == "iops" else format_rate
 
-        def request(runs):
+        def request(runs, row=row):
             sizes = [r["device_request_bytes"] for r in runs if r["device_request_bytes"]]
             return f"{median(sizes) / 1024:.0f}K" if sizes and row.file == "disk" else "-"
 
         def in_flight(runs):  # Little's law: reads in flight on average, as each tool's latency window counts them
             return median([r["iops"] * r["mean"] / 1e9 for r in runs])
 
-        def ci(k):
+        def ci(k, intervals=intervals):
             return f"{intervals[k][0]:.3f}-{intervals[k][1]:.3f}"
 
         table.append([

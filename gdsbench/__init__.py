@@ -7,11 +7,11 @@
 
 __version__ = "0.1.0"
 
-from gdsbench.job.errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
-from gdsbench.system.prepare import prepare  # noqa: E402
-from gdsbench.job.result import Result  # noqa: E402
 from gdsbench.execution.runner import run  # noqa: E402
+from gdsbench.job.errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
+from gdsbench.job.result import Result  # noqa: E402
 from gdsbench.job.spec import JobSpec  # noqa: E402
+from gdsbench.system.prepare import prepare  # noqa: E402
 
 
 def __getattr__(name: str):

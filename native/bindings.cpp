@@ -9,11 +9,11 @@
 
 #include "engine.hpp"
 #include "error.hpp"
+#include "files.hpp"
+#include "gpu/status.hpp"
 #include "histogram.hpp"
 #include "job.hpp"
 #include "offsets.hpp"
-#include "files.hpp"
-#include "gpu/status.hpp"
 #include "pattern.hpp"
 #include "runner.hpp"
 
@@ -31,13 +31,15 @@ py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
 // Every field a run reports, listed once: the dicts built here and the names
 // exported to Python (gdsbench.execution.record checks its records against
 // them on import, so a field added on one side only fails at once).
-#define GDS_THREAD_FIELDS(X)                                                                                  \
-  X(gpu) X(latency) X(bytes) X(ops) X(first_submit_ns) X(last_complete_ns) X(cpu_user_s) X(cpu_sys_s)        \
-      X(verified_blocks) X(verify_mismatches) X(first_mismatch_offset) X(passes) X(reads_while_copying)        \
-          X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns)
-#define GDS_JOB_FIELDS(X)                                                                                      \
-  X(interrupted) X(start_skew_ns) X(process_cpu_user_s) X(process_cpu_sys_s) X(window_cpu_user_s)              \
-      X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns)
+// clang-format off
+#define GDS_THREAD_FIELDS(X)                                                                               \
+  X(gpu) X(latency) X(bytes) X(ops) X(first_submit_ns) X(last_complete_ns) X(cpu_user_s) X(cpu_sys_s)     \
+  X(verified_blocks) X(verify_mismatches) X(first_mismatch_offset) X(passes) X(reads_while_copying)       \
+  X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns)
+#define GDS_JOB_FIELDS(X)                                                                                  \
+  X(interrupted) X(start_skew_ns) X(process_cpu_user_s) X(process_cpu_sys_s) X(window_cpu_user_s)         \
+  X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns)
+// clang-format on
 
 py::dict thread_dict(const gds::ThreadResult& t) {
   py::dict d;
@@ -85,8 +87,7 @@ gds::DeviceVerifyFn device_verifier(const py::object& check) {
 // every few milliseconds with the GIL taken; it returns None or 0 to go on,
 // 1 to stop the run (interrupted) or 2 to stonewall. Ctrl-C stops the run
 // without it.
-py::dict run(const gds::Job& job, const py::object& poll, const py::object& verify_device,
-             const py::object& on_ready) {
+py::dict run(const gds::Job& job, const py::object& poll, const py::object& verify_device, const py::object& on_ready) {
   gds::JobResult r;
   std::unique_ptr<py::error_already_set> callback_error;
   auto keep = [&](py::error_already_set& e) { callback_error = std::make_unique<py::error_already_set>(std::move(e)); };
@@ -104,27 +105,32 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
           throw gds::IoError("on_ready failed");
         }
       };
-    r = gds::run_job(job, [&](const gds::PollInfo& info) {
-      py::gil_scoped_acquire acquire;
-      if (PyErr_CheckSignals() != 0) {
-        PyErr_Clear();  // the interrupt is reported as result["interrupted"]
-        return gds::PollAction::kCancel;
-      }
-      if (poll.is_none() || callback_error) return gds::PollAction::kContinue;
-      try {
-        py::object action = poll(info.bytes, info.elapsed_ns, info.worker_done);
-        int a = action.is_none() ? 0 : action.cast<int>();
-        return a == 1 ? gds::PollAction::kCancel : a == 2 ? gds::PollAction::kStonewall : gds::PollAction::kContinue;
-      } catch (py::error_already_set& e) {
-        keep(e);
-        return gds::PollAction::kCancel;
-      } catch (const std::exception& e) {  // a poll returning something that is not an int
-        PyErr_SetString(PyExc_TypeError, (std::string("poll callback: ") + e.what()).c_str());
-        py::error_already_set err;
-        keep(err);
-        return gds::PollAction::kCancel;
-      }
-    }, verify, ready);
+    r = gds::run_job(
+        job,
+        [&](const gds::PollInfo& info) {
+          py::gil_scoped_acquire acquire;
+          if (PyErr_CheckSignals() != 0) {
+            PyErr_Clear();  // the interrupt is reported as result["interrupted"]
+            return gds::PollAction::kCancel;
+          }
+          if (poll.is_none() || callback_error) return gds::PollAction::kContinue;
+          try {
+            py::object action = poll(info.bytes, info.elapsed_ns, info.worker_done);
+            int a = action.is_none() ? 0 : action.cast<int>();
+            return a == 1   ? gds::PollAction::kCancel
+                   : a == 2 ? gds::PollAction::kStonewall
+                            : gds::PollAction::kContinue;
+          } catch (py::error_already_set& e) {
+            keep(e);
+            return gds::PollAction::kCancel;
+          } catch (const std::exception& e) {  // a poll returning something that is not an int
+            PyErr_SetString(PyExc_TypeError, (std::string("poll callback: ") + e.what()).c_str());
+            py::error_already_set err;
+            keep(err);
+            return gds::PollAction::kCancel;
+          }
+        },
+        verify, ready);
   } catch (...) {
     if (callback_error) throw std::move(*callback_error);  // the Python error behind the failure
     throw;
@@ -193,10 +199,13 @@ PYBIND11_MODULE(_native, m) {
       .def_static("bucket_width", &LatencyHistogram::bucket_width)
       .def_static("bucket_value", &LatencyHistogram::bucket_value)
       .def_static("index_of", &LatencyHistogram::index_of)
-      .def("add", [](LatencyHistogram& h, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> v) {
+      .def(
+          "add",
+          [](LatencyHistogram& h, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> v) {
             auto r = v.unchecked<1>();
             for (py::ssize_t i = 0; i < r.shape(0); ++i) h.add(r(i));
-          }, "Add latency samples in nanoseconds (an array of non-negative integers).")
+          },
+          "Add latency samples in nanoseconds (an array of non-negative integers).")
       .def("merge", &LatencyHistogram::merge, "Add another histogram's counts into this one.")
       .def("percentile", &LatencyHistogram::percentile, py::arg("p"))
       .def_property_readonly("count", &LatencyHistogram::count)
@@ -207,15 +216,17 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("m2", &LatencyHistogram::m2)
       .def_property_readonly("counts",
                              [](const LatencyHistogram& h) { return to_array(h.counts().data(), h.counts().size()); })
-      .def_static("from_state", [](py::array_t<uint64_t, py::array::c_style | py::array::forcecast> counts, uint64_t min,
-                                   uint64_t max, double mean, double m2) {
+      .def_static(
+          "from_state",
+          [](py::array_t<uint64_t, py::array::c_style | py::array::forcecast> counts, uint64_t min, uint64_t max,
+             double mean, double m2) {
             return LatencyHistogram::from_state(counts.data(), size_t(counts.size()), min, max, mean, m2);
-          }, py::arg("counts"), py::arg("min"), py::arg("max"), py::arg("mean"), py::arg("m2"),
+          },
+          py::arg("counts"), py::arg("min"), py::arg("max"), py::arg("mean"), py::arg("m2"),
           "Rebuild a histogram from its dense counts and summary statistics (results files).")
       .def(py::pickle(
           [](const LatencyHistogram& h) {
-            return py::make_tuple(to_array(h.counts().data(), h.counts().size()), h.min(), h.max(),
-                                  h.mean(), h.m2());
+            return py::make_tuple(to_array(h.counts().data(), h.counts().size()), h.min(), h.max(), h.mean(), h.m2());
           },
           [](py::tuple t) {
             auto counts = t[0].cast<py::array_t<uint64_t, py::array::c_style | py::array::forcecast>>();
@@ -232,31 +243,34 @@ PYBIND11_MODULE(_native, m) {
 
   m.def("set_library_candidates", &gds::gpu::set_library_candidates, py::arg("library"), py::arg("paths"),
         "Extra files to try when loading libcudart or libcufile (the nvidia-* wheels' copies).");
-  m.def("gpu_status", [] {
-    gds::gpu::GpuStatus s = gds::gpu::gpu_status();
-    py::dict d;
-    d["built_with_cuda"] = s.built_with_cuda;
-    d["cudart_error"] = s.cudart_error;
-    d["cudart_path"] = s.cudart_path;
-    d["runtime_version"] = s.runtime_version;
-    d["driver_version"] = s.driver_version;
-    py::list devices;
-    for (const auto& dev : s.devices) {
-      py::dict x;
-      x["index"] = dev.index;
-      x["pci_bus_id"] = dev.pci_bus_id;
-      x["total_bytes"] = dev.total_bytes;
-      x["free_bytes"] = dev.free_bytes;
-      devices.append(x);
-    }
-    d["devices"] = devices;
-    d["cufile_error"] = s.cufile_error;
-    d["cufile_path"] = s.cufile_path;
-    d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
-    d["compat_allowed"] = s.compat_allowed;
-    d["max_direct_io_size"] = s.max_direct_io_size;
-    return d;
-  }, "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
+  m.def(
+      "gpu_status",
+      [] {
+        gds::gpu::GpuStatus s = gds::gpu::gpu_status();
+        py::dict d;
+        d["built_with_cuda"] = s.built_with_cuda;
+        d["cudart_error"] = s.cudart_error;
+        d["cudart_path"] = s.cudart_path;
+        d["runtime_version"] = s.runtime_version;
+        d["driver_version"] = s.driver_version;
+        py::list devices;
+        for (const auto& dev : s.devices) {
+          py::dict x;
+          x["index"] = dev.index;
+          x["pci_bus_id"] = dev.pci_bus_id;
+          x["total_bytes"] = dev.total_bytes;
+          x["free_bytes"] = dev.free_bytes;
+          devices.append(x);
+        }
+        d["devices"] = devices;
+        d["cufile_error"] = s.cufile_error;
+        d["cufile_path"] = s.cufile_path;
+        d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
+        d["compat_allowed"] = s.compat_allowed;
+        d["max_direct_io_size"] = s.max_direct_io_size;
+        return d;
+      },
+      "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
   m.def("engines", [] {
     py::list out;
@@ -277,15 +291,20 @@ PYBIND11_MODULE(_native, m) {
   m.def("dio_alignment", &gds::dio_alignment, py::arg("path"),
         "(memory, offset) alignment O_DIRECT needs, from statx; (0, 0) if unknown.");
 
-  m.def("pattern_fill", [](py::buffer buf, uint64_t offset, uint64_t seed) {
+  m.def(
+      "pattern_fill",
+      [](py::buffer buf, uint64_t offset, uint64_t seed) {
         py::buffer_info info = contiguous(buf, true);
         size_t len = size_t(info.size * info.itemsize);
         py::gil_scoped_release release;
         gds::pattern::fill(info.ptr, len, offset, seed);
-      }, py::arg("buffer"), py::arg("offset"), py::arg("seed"),
+      },
+      py::arg("buffer"), py::arg("offset"), py::arg("seed"),
       "Fill a writable buffer with the pattern blocks for file offset `offset`.");
 
-  m.def("pattern_check", [](py::buffer buf, uint64_t offset) {
+  m.def(
+      "pattern_check",
+      [](py::buffer buf, uint64_t offset) {
         py::buffer_info info = contiguous(buf, false);
         size_t len = size_t(info.size * info.itemsize);
         uint64_t first = 0, bad;
@@ -294,23 +313,28 @@ PYBIND11_MODULE(_native, m) {
           bad = gds::pattern::check(info.ptr, len, offset, &first);
         }
         return py::make_tuple(bad, bad ? py::object(py::int_(first)) : py::object(py::none()));
-      }, py::arg("buffer"), py::arg("offset"),
+      },
+      py::arg("buffer"), py::arg("offset"),
       "Check pattern blocks read from file offset `offset`: (bad blocks, offset of the first bad one).");
 
   py::class_<gds::OffsetSequence>(m, "OffsetSequence",
-                                   "The order a worker reads blocks in (the worker loop's own OffsetSequence).")
-      .def(py::init([](uint64_t first_byte, uint64_t nblocks, uint64_t bs, bool random, uint64_t seed, uint32_t worker) {
-             GDS_EXPECT(nblocks > 0 && bs > 0, "an offset sequence needs at least one block");
-             return gds::OffsetSequence::for_worker(first_byte, nblocks, bs, random, seed, worker);
-           }),
-           py::arg("first_byte"), py::arg("nblocks"), py::arg("bs"), py::arg("random"), py::arg("seed"),
-           py::arg("worker") = 0)
-      .def("take", [](gds::OffsetSequence& seq, uint64_t count) {
+                                  "The order a worker reads blocks in (the worker loop's own OffsetSequence).")
+      .def(
+          py::init([](uint64_t first_byte, uint64_t nblocks, uint64_t bs, bool random, uint64_t seed, uint32_t worker) {
+            GDS_EXPECT(nblocks > 0 && bs > 0, "an offset sequence needs at least one block");
+            return gds::OffsetSequence::for_worker(first_byte, nblocks, bs, random, seed, worker);
+          }),
+          py::arg("first_byte"), py::arg("nblocks"), py::arg("bs"), py::arg("random"), py::arg("seed"),
+          py::arg("worker") = 0)
+      .def(
+          "take",
+          [](gds::OffsetSequence& seq, uint64_t count) {
             py::array_t<uint64_t> out(count);
             auto* p = out.mutable_data();
             for (uint64_t i = 0; i < count; ++i) p[i] = seq.next();
             return out;
-          }, py::arg("count"), "The next `count` byte offsets.");
+          },
+          py::arg("count"), "The next `count` byte offsets.");
 
 #define GDS_NAME(name) #name,
   m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_FIELDS(GDS_NAME) "timeline_bytes"});
@@ -320,4 +344,5 @@ PYBIND11_MODULE(_native, m) {
   m.attr("MAX_THREADS") = gds::kMaxThreads;
   m.attr("PATTERN_BLOCK") = gds::pattern::kBlock;
   m.attr("PATTERN_MAGIC") = gds::pattern::kMagic;
+  m.attr("PATTERN_GOLDEN") = gds::pattern::kGolden;
 }

@@ -20,8 +20,8 @@ HostBuffers::HostBuffers(size_t bytes) : size_(bytes) {
   mapping_ = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping_ == MAP_FAILED) {
     mapping_ = nullptr;
-    throw InputError("cannot map " + std::to_string(bytes) + " bytes of read buffers (--bs x --qd): " +
-                     errno_text(errno) + "; lower --bs or --qd");
+    throw InputError("cannot map " + std::to_string(bytes) +
+                     " bytes of read buffers (--bs x --qd): " + errno_text(errno) + "; lower --bs or --qd");
   }
   auto start = (reinterpret_cast<uintptr_t>(mapping_) + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
   data_ = reinterpret_cast<char*>(start);

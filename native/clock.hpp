@@ -1,9 +1,9 @@
 // Monotonic nanosecond clock used for every latency and window measurement.
 #pragma once
+#include <sys/time.h>
+
 #include <cstdint>
 #include <ctime>
-
-#include <sys/time.h>
 
 namespace gds {
 

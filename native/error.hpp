@@ -19,8 +19,8 @@ struct IoError : std::runtime_error {
 
 inline std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
-#define GDS_EXPECT(cond, message)                              \
-  do {                                                         \
+#define GDS_EXPECT(cond, message)                               \
+  do {                                                          \
     if (!(cond)) throw ::gds::InputError(std::string(message)); \
   } while (0)
 

@@ -44,7 +44,7 @@ double resident_fraction(const std::string& path, uint64_t offset, uint64_t leng
 
 std::pair<uint32_t, uint32_t> dio_alignment(const std::string& path) {
 #ifdef STATX_DIOALIGN
-  struct statx stx {};
+  struct statx stx{};
   if (::statx(AT_FDCWD, path.c_str(), 0, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN))
     return {stx.stx_dio_mem_align, stx.stx_dio_offset_align};
 #endif

@@ -17,9 +17,7 @@ uint64_t LatencyHistogram::bucket_width(size_t i) {
   return 1ull << (unsigned(i / kSub) - 1);
 }
 
-double LatencyHistogram::bucket_value(size_t i) {
-  return double(bucket_low(i)) + double(bucket_width(i) - 1) / 2.0;
-}
+double LatencyHistogram::bucket_value(size_t i) { return double(bucket_low(i)) + double(bucket_width(i) - 1) / 2.0; }
 
 void LatencyHistogram::merge(const LatencyHistogram& o) {
   if (o.count_ == 0) return;
@@ -56,10 +54,10 @@ double LatencyHistogram::percentile(double p) const {
   return double(max_);
 }
 
-LatencyHistogram LatencyHistogram::from_state(const uint64_t* counts, size_t n, uint64_t min,
-                                              uint64_t max, double mean, double m2) {
-  GDS_EXPECT(n == kBuckets, "histogram state has " + std::to_string(n) + " buckets; expected " +
-                                std::to_string(kBuckets));
+LatencyHistogram LatencyHistogram::from_state(const uint64_t* counts, size_t n, uint64_t min, uint64_t max, double mean,
+                                              double m2) {
+  GDS_EXPECT(n == kBuckets,
+             "histogram state has " + std::to_string(n) + " buckets; expected " + std::to_string(kBuckets));
   LatencyHistogram h;
   for (size_t i = 0; i < n; ++i) {
     h.counts_[i] = counts[i];

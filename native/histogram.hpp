@@ -61,8 +61,8 @@ class LatencyHistogram {
   const std::array<uint64_t, kBuckets>& counts() const { return counts_; }
 
   // Rebuild from stored state (pickling, results files).
-  static LatencyHistogram from_state(const uint64_t* counts, size_t n, uint64_t min, uint64_t max,
-                                     double mean, double m2);
+  static LatencyHistogram from_state(const uint64_t* counts, size_t n, uint64_t min, uint64_t max, double mean,
+                                     double m2);
 
  private:
   std::array<uint64_t, kBuckets> counts_{};

@@ -16,8 +16,7 @@ namespace gds {
 
 class OffsetSequence {
  public:
-  OffsetSequence(uint64_t first_byte, uint64_t nblocks, uint64_t block_size, bool random,
-                 uint64_t seed)
+  OffsetSequence(uint64_t first_byte, uint64_t nblocks, uint64_t block_size, bool random, uint64_t seed)
       : first_(first_byte), n_(nblocks), bs_(block_size), random_(random), seed_(seed) {
     bits_ = 1;
     while (bits_ < 64 && (1ull << bits_) < n_) ++bits_;

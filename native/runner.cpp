@@ -24,9 +24,9 @@ constexpr auto kPollPeriod = std::chrono::milliseconds(20);
 void check_job(const Job& job) {
   const EngineInfo& engine = engine_by_name(job.engine);
   GDS_EXPECT(job.bs > 0 && job.bs <= kMaxBlock, "--bs must be between 1 byte and 1 GiB");
-  GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth,
-             "--qd " + std::to_string(job.qd) + ": the " + engine.name +
-                 " engine takes a queue depth from 1 to " + std::to_string(engine.max_depth));
+  GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth, "--qd " + std::to_string(job.qd) + ": the " + engine.name +
+                                                            " engine takes a queue depth from 1 to " +
+                                                            std::to_string(engine.max_depth));
   GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd, "--submit-batch must be between 1 and --qd");
   GDS_EXPECT(job.threads >= 1 && job.threads <= kMaxThreads, "--threads must be between 1 and 1024");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
@@ -50,8 +50,7 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
     plans[i].first_byte = job.offset + lo * job.bs;
     plans[i].nblocks = hi - lo;
     if (job.on_gpu()) plans[i].gpu = job.gpu[i % job.gpu.size()];  // round-robin over threads
-    if (job.io_size)
-      plans[i].block_budget = budget_total / job.threads + (i < budget_total % job.threads ? 1 : 0);
+    if (job.io_size) plans[i].block_budget = budget_total / job.threads + (i < budget_total % job.threads ? 1 : 0);
   }
   return plans;
 }
@@ -64,8 +63,7 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   control.verify_device = verify_device;
   control.workers = job.threads;
   std::vector<std::unique_ptr<Worker>> workers;
-  for (const WorkerPlan& plan : plan_workers(job))
-    workers.push_back(std::make_unique<Worker>(job, plan, control));
+  for (const WorkerPlan& plan : plan_workers(job)) workers.push_back(std::make_unique<Worker>(job, plan, control));
 
   std::vector<std::thread> threads;
   rusage cpu0{}, cpu1{};
@@ -92,8 +90,8 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
         uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
         for (auto& w : workers) bytes += w->progress_bytes();
         uint64_t measured_since = start ? start + job.ramp_ns : now;
-        PollAction action = poll({bytes, now > measured_since ? now - measured_since : 0,
-                                  control.first_done_ns.load() != 0});
+        PollAction action =
+            poll({bytes, now > measured_since ? now - measured_since : 0, control.first_done_ns.load() != 0});
         if (action == PollAction::kCancel && !result.interrupted) {
           result.interrupted = true;
           control.stop = true;

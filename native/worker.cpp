@@ -58,7 +58,8 @@ void Worker::setup() {
       copies_ = device_->stream(slots);
     }
     if (job_.verify && !device_->simulated() && !control_.verify_device)
-      throw InputError(std::string("--verify in --mode ") + mode_name(job_.mode) + " checks GPU memory with cupy, which is not installed");
+      throw InputError(std::string("--verify in --mode ") + mode_name(job_.mode) +
+                       " checks GPU memory with cupy, which is not installed");
   } else {
     host_ = std::make_unique<HostBuffers>(bytes);
   }
@@ -72,8 +73,7 @@ void Worker::setup() {
   if (engine.reads_file) {
     int flags = O_RDONLY | O_CLOEXEC | (job_.direct ? O_DIRECT : 0);
     fd_ = ::open(job_.path.c_str(), flags);
-    if (fd_ < 0)
-      throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
+    if (fd_ < 0) throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
   }
   engine_ = engine.make(fd_, job_.qd);
   if (job_.gds_register) engine_->register_buffer(device_memory_.get(), bytes);
@@ -111,8 +111,8 @@ void Worker::run() noexcept {
 
 void Worker::check_read(const IoRequest& r) {
   if (r.result == int64_t(r.length)) return;
-  std::string where = " reading " + std::to_string(r.length) + " bytes at offset " +
-                      std::to_string(r.offset) + " of " + job_.path;
+  std::string where =
+      " reading " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) + " of " + job_.path;
   if (r.result < 0) {
     std::string hint = (r.result == -EINVAL && job_.direct)
                            ? " (O_DIRECT needs --bs, --offset and buffers aligned to the "
@@ -138,140 +138,171 @@ void Worker::verify(const IoRequest& r) {
   result_.verified_blocks += r.length / pattern::kBlock;
 }
 
-void Worker::loop() {
-  const uint64_t t0 = control_.start_ns.load();
-  started_ns_ = now_ns();
-  const uint64_t measure_start = t0 + job_.ramp_ns;
-  const uint64_t deadline = job_.runtime_ns ? measure_start + job_.runtime_ns : UINT64_MAX;
-  const uint64_t interval = job_.interval_ns;
-  const unsigned depth = job_.qd;
-  const unsigned slots = unsigned(requests_.size());
+namespace {
 
-  OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs,
-                                                      job_.pattern == "rand", job_.seed, plan_.index);
+// Slots whose bytes are on their way to the GPU, oldest first (bounce modes).
+class CopyRing {
+ public:
+  explicit CopyRing(unsigned slots) : ring_(slots) {}
+  unsigned size() const { return n_; }
+  IoRequest* oldest() const { return ring_[head_]; }
+  void push(IoRequest* r) { ring_[(head_ + n_++) % ring_.size()] = r; }
+  IoRequest* pop() {
+    IoRequest* r = ring_[head_];
+    head_ = (head_ + 1) % unsigned(ring_.size());
+    --n_;
+    return r;
+  }
+
+ private:
+  std::vector<IoRequest*> ring_;
+  unsigned head_ = 0, n_ = 0;
+};
+
+// The measured window of one worker, and what completes inside it. The window
+// opens when the ramp ends, noticed at the next issue or completion. What
+// counts is what completes inside it, as fio counts: a read issued during the
+// ramp that completes after it is measured, so large blocks at depth do not
+// read low by the bytes in flight.
+class Window {
+ public:
+  Window(ThreadResult& out, std::atomic<uint64_t>& progress, uint64_t start, uint64_t interval)
+      : out_(out), progress_(progress), start_(start), interval_(interval) {}
+
+  uint64_t start() const { return start_; }
+  bool opened() const { return opened_; }
+  // Opens the window if `now` is past its start; whether it is open.
+  bool reached(uint64_t now, RunControl& control) {
+    if (!opened_ && now >= start_) {
+      opened_ = true;
+      getrusage(RUSAGE_THREAD, &cpu0_);
+      control.open_window();
+    }
+    return opened_;
+  }
+  // A request whose bytes are where they are going at `when`.
+  void completed(const IoRequest& r, uint64_t when) {
+    when = std::max(when, r.submit_ns);
+    out_.latency.add(when - r.submit_ns);
+    out_.bytes += r.length;
+    progress_.store(out_.bytes, std::memory_order_relaxed);
+    ++out_.ops;
+    const uint64_t at = when - start_;
+    if (at > out_.last_complete_ns) out_.last_complete_ns = at;
+    // copies and reads are seen out of the order they finish in: place each by its own time
+    const size_t tick = at / interval_;
+    if (tick >= out_.timeline_bytes.size()) out_.timeline_bytes.resize(tick + 1, 0);
+    out_.timeline_bytes[tick] += r.length;
+  }
+  void issued(uint64_t now) {
+    if (!issued_) out_.first_submit_ns = now - start_;
+    issued_ = true;
+  }
+  // Stonewall: what this worker had done by `when` (once).
+  void snapshot(uint64_t when) {
+    if (snapshot_taken_) return;
+    snapshot_taken_ = true;
+    out_.stonewall_bytes = out_.bytes;
+    out_.stonewall_ops = out_.ops;
+    out_.stonewall_ns = when > start_ ? when - start_ : 0;
+  }
+  void close() {
+    snapshot(now_ns());  // done before any stonewall: its snapshot is its total
+    if (!opened_) return;
+    rusage cpu1{};
+    getrusage(RUSAGE_THREAD, &cpu1);
+    out_.cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0_.ru_utime);
+    out_.cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0_.ru_stime);
+  }
+
+ private:
+  ThreadResult& out_;
+  std::atomic<uint64_t>& progress_;
+  const uint64_t start_, interval_;
+  bool opened_ = false, issued_ = false, snapshot_taken_ = false;
+  rusage cpu0_{};
+};
+
+}  // namespace
+
+// queue -> reap -> [copy to the GPU] -> complete, until the deadline, the
+// byte budget or a stop. Each read is stamped just before it is queued, so its
+// latency runs from issue to the completion being seen (fio's "clat" for a
+// synchronous engine, its "lat" for an asynchronous one), or in bounce modes
+// to its copy finishing on the GPU. --io-size counts completions in the window
+// plus what is still outstanding, so exactly the budget completes in it.
+void Worker::loop() {
+  started_ns_ = now_ns();
+  Window window(result_, progress_bytes_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns);
+  const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
+  const unsigned depth = job_.qd, slots = unsigned(requests_.size());
+  OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
+                                                      job_.seed, plan_.index);
   std::vector<IoRequest*> idle(slots), done(depth);
   for (unsigned i = 0; i < slots; ++i) idle[i] = &requests_[i];
-  unsigned n_idle = slots, reading = 0;
-  // Slots whose bytes are on their way to the GPU, oldest first (a ring).
-  std::vector<IoRequest*> copying(slots);
-  unsigned copy_head = 0, n_copying = 0;
-  result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / interval + 2 : 256);
+  unsigned n_idle = slots, reading = 0, unsubmitted = 0;
+  CopyRing copying(slots);
+  result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / job_.interval_ns + 2 : 256);
+  bool submitting = true;
 
-  bool measuring = false, submitting = true, issued_in_window = false;
-  rusage cpu0{};
-  unsigned unsubmitted = 0;
-  uint64_t now = 0;
-
-  // The window opens when the ramp ends, noticed at the next issue or
-  // completion. What counts is what completes inside it, as fio counts: a
-  // read issued during the ramp that completes after it is measured, so
-  // large blocks at depth do not read low by the bytes in flight. --io-size
-  // counts completions in the window plus what is still outstanding, so
-  // exactly the budget completes in it.
-  auto start_measuring = [&]() {
-    measuring = true;
-    getrusage(RUSAGE_THREAD, &cpu0);
-    control_.open_window();
-  };
-  // A request is complete when its bytes are where they are going: in host
-  // memory, in device memory (gds), or copied to the GPU (bounce), at `when`:
-  // when the worker saw a read finish, or when the GPU finished the copy.
-  bool snapshot_taken = false;
-  auto snapshot = [&](uint64_t when) {  // stonewall: what this worker had done by now
-    snapshot_taken = true;
-    result_.stonewall_bytes = result_.bytes;
-    result_.stonewall_ops = result_.ops;
-    result_.stonewall_ns = when > measure_start ? when - measure_start : 0;
-  };
-  auto account = [&](IoRequest* r, uint64_t when) {
-    result_.latency.add(when - r->submit_ns);
-    result_.bytes += r->length;
-    progress_bytes_.store(result_.bytes, std::memory_order_relaxed);
-    ++result_.ops;
-    if (when - measure_start > result_.last_complete_ns) result_.last_complete_ns = when - measure_start;
-    // copies and reads finish out of the order they are seen in: place each by its own time
-    const size_t tick = (when - measure_start) / interval;
-    if (tick >= result_.timeline_bytes.size()) result_.timeline_bytes.resize(tick + 1, 0);
-    result_.timeline_bytes[tick] += r->length;
-  };
   auto complete = [&](IoRequest* r, uint64_t when) {
     idle[n_idle++] = r;
     if (job_.verify) verify(*r);
-    if (!measuring && when >= measure_start) start_measuring();
-    if (measuring && when >= measure_start) account(r, std::max(when, r->submit_ns));
-    if (job_.stonewall && !snapshot_taken && control_.stonewall.load(std::memory_order_relaxed)) snapshot(when);
-  };
-  auto oldest_copy = [&]() {
-    IoRequest* r = copying[copy_head];
-    copy_head = (copy_head + 1) % slots;
-    --n_copying;
-    return r;
+    if (window.reached(when, control_) && when >= window.start()) window.completed(*r, when);
+    if (job_.stonewall && control_.stonewall.load(std::memory_order_relaxed)) window.snapshot(when);
   };
 
   for (;;) {
-    // Refill the queue. Each read is stamped just before it is queued, so its
-    // latency runs from issue to the completion being seen (fio's "clat" for a
-    // synchronous engine, its "lat" for an asynchronous one), or in bounce
-    // modes to its copy being seen done on the GPU.
-    while (submitting && n_idle && reading < depth) {
-      now = now_ns();
-      if (!measuring && now >= measure_start) start_measuring();
+    while (submitting && n_idle && reading < depth) {  // refill the queue
+      const uint64_t now = now_ns();
+      const bool measuring = window.reached(now, control_);
       if (control_.stop.load(std::memory_order_relaxed) || now >= deadline) {
         submitting = false;
         break;
       }
-      if (measuring && result_.ops + reading + n_copying >= plan_.block_budget) break;
+      if (measuring && result_.ops + reading + copying.size() >= plan_.block_budget) break;
       IoRequest* r = idle[--n_idle];
       r->offset = offsets.next();
       r->submit_ns = now;
       engine_->queue(r);
       ++reading;
-      if (n_copying) ++result_.reads_while_copying;
+      if (copying.size()) ++result_.reads_while_copying;
       if (++unsubmitted >= job_.submit_batch) {
         engine_->submit();
         unsubmitted = 0;
       }
-      if (measuring && !issued_in_window) {
-        issued_in_window = true;
-        result_.first_submit_ns = now - measure_start;
-      }
+      if (measuring) window.issued(now);
     }
-    if (reading == 0 && n_copying == 0) break;
+    if (reading == 0 && copying.size() == 0) break;
 
     if (reading > 0) {
       unsigned n = engine_->reap(1, done.data(), depth);  // also submits any still queued
       unsubmitted = 0;
-      now = now_ns();
+      const uint64_t now = now_ns();
       for (unsigned i = 0; i < n; ++i) {
         IoRequest* r = done[i];
         --reading;
         check_read(*r);
         if (copies_) {
           copies_->copy_to_device(r->device_dst, r->buf, r->length, r->slot);
-          copying[(copy_head + n_copying++) % slots] = r;
+          copying.push(r);
         } else {
           complete(r, now);
         }
       }
     } else {  // nothing being read: every free slot waits on a copy
-      IoRequest* r = oldest_copy();
+      IoRequest* r = copying.pop();
       complete(r, copies_->wait(r->slot));
     }
     uint64_t when = 0;
-    while (n_copying && copies_->poll(copying[copy_head]->slot, &when)) complete(oldest_copy(), when);
+    while (copying.size() && copies_->poll(copying.oldest()->slot, &when)) complete(copying.pop(), when);
   }
   if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
     uint64_t expected = 0;
     control_.first_done_ns.compare_exchange_strong(expected, now_ns());
     if (job_.stonewall) control_.stonewall = true;
   }
-  if (!snapshot_taken) snapshot(now_ns());  // done before any stonewall: its snapshot is its total
-  if (measuring) {
-    rusage cpu1{};
-    getrusage(RUSAGE_THREAD, &cpu1);
-    result_.cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);
-    result_.cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0.ru_stime);
-  }
+  window.close();
   result_.passes = offsets.passes_started();
 }
 

@@ -29,23 +29,23 @@ using DeviceVerifyFn =
 
 // Shared between the runner and every worker of one run.
 struct RunControl {
-  std::atomic<bool> stop{false};       // cancel, error, or a peer's failure
-  std::atomic<uint64_t> start_ns{0};   // 0 until the runner opens the start gate
-  std::atomic<uint32_t> ready{0};      // workers set up and waiting at the gate
-  uint32_t finished = 0;               // workers done (guarded by mu)
-  std::mutex mu;                       // the runner sleeps on cv until a worker
-  std::condition_variable cv;          // is ready or done, or a poll is due
-  DeviceVerifyFn verify_device;        // for --verify with a real GPU
+  std::atomic<bool> stop{false};           // cancel, error, or a peer's failure
+  std::atomic<uint64_t> start_ns{0};       // 0 until the runner opens the start gate
+  std::atomic<uint32_t> ready{0};          // workers set up and waiting at the gate
+  uint32_t finished = 0;                   // workers done (guarded by mu)
+  std::mutex mu;                           // the runner sleeps on cv until a worker
+  std::condition_variable cv;              // is ready or done, or a poll is due
+  DeviceVerifyFn verify_device;            // for --verify with a real GPU
   std::atomic<uint64_t> first_done_ns{0};  // a worker here finished its work (monotonic ns; 0: none yet)
   std::atomic<bool> stonewall{false};      // note progress now: the first worker (here or elsewhere) is done
 
   // Process CPU over the measured window, one rule for every mode: the whole
   // process (CUDA's and cuFile's threads and io_uring's kernel workers
   // included), from the first worker to start measuring to the last to stop.
-  uint32_t workers = 0;                  // set by the runner before any worker starts
+  uint32_t workers = 0;  // set by the runner before any worker starts
   std::atomic<bool> window_opened{false};
   std::atomic<uint32_t> workers_stopped{0};
-  rusage window_cpu0{}, window_cpu1{};   // read by the runner after every worker is joined
+  rusage window_cpu0{}, window_cpu1{};  // read by the runner after every worker is joined
   bool window_closed = false;
 
   void open_window() {
@@ -66,10 +66,10 @@ struct RunControl {
 
 struct WorkerPlan {
   uint32_t index = 0;
-  uint64_t first_byte = 0;              // start of this worker's slice of the region
-  uint64_t nblocks = 0;                 // blocks in its slice
-  uint64_t block_budget = UINT64_MAX;   // measured reads to issue (UINT64_MAX: no limit)
-  int gpu = -1;                         // GPU index for GPU modes
+  uint64_t first_byte = 0;             // start of this worker's slice of the region
+  uint64_t nblocks = 0;                // blocks in its slice
+  uint64_t block_budget = UINT64_MAX;  // measured reads to issue (UINT64_MAX: no limit)
+  int gpu = -1;                        // GPU index for GPU modes
 };
 
 class Worker {
@@ -100,9 +100,9 @@ class Worker {
   const WorkerPlan plan_;
   RunControl& control_;
   int fd_ = -1;
-  std::unique_ptr<HostBuffers> host_;      // cpu mode: reads land here
-  std::unique_ptr<gpu::Device> device_;    // GPU modes
-  gpu::Memory staging_, device_memory_;    // bounce: pinned staging -> device; gds: device only
+  std::unique_ptr<HostBuffers> host_;    // cpu mode: reads land here
+  std::unique_ptr<gpu::Device> device_;  // GPU modes
+  gpu::Memory staging_, device_memory_;  // bounce: pinned staging -> device; gds: device only
   std::unique_ptr<gpu::CopyStream> copies_;
   std::vector<IoRequest> requests_;
   std::unique_ptr<Engine> engine_;

@@ -4,8 +4,7 @@ import os
 
 import pytest
 
-from gdsbench import cli
-from gdsbench import prepare
+from gdsbench import cli, prepare
 
 MiB = 1024 * 1024
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import is_root
 
 from gdsbench import cli
@@ -42,7 +41,8 @@ def test_block_size_zero(gdsbench, pattern_file):
 
 
 def test_block_size_misaligned_for_direct(gdsbench, pattern_file):
-    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "1000", "--direct"), "--bs 1000", "logical block size", "--buffered")
+    assert_one_line_error(gdsbench("run", pattern_file, "--bs", "1000", "--direct"), "--bs 1000", "logical block size",
+                          "--buffered")
 
 
 def test_offset_misaligned_for_direct(gdsbench, pattern_file):

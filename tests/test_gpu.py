@@ -4,7 +4,6 @@ one clear line. With a GPU (marked `gpu`): the real paths, data verified."""
 
 import os
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -256,8 +255,8 @@ def fake_kvikio_modules(monkeypatch):
 
 def test_kvikio_loop_accounts_every_read_against_a_test_double(pattern_file, monkeypatch):
     from gdsbench.execution import kvikio_mode
-    from gdsbench.job.result import Result
     from gdsbench.execution.runner import plan
+    from gdsbench.job.result import Result
 
     settings = fake_kvikio_modules(monkeypatch)
     spec = plan(JobSpec(path=pattern_file, mode="cpu", bs=MiB, io_size=8 * MiB)).spec.replace(

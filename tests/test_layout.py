@@ -77,3 +77,31 @@ def test_mode_names_are_compared_only_in_their_declaration():
                     if isinstance(const, ast.Constant) and const.value in MODES:
                         pytest.fail(f"{name}, line {node.lineno}: compares with the mode name {const.value!r}; "
                                     "ask gdsbench.job.modes instead")
+
+
+ROOT = os.path.dirname(PACKAGE)
+
+
+def test_ruff_check_passes():
+    """The lint rules of pyproject.toml ([tool.ruff]): unused imports and names, import order, line length."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", ROOT],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_native_code_is_clang_formatted():
+    """native/ follows .clang-format (run `clang-format -i native/*.[ch]pp native/*/*.[ch]pp` to fix)."""
+    import glob
+    import shutil
+    import subprocess
+    import sys
+
+    beside_python = os.path.join(os.path.dirname(sys.executable), "clang-format")  # the venv's, from the test extras
+    exe = beside_python if os.path.exists(beside_python) else shutil.which("clang-format")
+    assert exe, "clang-format is not installed: pip install -e '.[test]'"
+    files = sorted(glob.glob(os.path.join(ROOT, "native", "**", "*.[ch]pp"), recursive=True))
+    proc = subprocess.run([exe, "--dry-run", "--Werror", *files], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]

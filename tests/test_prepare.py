@@ -2,8 +2,7 @@ import os
 
 import pytest
 
-from gdsbench import UsageError
-from gdsbench import prepare
+from gdsbench import UsageError, prepare
 from gdsbench.system.prepare import created_by_gdsbench
 
 

@@ -10,14 +10,13 @@ import time
 
 import numpy as np
 import pytest
+from test_histogram import exact_percentile
 
-from gdsbench import JobSpec, UsageError, _native, load, run
-from gdsbench import prepare
+from gdsbench import JobSpec, _native, load, run
 from gdsbench.execution.aggregate import aggregate
 from gdsbench.execution.parts import part_specs
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.result import Result
-from test_histogram import exact_percentile
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

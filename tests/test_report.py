@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from gdsbench.reporting import charts, compare, report
 from gdsbench.job.errors import UsageError
+from gdsbench.reporting import charts, compare, report
 from gdsbench.results.store import POINTS_JSONL, RUN_FILE
 from gdsbench.results.sweep import SweepSpec, run, start
 

@@ -6,11 +6,9 @@ import signal
 import threading
 import time
 
-import numpy as np
 import pytest
 
-from gdsbench import JobSpec, VerifyFailure, run
-from gdsbench import _native
+from gdsbench import JobSpec, VerifyFailure, _native, run
 from gdsbench._native import PATTERN_BLOCK
 
 MiB = 1024 * 1024

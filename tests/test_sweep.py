@@ -10,9 +10,9 @@ import time
 import pytest
 
 from gdsbench import load
-from gdsbench.results.analysis import merged_histogram, summarize
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import spec_from_columns
+from gdsbench.results.analysis import merged_histogram, summarize
 from gdsbench.results.store import POINTS_JSONL, RunStore
 from gdsbench.results.sweep import SweepSpec, expand, load_sweep_file, resume, run, start
 
@@ -256,3 +256,13 @@ def test_bad_run_names_and_results_are_one_line_errors(gdsbench, tmp_path):
     bad.write_bytes(b"\xff\xfe bs = 1")
     res = gdsbench("sweep", "--file", bad)
     assert res.code == 2 and "not a text file" in res.err
+
+
+def test_a_simulated_sweep_says_so_first_and_prints_its_best_points(gdsbench, pattern_file, tmp_path):
+    res = gdsbench("sweep", pattern_file, "--mode", "bounce", "--gpu-backend", "sim", "--bs", "64K,1M",
+                   "--runtime", "100ms", "--results", tmp_path)
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    summary = lines[lines.index(next(line for line in lines if "measurements saved" in line)) + 1:]
+    assert summary[0].startswith("SIMULATED: ") and summary[1].startswith("best bandwidth: ")
+    assert summary[2].startswith("best IOPS: ") and summary[3].startswith("report: ")

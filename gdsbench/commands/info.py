@@ -26,9 +26,9 @@ class InfoCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench import _native
+        from gdsbench.job.units import format_size
         from gdsbench.system import gpu
         from gdsbench.system.target import describe, inspect
-        from gdsbench.job.units import format_size
 
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}

@@ -3,9 +3,9 @@ from __future__ import annotations
 import argparse
 
 from gdsbench.job.errors import UsageError
+from gdsbench.job.units import format_size, parse_size
 from gdsbench.system.prepare import prepare
 from gdsbench.system.scratch import progress_printer
-from gdsbench.job.units import format_size, parse_size
 
 
 class PrepareCommand:

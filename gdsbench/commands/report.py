@@ -19,7 +19,7 @@ class ReportCommand:
         from gdsbench.results.store import resolve_run
 
         built = report.build(resolve_run(args.run, args.results), args.out, args.point)
-        for what, value in built.summary:
+        for what, value in built.summary.items():
             print(f"{what}: {value}")
         print(f"report: {built.html_path}")
         return 0

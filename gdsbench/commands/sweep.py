@@ -3,9 +3,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gdsbench.commands.options import add_job_arguments, add_target_argument, sweep_values
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
 from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
-from gdsbench.commands.options import add_job_arguments, add_target_argument, sweep_values
 
 
 class SweepCommand:
@@ -43,11 +43,10 @@ class SweepCommand:
         return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name)
 
     def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.execution import mpi
         from gdsbench.reporting import report
         from gdsbench.results import sweep
         from gdsbench.results.store import resolve_run
-
-        from gdsbench.execution import mpi
 
         if args.resume:
             store, grid, plans = sweep.resume(resolve_run(args.resume, args.results) if mpi.is_root() else None)
@@ -68,7 +67,8 @@ class SweepCommand:
             return EXIT_INTERRUPTED
         if not args.no_report:
             built = report.build(store.path)
-            for what, value in built.summary[2:4]:
-                print(f"{what}: {value}")
+            for what in (report.SIMULATED, "best bandwidth", "best IOPS"):
+                if what in built.summary:
+                    print(f"{what}: {built.summary[what]}")
             print(f"report: {built.html_path}")
         return 0

@@ -9,6 +9,7 @@ from gdsbench.job.spec import JobSpec
 from gdsbench.system import gpu
 from gdsbench.system.target import Target, disk_dir, pci_placement
 
+
 def pin_cpus(how: str, index: int, nparts: int, spec: JobSpec, target: Target | None) -> list[int] | None:
     """Restrict this process to CPUs: its own share of them (cores: disjoint
     sets while there are enough CPUs, else one each, round-robin), or the NUMA

@@ -165,7 +165,8 @@ class JobSpec:
         None, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it); default by mode: "
         "O_DIRECT except cached-bounce", negative="--buffered",
     )
-    warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first", native=False)
+    warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
+                        native=False)
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
     seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False, low=0)
     interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False,

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gdsbench.results import analysis
-from gdsbench.reporting import charts, html
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import BY_KEY, OPTIONS
-from gdsbench.results.store import load
 from gdsbench.job.units import format_duration, format_rate, format_size
+from gdsbench.reporting import charts, html
+from gdsbench.results import analysis
+from gdsbench.results.store import load
 
 RATIOS = {  # column -> (label, higher is better)
     "bandwidth_bytes_per_s": ("bandwidth", True),
@@ -127,7 +127,8 @@ def compare(run_dirs: list[str]) -> Comparison:
     merged = None
     for run in runs:
         part = run.summary[keys + figures + carried].rename(
-            columns={f: f"{f} {run.label}" for f in figures} | ({} if merged is None else {c: f"{c} {run.label}" for c in carried}))
+            columns={f: f"{f} {run.label}" for f in figures}
+            | ({} if merged is None else {c: f"{c} {run.label}" for c in carried}))
         if merged is None:
             merged = part
         elif keys:

@@ -33,10 +33,6 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def paragraph(text: str, cls: str = "") -> str:
-    return f'<p class="{cls}">{esc(text)}</p>' if cls else f"<p>{esc(text)}</p>"
-
-
 def write_page(path: str, title: str, sections: Sequence[tuple[str, str]]) -> None:
     """sections: (heading, html body); a heading of '' adds the body without one."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",

@@ -7,25 +7,28 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from gdsbench.results import analysis
-from gdsbench.reporting import charts, html
 from gdsbench.job.errors import UsageError
-from gdsbench.results.store import load
 from gdsbench.job.units import format_count, format_duration, format_rate
+from gdsbench.reporting import charts, html
+from gdsbench.results import analysis
+from gdsbench.results.store import load
 
 
 @dataclass
 class Report:
     html_path: str
     charts: dict[str, str]  # name -> PNG path
-    summary: list[tuple[str, str]] = field(default_factory=list)  # (what, value), also printed
+    summary: dict[str, str] = field(default_factory=dict)  # what -> value, in page order; sweep prints some
+
+
+SIMULATED = "SIMULATED"  # the summary's first line when any point ran on the CPU stand-in for a GPU
 
 
 def _knees(curves, column: str) -> dict[str, int | None]:
     return {label: analysis.knee(df, column) if len(df) > 1 else None for label, df in curves}
 
 
-def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: str) -> list[tuple[str, str]]:
+def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: str) -> dict[str, str]:
     info = df.attrs["run"]
     dims = analysis.varying(summary)
     best_bw = summary.loc[summary["bandwidth_bytes_per_s"].idxmax()]
@@ -53,15 +56,15 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     if "data_path" in summary.columns:
         lines.append(("data path", " | ".join(sorted(set(summary["data_path"])))))
         if summary["gpu_simulated"].any():
-            lines.insert(0, ("SIMULATED", "points marked simulated ran on a CPU stand-in for a GPU: "
-                                          "they measure nothing about a GPU"))
+            lines.insert(0, (SIMULATED, "points marked simulated ran on a CPU stand-in for a GPU: "
+                                        "they measure nothing about a GPU"))
     flagged = summary[summary["flagged"]]
     lines.append(("flagged (repeats > 5% apart)", ", ".join(
         f"{analysis.describe_point(r, dims)} ({r['spread']:.0%})" for _, r in flagged.iterrows()) or "none"))
     warnings = sorted({w for w in summary["warnings"] if w})
     if warnings:
         lines.append(("warnings", " | ".join(warnings)))
-    return lines
+    return dict(lines)
 
 
 def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None = None) -> Report:
@@ -108,7 +111,7 @@ def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None =
         for _, r in summary.iterrows()
     ]
     sections = [
-        ("Summary", html.table(["", ""], lines)),
+        ("Summary", html.table(["", ""], list(lines.items()))),
         ("Bandwidth by block size", html.image(png["bandwidth_vs_block_size"], "bandwidth by block size")),
         ("Throughput against latency", html.image(png["throughput_latency"], "throughput-latency curve")),
         ("Latency by queue depth", html.image(png["latency_vs_queue_depth"], "latency percentiles by queue depth")),

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gdsbench.execution import mpi, runner
-from gdsbench.system.environment import host_environment
 from gdsbench.job.errors import IncompatibleOptions, UsageError
 from gdsbench.job.result import Result
 from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
-from gdsbench.results.store import RunStore, record
-from gdsbench.system.target import describe
 from gdsbench.job.units import format_rate
+from gdsbench.results.store import RunStore, record
+from gdsbench.system.environment import host_environment
+from gdsbench.system.target import describe
 
 try:
     import tomllib

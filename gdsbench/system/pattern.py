@@ -9,8 +9,6 @@ from typing import Any
 
 from gdsbench import _native
 
-MAGIC = 0x48434E4542534447  # "GDSBENCH"
-GOLDEN = 0x9E3779B97F4A7C15
 WORDS = 512  # 64-bit words per 4 KiB block
 
 
@@ -26,9 +24,9 @@ def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
     words = data.view(xp.uint64).reshape(-1, WORDS)
     index = xp.arange(WORDS - 1, dtype=xp.uint64)
     # uint64 arithmetic wraps modulo 2^64 in numpy and cupy alike
-    checksum = _mix64(xp, words[:, : WORDS - 1] + index * xp.uint64(GOLDEN)).sum(axis=1, dtype=xp.uint64)
+    checksum = _mix64(xp, words[:, : WORDS - 1] + index * xp.uint64(_native.PATTERN_GOLDEN)).sum(axis=1, dtype=xp.uint64)
     offsets = xp.uint64(file_offset) + xp.arange(words.shape[0], dtype=xp.uint64) * xp.uint64(WORDS * 8)
-    bad = (words[:, 0] != xp.uint64(MAGIC)) | (words[:, 1] != offsets) | (words[:, WORDS - 1] != checksum)
+    bad = (words[:, 0] != xp.uint64(_native.PATTERN_MAGIC)) | (words[:, 1] != offsets) | (words[:, WORDS - 1] != checksum)
     count = int(bad.sum())
     if not count:
         return 0, None

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.system import pagecache
 from gdsbench.job.errors import UsageError
-from gdsbench.system.pattern import has_pattern
 from gdsbench.job.units import format_size
+from gdsbench.system import pagecache
+from gdsbench.system.pattern import has_pattern
 
 CHUNK = 8 * 1024 * 1024
 BLOCK = _native.PATTERN_BLOCK

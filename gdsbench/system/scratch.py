@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from gdsbench.system.prepare import prepare
 from gdsbench.job.spec import GiB
+from gdsbench.system.prepare import prepare
 
 SCRATCH_PATH = os.path.join("results", "scratch", "gdsbench-scratch.dat")
 SCRATCH_SIZE = GiB

@@ -57,7 +57,8 @@ def inspect(path: str) -> Target:
     except OSError as e:
         raise UsageError(f"PATH {path}: cannot stat: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"PATH {path}: is a directory; give a file inside it (e.g. `gdsbench prepare {path}/test.dat --size 1G`)")
+        raise UsageError(f"PATH {path}: is a directory; give a file inside it "
+                         f"(e.g. `gdsbench prepare {path}/test.dat --size 1G`)")
     if stat.S_ISREG(st.st_mode):
         kind, size, dev = "file", st.st_size, st.st_dev
     elif stat.S_ISBLK(st.st_mode):

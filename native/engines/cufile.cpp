@@ -57,7 +57,10 @@ class CuFileEngine final : public SynchronousEngine {
 }  // namespace
 
 const EngineInfo kCuFileEngine = {
-    "cufile", 1, true, "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    "cufile",
+    1,
+    true,
+    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
     [](int fd, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<CuFileEngine>(fd); },
     [] { return gpu::CuFileApi::probe(); }};
 
@@ -67,7 +70,10 @@ const EngineInfo kCuFileEngine = {
 
 namespace gds {
 const EngineInfo kCuFileEngine = {
-    "cufile", 1, true, "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    "cufile",
+    1,
+    true,
+    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
     [](int, unsigned) -> std::unique_ptr<Engine> {
       throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
     },

@@ -62,8 +62,7 @@ class IoUringEngine final : public Engine {
   // their engine in their own thread.
   static int init_ring(unsigned depth, io_uring* ring) {
     io_uring_params p{};
-    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER |
-              IORING_SETUP_DEFER_TASKRUN;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     p.cq_entries = depth;
     for (unsigned drop : {0u, unsigned(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN),
                           unsigned(IORING_SETUP_COOP_TASKRUN), unsigned(IORING_SETUP_CQSIZE)}) {
@@ -101,10 +100,11 @@ std::string probe() {
 }  // namespace
 
 const EngineInfo kIoUringEngine = {
-    "io_uring", 32768, true, "io_uring (liburing), up to --qd reads in flight per thread",
-    [](int fd, unsigned depth) -> std::unique_ptr<Engine> {
-      return std::make_unique<IoUringEngine>(fd, depth);
-    },
+    "io_uring",
+    32768,
+    true,
+    "io_uring (liburing), up to --qd reads in flight per thread",
+    [](int fd, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<IoUringEngine>(fd, depth); },
     probe};
 
 }  // namespace gds
@@ -113,14 +113,16 @@ const EngineInfo kIoUringEngine = {
 
 namespace gds {
 const EngineInfo kIoUringEngine = {
-    "io_uring", 32768, true, "io_uring (liburing)",
+    "io_uring",
+    32768,
+    true,
+    "io_uring (liburing)",
     [](int, unsigned) -> std::unique_ptr<Engine> {
-      throw InputError("--engine io_uring: this build of gdsbench has no io_uring support; "
-                       "install liburing-dev and reinstall gdsbench, or use --engine psync");
+      throw InputError(
+          "--engine io_uring: this build of gdsbench has no io_uring support; "
+          "install liburing-dev and reinstall gdsbench, or use --engine psync");
     },
-    []() {
-      return std::string("built without liburing (install liburing-dev and reinstall gdsbench)");
-    }};
+    []() { return std::string("built without liburing (install liburing-dev and reinstall gdsbench)"); }};
 }  // namespace gds
 
 #endif

@@ -28,7 +28,10 @@ class NullEngine final : public Engine {
 }  // namespace
 
 const EngineInfo kNullEngine = {
-    "null", 65536, false, "no I/O: measures the harness's own per-request floor",
+    "null",
+    65536,
+    false,
+    "no I/O: measures the harness's own per-request floor",
     [](int, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<NullEngine>(depth); },
     []() { return std::string(); }};
 

@@ -29,7 +29,10 @@ class PsyncEngine final : public SynchronousEngine {
 }  // namespace
 
 const EngineInfo kPsyncEngine = {
-    "psync", 1, true, "pread(2), one request at a time per thread",
+    "psync",
+    1,
+    true,
+    "pread(2), one request at a time per thread",
     [](int fd, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<PsyncEngine>(fd); },
     []() { return std::string(); }};
 

@@ -162,7 +162,8 @@ CuFileApi::CuFileApi() {
 
 std::string CuFileApi::error_text(CUfileError_t status) {
   std::string text = cufileop_status_error(status.err);
-  if (status.err == CU_FILE_CUDA_DRIVER_ERROR) text += " (CUDA driver error " + std::to_string(int(status.cu_err)) + ")";
+  if (status.err == CU_FILE_CUDA_DRIVER_ERROR)
+    text += " (CUDA driver error " + std::to_string(int(status.cu_err)) + ")";
   return text;
 }
 

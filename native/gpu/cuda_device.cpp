@@ -111,12 +111,11 @@ class CudaDevice final : public Device {
     if (index < 0 || index >= count)
       throw InputError("--gpu " + std::to_string(index) + ": this machine has " + std::to_string(count) +
                        " GPU(s), numbered 0 to " + std::to_string(count - 1));
-    char bus[32] = {0};
-    if (rt_.cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) bus_ = bus;
   }
   bool simulated() const override { return false; }
-  std::string describe() const override { return "cuda:" + std::to_string(index_) + (bus_.empty() ? "" : " (" + bus_ + ")"); }
-  void make_current() override { rt_.check(rt_.cudaSetDevice(index_), "cudaSetDevice(" + std::to_string(index_) + ")"); }
+  void make_current() override {
+    rt_.check(rt_.cudaSetDevice(index_), "cudaSetDevice(" + std::to_string(index_) + ")");
+  }
   Memory alloc_device(size_t n) override {
     void* p = nullptr;
     rt_.check(rt_.cudaMalloc(&p, n), "cudaMalloc(" + std::to_string(n) + " bytes) for read buffers (--bs x --qd)");
@@ -132,7 +131,6 @@ class CudaDevice final : public Device {
  private:
   CudaRuntime& rt_;
   int index_;
-  std::string bus_;
 };
 
 }  // namespace
@@ -143,8 +141,6 @@ std::unique_ptr<Device> open_device(const std::string& backend, int index) {
   if (backend == "cuda") return std::make_unique<CudaDevice>(CudaRuntime::get(), index);
   return open_simulated_device(backend, index);
 }
-
-std::string cuda_unavailable_reason() { return CudaRuntime::probe(); }
 
 }  // namespace gds::gpu
 

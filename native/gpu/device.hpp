@@ -42,8 +42,7 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual bool simulated() const = 0;
-  virtual std::string describe() const = 0;  // "cuda:0 (0000:17:00.0)" or "simulated device ..."
-  virtual void make_current() = 0;           // bind the calling thread to the device
+  virtual void make_current() = 0;  // bind the calling thread to the device
   virtual Memory alloc_device(size_t n) = 0;
   // Page-locked host memory the device can copy from: 2 MiB aligned, huge-page
   // backed where possible (buffers.hpp), registered with the device.
@@ -54,8 +53,5 @@ class Device {
 // backend: "cuda", or "sim" / "sim:fail-copy=N" (the N-th copy fails, to test
 // errors mid-stream). Throws InputError naming what is missing.
 std::unique_ptr<Device> open_device(const std::string& backend, int index);
-
-// Why a real CUDA device cannot be used here ("" when it can).
-std::string cuda_unavailable_reason();
 
 }  // namespace gds::gpu

@@ -15,8 +15,6 @@ std::unique_ptr<Device> open_device(const std::string& backend, int index) {
   return open_simulated_device(backend, index);
 }
 
-std::string cuda_unavailable_reason() { return kWhy; }
-
 }  // namespace gds::gpu
 
 #include "status.hpp"

@@ -110,16 +110,13 @@ class SimDevice final : public Device {
  public:
   explicit SimDevice(SimOptions options) : options_(options) {}
   bool simulated() const override { return true; }
-  std::string describe() const override { return "simulated device (CPU stand-in, not a GPU)"; }
   void make_current() override {}
   Memory alloc_device(size_t n) override { return alloc_pinned(n); }  // "device memory" is host memory
   Memory alloc_pinned(size_t n) override {
     auto buffers = std::make_shared<HostBuffers>(n);
     return Memory(buffers, buffers->data());
   }
-  std::unique_ptr<CopyStream> stream(unsigned slots) override {
-    return std::make_unique<SimStream>(slots, options_);
-  }
+  std::unique_ptr<CopyStream> stream(unsigned slots) override { return std::make_unique<SimStream>(slots, options_); }
 
  private:
   const SimOptions options_;
@@ -141,16 +138,20 @@ std::unique_ptr<Device> open_simulated_device(const std::string& backend, int in
     if (eq == std::string::npos) throw InputError(usage);
     long value = std::strtol(item.c_str() + eq + 1, nullptr, 10);
     std::string key = item.substr(0, eq);
-    if (key == "fail-copy") options.fail_copy = value;
-    else if (key == "copy-delay-us") options.copy_delay_us = value;
-    else if (key == "devices") options.devices = value;
-    else throw InputError(usage);
+    if (key == "fail-copy")
+      options.fail_copy = value;
+    else if (key == "copy-delay-us")
+      options.copy_delay_us = value;
+    else if (key == "devices")
+      options.devices = value;
+    else
+      throw InputError(usage);
     if (end == std::string::npos) break;
     at = end + 1;
   }
   if (index < 0 || index >= options.devices)
-    throw InputError("--gpu " + std::to_string(index) + ": the simulated machine has " + std::to_string(options.devices) +
-                     " GPU(s), numbered 0 to " + std::to_string(options.devices - 1));
+    throw InputError("--gpu " + std::to_string(index) + ": the simulated machine has " +
+                     std::to_string(options.devices) + " GPU(s), numbered 0 to " + std::to_string(options.devices - 1));
   return std::make_unique<SimDevice>(options);
 }
 
