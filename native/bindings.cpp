@@ -67,19 +67,18 @@ py::tuple field_names(std::initializer_list<const char*> names) {
   return py::tuple(out);
 }
 
-// The Python checker of GPU memory (gdsbench.pattern.check_device), called
+// The Python checker of GPU memory (gdsbench.system.pattern.check_device), called
 // from worker threads with the GIL taken for each read.
 // Made with the GIL held; copies of the function only copy a shared_ptr, so
 // they never touch Python reference counts without the GIL.
 gds::DeviceVerifyFn device_verifier(const py::object& check) {
   if (check.is_none()) return {};
   auto fn = std::make_shared<py::object>(check);
-  return [fn](const void* ptr, size_t length, uint64_t offset, int gpu, uint64_t* first_bad) -> uint64_t {
+  return [fn](const void* ptr, size_t length, uint64_t offset, int gpu, std::vector<uint64_t>* bad) -> uint64_t {
     py::gil_scoped_acquire acquire;
-    py::tuple out = (*fn)(reinterpret_cast<uintptr_t>(ptr), length, offset, gpu);
-    uint64_t bad = out[0].cast<uint64_t>();
-    if (bad) *first_bad = out[1].cast<uint64_t>();
-    return bad;
+    auto offsets = (*fn)(reinterpret_cast<uintptr_t>(ptr), length, offset, gpu).cast<std::vector<uint64_t>>();
+    bad->insert(bad->end(), offsets.begin(), offsets.end());
+    return offsets.size();
   };
 }
 
@@ -238,7 +237,7 @@ PYBIND11_MODULE(_native, m) {
         py::arg("on_ready") = py::none(),
         "Run a job; returns a dict of per-thread results. Ctrl-C ends it promptly with interrupted=True.\n"
         "poll(bytes, elapsed_ns, worker_done) -> None/0 go on, 1 stop, 2 stonewall: called every few ms.\n"
-        "verify_device(ptr, length, offset, gpu) -> (bad, first_bad) checks GPU memory for --verify.\n"
+        "verify_device(ptr, length, offset, gpu) -> offsets of bad blocks: checks GPU memory for --verify.\n"
         "on_ready() is called when every worker is set up, just before they start (a barrier's place).");
 
   m.def("set_library_candidates", &gds::gpu::set_library_candidates, py::arg("library"), py::arg("paths"),
@@ -286,8 +285,8 @@ PYBIND11_MODULE(_native, m) {
     return out;
   });
 
-  m.def("resident_fraction", &gds::resident_fraction, py::arg("path"), py::arg("offset"), py::arg("length"),
-        "Fraction of the region's pages resident in the page cache (mincore).");
+  m.def("resident_fraction", &gds::resident_fraction, py::arg("fd"), py::arg("offset"), py::arg("length"),
+        "Fraction of the region's pages of an open file resident in the page cache (mincore).");
   m.def("dio_alignment", &gds::dio_alignment, py::arg("path"),
         "(memory, offset) alignment O_DIRECT needs, from statx; (0, 0) if unknown.");
 
@@ -307,12 +306,12 @@ PYBIND11_MODULE(_native, m) {
       [](py::buffer buf, uint64_t offset) {
         py::buffer_info info = contiguous(buf, false);
         size_t len = size_t(info.size * info.itemsize);
-        uint64_t first = 0, bad;
+        std::vector<uint64_t> bad;
         {
           py::gil_scoped_release release;
-          bad = gds::pattern::check(info.ptr, len, offset, &first);
+          gds::pattern::check(info.ptr, len, offset, &bad);
         }
-        return py::make_tuple(bad, bad ? py::object(py::int_(first)) : py::object(py::none()));
+        return py::make_tuple(bad.size(), bad.empty() ? py::object(py::none()) : py::object(py::int_(bad.front())));
       },
       py::arg("buffer"), py::arg("offset"),
       "Check pattern blocks read from file offset `offset`: (bad blocks, offset of the first bad one).");

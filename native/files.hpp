@@ -8,9 +8,11 @@
 
 namespace gds {
 
-// Fraction (0..1) of the pages of [offset, offset + length) resident in the
-// page cache. Maps the file read-only, a window at a time.
-double resident_fraction(const std::string& path, uint64_t offset, uint64_t length);
+// Fraction (0..1) of the pages of [offset, offset + length) of the open file
+// fd resident in the page cache. Maps it read-only, a window at a time. Takes
+// a descriptor, not a path: the caller holds the file it measured, even if
+// its name is gone by now.
+double resident_fraction(int fd, uint64_t offset, uint64_t length);
 
 // (memory alignment, offset/length alignment) for O_DIRECT on this file, as
 // statx reports them; (0, 0) when the kernel or filesystem does not say.

@@ -24,13 +24,13 @@ void fill(void* buf, size_t len, uint64_t offset, uint64_t seed) {
   }
 }
 
-uint64_t check(const void* buf, size_t len, uint64_t offset, uint64_t* first_bad) {
+uint64_t check(const void* buf, size_t len, uint64_t offset, std::vector<uint64_t>* bad_offsets) {
   auto* w = static_cast<const uint64_t*>(buf);
   uint64_t bad = 0;
   for (size_t b = 0; b < len / kBlock; ++b, w += kWords) {
     uint64_t block_offset = offset + b * kBlock;
     if (w[0] != kMagic || w[1] != block_offset || w[kWords - 1] != checksum(w)) {
-      if (bad == 0 && first_bad) *first_bad = block_offset;
+      if (bad_offsets) bad_offsets->push_back(block_offset);
       ++bad;
     }
   }

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace gds::pattern {
 
@@ -33,7 +34,7 @@ uint64_t checksum(const uint64_t* words);
 void fill(void* buf, size_t len, uint64_t offset, uint64_t seed);
 
 // Check `len` bytes read from file offset `offset`. Returns the number of bad
-// blocks; *first_bad receives the file offset of the first one.
-uint64_t check(const void* buf, size_t len, uint64_t offset, uint64_t* first_bad);
+// blocks, and appends the file offset of each to *bad_offsets (if given).
+uint64_t check(const void* buf, size_t len, uint64_t offset, std::vector<uint64_t>* bad_offsets);
 
 }  // namespace gds::pattern

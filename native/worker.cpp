@@ -126,15 +126,17 @@ void Worker::check_read(const IoRequest& r) {
 
 // Checks the bytes where they finally landed: host memory, or GPU memory
 // (natively for the simulated device, through the cupy hook for a real GPU).
+// A block read again (the run loops over its region) counts once.
 void Worker::verify(const IoRequest& r) {
   const char* landed = r.device_dst ? r.device_dst : r.buf;
-  uint64_t first = 0, bad;
+  std::vector<uint64_t> bad;
   if (host_ || device_->simulated())
-    bad = pattern::check(landed, r.length, r.offset, &first);
+    pattern::check(landed, r.length, r.offset, &bad);
   else
-    bad = control_.verify_device(landed, r.length, r.offset, plan_.gpu, &first);
-  if (bad && result_.verify_mismatches == 0) result_.first_mismatch_offset = first;
-  result_.verify_mismatches += bad;
+    control_.verify_device(landed, r.length, r.offset, plan_.gpu, &bad);
+  bad_blocks_.insert(bad.begin(), bad.end());
+  result_.verify_mismatches = bad_blocks_.size();
+  if (!bad_blocks_.empty()) result_.first_mismatch_offset = *bad_blocks_.begin();
   result_.verified_blocks += r.length / pattern::kBlock;
 }
 
@@ -242,7 +244,9 @@ void Worker::loop() {
   for (unsigned i = 0; i < slots; ++i) idle[i] = &requests_[i];
   unsigned n_idle = slots, reading = 0, unsubmitted = 0;
   CopyRing copying(slots);
-  result_.timeline_bytes.reserve(job_.runtime_ns ? job_.runtime_ns / job_.interval_ns + 2 : 256);
+  // room for the timeline of an ordinary run up front; a very long one grows it as it goes
+  result_.timeline_bytes.reserve(
+      std::min<uint64_t>(job_.runtime_ns ? job_.runtime_ns / job_.interval_ns + 2 : 256, 65536));
   bool submitting = true;
 
   auto complete = [&](IoRequest* r, uint64_t when) {

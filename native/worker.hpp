@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "buffers.hpp"
@@ -22,10 +23,11 @@
 namespace gds {
 
 // Checks bytes that landed in GPU memory against the prepare pattern: returns
-// the number of bad 4 KiB blocks and sets *first_bad. Supplied by the Python
-// layer (cupy, on the GPU); the simulated device is checked natively.
-using DeviceVerifyFn =
-    std::function<uint64_t(const void* device_ptr, size_t length, uint64_t file_offset, int gpu, uint64_t* first_bad)>;
+// the number of bad 4 KiB blocks and appends their file offsets to
+// *bad_offsets. Supplied by the Python layer (cupy, on the GPU); the simulated
+// device is checked natively.
+using DeviceVerifyFn = std::function<uint64_t(const void* device_ptr, size_t length, uint64_t file_offset, int gpu,
+                                              std::vector<uint64_t>* bad_offsets)>;
 
 // Shared between the runner and every worker of one run.
 struct RunControl {
@@ -95,6 +97,7 @@ class Worker {
   void release() noexcept;
   void check_read(const IoRequest& r);
   void verify(const IoRequest& r);
+  std::set<uint64_t> bad_blocks_;  // --verify: distinct bad blocks, so a block read again counts once
 
   const Job& job_;
   const WorkerPlan plan_;

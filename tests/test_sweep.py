@@ -91,7 +91,7 @@ def test_sweep_saves_every_point_and_loads_tidy(tmp_path):
     store, grid, plans = start(null_sweep(tmp_path), str(tmp_path / "results"))
     outcome = run(store, grid, plans, show_progress=False)
     assert (outcome.points_done, outcome.points_total, outcome.interrupted) == (8, 8, False)
-    assert sorted(os.listdir(store.path)) == ["points.csv", "points.jsonl", "points.parquet", "run.json"]
+    assert sorted(os.listdir(store.path)) == ["lock", "points.csv", "points.jsonl", "points.parquet", "run.json"]
     df = load(store.path)
     assert len(df) == 8 and sorted(df["repeat"].unique()) == [0, 1]
     for column in ("bs_bytes", "qd", "runtime_ns", "bandwidth_bytes_per_s", "lat_p99_ns", "cpu_user_s", "hist_index"):

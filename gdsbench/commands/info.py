@@ -26,10 +26,13 @@ class InfoCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench import _native
+        from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
         from gdsbench.system import gpu
         from gdsbench.system.target import describe, inspect
 
+        if args.path is not None and not args.path:
+            raise UsageError("--path '': give a file or block device to check, or leave --path out")
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}
         storage = describe(inspect(args.path)) if args.path else None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import BY_KEY, OPTIONS, JobSpec
 
 METAVARS = {"size": "SIZE", "duration": "TIME", "int": "N"}
+NEGATIVE = "__negative"  # dest suffix of a bool option's negative flag (--buffered)
 
 
 def add_target_argument(parser: argparse.ArgumentParser) -> None:
@@ -37,9 +39,11 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -
             else:
                 group.add_argument(opt.flag, dest=name, action="store_const", const=True, default=None, help=opt.help)
             if opt.negative:
-                on = opt.flag if getattr(defaults, name) else opt.negative
-                group.add_argument(opt.negative, dest=name, action="store_const", const=False, default=None,
-                                   help=f"opposite of {opt.flag} (default: {on})")
+                default_value = getattr(defaults, name)
+                on = "by mode" if default_value is None else opt.flag if default_value else opt.negative
+                # its own dest: --direct --buffered together is refused, not settled by whichever came last
+                group.add_argument(opt.negative, dest=f"{name}{NEGATIVE}", action="store_const", const=False,
+                                   default=None, help=f"opposite of {opt.flag} (default: {on})")
             continue
         metavar = METAVARS.get(opt.kind)
         group.add_argument(
@@ -56,7 +60,16 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -
 
 def job_values(args: argparse.Namespace) -> dict[str, Any]:
     """The job options the user gave, as written, by user key."""
-    return {opt.key: getattr(args, opt.name) for opt in OPTIONS if getattr(args, opt.name, None) is not None}
+    values = {}
+    for opt in OPTIONS:
+        value, negated = getattr(args, opt.name, None), getattr(args, f"{opt.name}{NEGATIVE}", None)
+        if value is not None and negated is not None:
+            raise UsageError(f"{opt.flag} and {opt.negative}: they contradict each other; give one")
+        if negated is not None:
+            value = negated
+        if value is not None:
+            values[opt.key] = value
+    return values
 
 
 def sweep_values(args: argparse.Namespace) -> tuple[dict[str, list], dict[str, Any]]:

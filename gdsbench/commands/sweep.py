@@ -3,8 +3,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_target_argument, sweep_values
-from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values, sweep_values
+from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
+from gdsbench.job.spec import BY_KEY
 from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
 
 
@@ -49,6 +50,12 @@ class SweepCommand:
         from gdsbench.results.store import resolve_run
 
         if args.resume:
+            given = [flag for flag, value in (("PATH", args.path), ("--file", args.file), ("--repeat", args.repeat),
+                                              ("--name", args.name)) if value is not None]
+            given += [BY_KEY[k].flag for k in job_values(args)]
+            if given:
+                raise UsageError(f"--resume finishes the run as it was planned, so {', '.join(given)} cannot change it; "
+                                 "drop them, or start a new sweep")
             store, grid, plans = sweep.resume(resolve_run(args.resume, args.results) if mpi.is_root() else None)
         else:
             if args.repeat is not None and args.repeat < 1:
@@ -57,16 +64,28 @@ class SweepCommand:
         for s in grid.skipped if mpi.is_root() else []:
             values = " ".join(f"{k}={v}" for k, v in s["values"].items())
             print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)
-        outcome = sweep.run(store, grid, plans)
+        for problem in store.problems if store else []:
+            print(f"gdsbench: warning: {problem}", file=sys.stderr)
+        resume_hint = f"gdsbench sweep --resume {store.run_id} --results {args.results}" if store else ""
+        try:
+            outcome = sweep.run(store, grid, plans)
+        except GdsbenchError as e:
+            if store:  # what was measured is saved: say how to go on
+                e.args = (f"{e}; the points measured before it are saved, finish with: {resume_hint}",)
+            raise
         if store is None:  # an MPI rank other than 0
             return 0
         print(f"{outcome.points_done} of {outcome.points_total} measurements saved in {store.path}")
         if outcome.interrupted:
-            print(f"gdsbench: interrupted; finish with: gdsbench sweep --resume {store.run_id} --results {args.results}",
-                  file=sys.stderr)
+            print(f"gdsbench: interrupted; finish with: {resume_hint}", file=sys.stderr)
             return EXIT_INTERRUPTED
         if not args.no_report:
-            built = report.build(store.path)
+            try:
+                built = report.build(store.path)
+            except KeyboardInterrupt:
+                print(f"gdsbench: interrupted while writing the report; the run is complete. Write it with: "
+                      f"gdsbench report {store.run_id} --results {args.results}", file=sys.stderr)
+                return EXIT_INTERRUPTED
             for what in (report.SIMULATED, "best bandwidth", "best IOPS"):
                 if what in built.summary:
                     print(f"{what}: {built.summary[what]}")

@@ -176,8 +176,8 @@ class _Loop:
         self.samples: list[int] = []
         self.timeline: list[int] = []
         self.done_bytes = self.ops = self.last = 0
-        self.verified = self.mismatches = 0
-        self.first_bad: int | None = None
+        self.verified = 0
+        self.bad: set[int] = set()  # distinct bad blocks: one read again counts once
         self.interrupted = False
         self.cpu0 = self.thread_cpu0 = None  # process and this thread's CPU when the window opened
         self.t0 = time.monotonic_ns()
@@ -226,11 +226,8 @@ class _Loop:
         if got != self.spec.bs:
             raise IoFailure(f"short read: kvikio read {got} of {self.spec.bs} bytes at offset {off} of {self.spec.path}")
         if self.spec.verify:
-            bad, first = check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0])
+            self.bad.update(check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0]))
             self.verified += self.spec.bs // _native.PATTERN_BLOCK
-            if bad and self.first_bad is None:
-                self.first_bad = first
-            self.mismatches += bad
         if self.cpu0 is None and end >= self.measure_start:
             self.start_measuring()
         if end < self.measure_start:  # finished during the ramp, whenever it was collected
@@ -272,7 +269,7 @@ class _Loop:
             last_complete_ns=self.last, timeline_bytes=np.asarray(self.timeline, dtype=np.uint64),
             # the one Python thread that drives kvikio; its pool threads count in the process's CPU
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
-            verify_mismatches=self.mismatches, first_mismatch_offset=self.first_bad or 0,
+            verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
             passes=-(-self.position // self.nblocks), reads_while_copying=0,
             stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last)
         return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0,

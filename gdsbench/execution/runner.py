@@ -10,13 +10,14 @@ from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.native import POLL_CONTINUE, run_part
 from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
-from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
-from gdsbench.job.units import format_size
+from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, pagecache
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import has_pattern
+from gdsbench.system.prepare import created_by_gdsbench
 from gdsbench.system.target import Target, check_direct, describe, inspect
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
@@ -47,8 +48,20 @@ def resolve_engine(spec: JobSpec) -> str:
     return engine
 
 
+def _larger_file_hint(target: Target, need: int) -> str:
+    """How to get a target large enough, where prepare could make one."""
+    if target.kind != "file":
+        return "a larger device"
+    nice = 1 << max(20, (need - 1).bit_length())  # a power of two, at least 1 MiB
+    if created_by_gdsbench(target.path):
+        return f"a larger file (`gdsbench prepare {target.path} --size {format_size(nice).replace(' ', '')}`)"
+    return f"a larger file (`gdsbench prepare NEW.dat --size {format_size(nice).replace(' ', '')}`)"
+
+
 def resolve_region(spec: JobSpec, target: Target) -> int:
     """The region's length in bytes, checked to hold a block per thread."""
+    if target.size == 0:
+        raise UsageError(f"PATH {target.path}: is empty; nothing to read. Use {_larger_file_hint(target, spec.bs)}")
     if spec.offset >= target.size:
         raise UsageError(
             f"--offset {format_size(spec.offset)}: at or past the end of {target.path} ({format_size(target.size)})"
@@ -62,7 +75,7 @@ def resolve_region(spec: JobSpec, target: Target) -> int:
     if size < spec.bs:
         raise UsageError(
             f"--bs {format_size(spec.bs)}: larger than the region of {target.path} ({format_size(size)}); "
-            f"use a smaller --bs or a larger file (`gdsbench prepare {target.path} --size 1G`)"
+            f"use a smaller --bs or {_larger_file_hint(target, spec.offset + spec.bs * spec.threads)}"
         )
     if size // spec.bs < spec.threads:
         raise UsageError(
@@ -124,17 +137,19 @@ def check_memory_for(spec: JobSpec, processes: int) -> None:
     check_memory(spec.replace(threads=spec.threads * processes))
 
 
-def _check_part(spec: JobSpec, target: Target) -> None:
-    resolve_region(spec, target)
-    _check_pattern(spec)
-
-
-def _check_pattern(spec: JobSpec) -> None:
-    if spec.verify and not has_pattern(spec.path, spec.offset):
-        raise UsageError(
-            f"--verify: {spec.path} holds no gdsbench pattern at offset {spec.offset}; "
-            f"write one with `gdsbench prepare {spec.path} --size ...` or drop --verify"
-        )
+def _check_pattern(specs: list[JobSpec]) -> None:
+    """--verify needs pattern files. A file counts as one if the first block of
+    any region read from it, or its first block, carries the pattern: a region
+    that starts at a corrupt block is what --verify is for (exit 4, naming it)."""
+    if not specs[0].verify:
+        return
+    for path in dict.fromkeys(s.path for s in specs):
+        offsets = {0} | {s.offset for s in specs if s.path == path}
+        if not any(has_pattern(path, offset) for offset in sorted(offsets)):
+            raise UsageError(
+                f"--verify: {path} holds no gdsbench pattern (checked offsets {', '.join(map(str, sorted(offsets)))}); "
+                "write a pattern file with `gdsbench prepare NEW.dat --size 1G` or drop --verify"
+            )
 
 
 def plan(spec: JobSpec) -> Plan:
@@ -162,7 +177,7 @@ def plan(spec: JobSpec) -> Plan:
             size = resolve_region(spec, target)
             if spec.is_direct and spec.transfer.native:  # a Python-driven mode chooses its own flags
                 check_direct(target, spec.bs, spec.offset)
-            _check_pattern(spec)
+            _check_pattern([spec])
     else:
         if spec.verify:
             raise UsageError(f"--verify: the {spec.engine} engine reads nothing to verify; use psync or io_uring")
@@ -171,7 +186,8 @@ def plan(spec: JobSpec) -> Plan:
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
-        parts = tuple(plan_parts(resolved, nparts, shift, _check_part))
+        parts = tuple(plan_parts(resolved, nparts, shift, resolve_region))
+        _check_pattern([part.spec for part in parts])
     return Plan(resolved, target, parts)
 
 
@@ -192,49 +208,68 @@ def progress_poll(progress, period_ns: int = 200_000_000):
 
 def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result | None:
     """Set the page cache as asked, run, and build the Result. Under MPI every
-    rank must call this; rank 0 gets the aggregate and the others None."""
+    rank must call this; rank 0 gets the aggregate and the others None.
+
+    The regions read are held open from before the run to after it, so the
+    page cache is measured on the files that were read. A step after the run
+    that fails (the target gone, sysfs unreadable) costs only its own field,
+    marked unavailable in a warning: never the measurement."""
     spec, target = p.spec, p.target
     comm = mpi.world()
     parts = list(p.parts) or [Part(0, spec, target)]
-    mine = regions([parts[comm.Get_rank()]] if comm is not None else parts)
-    warnings: list[str] = []
-    if not spec.warm:
-        pagecache.evict_all(mine)
-    cached_before = pagecache.cached_fraction_all(mine)
-    if target is not None and cached_before is not None:
-        warnings += cache_warnings(spec, target, cached_before)
+    with pagecache.HeldRegions(regions([parts[comm.Get_rank()]] if comm is not None else parts)) as held:
+        warnings: list[str] = []
+        if not spec.warm:
+            held.evict()
+        cached_before = held.cached_fraction()
+        if target is not None and cached_before is not None:
+            warnings += cache_warnings(spec, target, cached_before)
 
-    kvikio_path = None
-    if not spec.transfer.native:
-        run, kvikio_path = kvikio_mode.run(spec, progress)
-        warnings.append(kvikio_mode.TIMING_NOTE)
-    elif comm is not None:
-        run = mpi.run_rank(parts, progress, warnings)
-        if run is None:
-            return None
-        warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in run.procs for w in q.get("warnings", [])]
-    elif p.parts:
-        run = run_local(parts, progress)
-    else:
-        run = run_part(spec, progress_poll(progress), None)
+        kvikio_path = None
+        if not spec.transfer.native:
+            run, kvikio_path = kvikio_mode.run(spec, progress)
+            warnings.append(kvikio_mode.TIMING_NOTE)
+        elif comm is not None:
+            run = mpi.run_rank(parts, progress, warnings)
+            if run is None:
+                return None
+            warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in run.procs for w in q.get("warnings", [])]
+        elif p.parts:
+            run = run_local(parts, progress)
+        else:
+            run = run_part(spec, progress_poll(progress), None)
+        cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
 
-    cached_after = pagecache.cached_fraction_all(mine)
     environment = {}
-    gpus = gpu.status()["gpus"] if spec.real_gpu else []
+    gpus = _after_run("environment.gpus", lambda: gpu.status()["gpus"], [], warnings) if spec.real_gpu else []
     # sysfs is read only where something uses it: the record, or GPU placement
-    storage = describe(target) if target and (record_environment or gpus) else None
+    wanted = target is not None and (record_environment or gpus)
+    storage = _after_run("environment.target", lambda: describe(target), None, warnings) if wanted else None
     warnings += gpu.placement_warnings(spec, storage, gpus)
     if record_environment:
-        environment = {"host": host_environment(), "target": storage, "gpus": gpus}
+        environment = {"host": _after_run("environment.host", host_environment, {}, warnings), "target": storage,
+                       "gpus": gpus}
+    if run.threads and not any(t.ops for t in run.threads) and not run.interrupted:
+        warnings.insert(0, f"NOTHING MEASURED: no read completed in the measured window ({spec.describe()}); "
+                           "give a longer --runtime or a larger --io-size")
     return Result.from_run(
         spec,
         run,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
-        data_path=gpu.data_path(spec, target, kvikio_path),
+        data_path=_after_run("data_path", lambda: gpu.data_path(spec, target, kvikio_path), "unavailable", warnings),
         warnings=warnings,
         environment=environment,
     )
+
+
+def _after_run(field: str, step, fallback, warnings: list[str]):
+    """A step after the measurement: its value, or `fallback` and a warning naming the field."""
+    try:
+        return step()
+    except (OSError, GdsbenchError) as e:
+        warnings.append(f"{field} unavailable: {e}")
+        return fallback
 
 
 def check_verified(result: Result) -> Result:
@@ -253,4 +288,9 @@ def run(spec: JobSpec, *, record_environment: bool = True, progress=None) -> Res
 
     progress(bytes, elapsed_ns), if given, is called a few times a second."""
     result = execute(plan(spec), record_environment=record_environment, progress=progress)
+    if result is not None and result.ops == 0 and not result.interrupted:
+        raise UsageError(f"the run measured nothing: no read completed in the measured window "
+                         f"({format_size(result.spec.bs)} reads"
+                         + (f", --runtime {format_duration(result.spec.runtime_ns)}" if result.spec.runtime_ns else "")
+                         + "); give a longer --runtime or a larger --io-size")
     return check_verified(result) if result is not None else None

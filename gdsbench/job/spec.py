@@ -32,6 +32,9 @@ LAYOUTS = ("shared", "shared-all", "per-proc")
 PINNING = ("none", "cores", "numa")
 MAX_PROCS = 1024
 DEFAULT_RUNTIME_NS = 5 * SECOND  # when neither --runtime nor --io-size is given
+MAX_OFFSET = 2**63 - 1  # off_t
+MAX_SEED = 2**64 - 1
+DAY = 86_400 * SECOND
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,18 @@ class Option:
         """Convert one value as written by a user (CLI, sweep file) to its base unit, and check its bounds."""
         if text is None:
             return None
+        if self.kind in ("size", "duration") and isinstance(text, bool):
+            raise UsageError(f"{self.flag} {text!r}: write a {self.kind} such as {'4K' if self.kind == 'size' else '10s'}")
         if self.kind == "size":
             value = units.parse_size(text, self.flag)
         elif self.kind == "duration":
             value = units.parse_duration(text, self.flag)
         elif self.kind == "int":
+            if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
+                raise UsageError(f"{self.flag} {text!r}: not a whole number")
             try:
                 value = int(text)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise UsageError(f"{self.flag} {text!r}: not a whole number") from None
         elif self.kind == "choice":
             if text not in self.choices:
@@ -148,19 +155,21 @@ class JobSpec:
                      "has its own maximum", low=1)
     submit_batch: int = option(
         1, "int", "--submit-batch", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
-        low=1,
+        low=1, high=65536,
     )
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
-    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0)
-    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False, low=0)
+    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0, high=MAX_OFFSET)
+    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False,
+                       low=0, high=MAX_OFFSET)
     runtime_ns: int | None = option(
         None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, or no time limit "
-        "with --io-size; 0: no time limit)", low=0,
+        "with --io-size; 0: no time limit)", low=0, high=366 * DAY,
     )
-    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)", low=0)
-    ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics", low=0)
+    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)", low=0,
+                          high=MAX_OFFSET)
+    ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics", low=0, high=DAY)
     direct: bool | None = option(
         None, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it); default by mode: "
         "O_DIRECT except cached-bounce", negative="--buffered",
@@ -168,9 +177,9 @@ class JobSpec:
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
                         native=False)
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
-    seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False, low=0)
+    seed: int = option(1, "int", "--seed", "seed of the random order (rand)", sweep=False, low=0, high=MAX_SEED)
     interval_ns: int = option(100_000_000, "duration", "--interval", "resolution of the throughput timeline", sweep=False,
-                              low=1_000_000)
+                              low=1_000_000, high=3600 * SECOND)
     procs: int = option(
         1, "int", "--procs", "worker processes, each with --threads threads, started together (under mpirun: one per rank)",
         native=False, low=1, high=MAX_PROCS,
@@ -198,10 +207,10 @@ class JobSpec:
     )
     gds_register: bool = option(False, "bool", "--gds-register", "register the GPU buffers with cuFile (gds)")
     kvikio_threads: int = option(0, "int", "--kvikio-threads", "kvikio's thread pool size (kvikio; 0: kvikio's default)",
-                                 native=False, low=0)
+                                 native=False, low=0, high=1024)
     kvikio_task_size: int = option(
         0, "size", "--kvikio-task-size", "size of the tasks kvikio splits a read into (kvikio; 0: kvikio's default)",
-        native=False, low=0,
+        native=False, low=0, high=GiB,
     )
 
     def __post_init__(self) -> None:

@@ -57,10 +57,12 @@ def times(ratio: float) -> str:
 
 
 def _labels(dfs: list[pd.DataFrame]) -> list[str]:
-    names = [df.attrs["run"]["name"] for df in dfs]
-    if len(set(names)) == len(names):
-        return names
-    return [df.attrs["run"]["run_id"] for df in dfs]
+    """One distinct label per run: its name, else its run id, else its folder (a copy of a run)."""
+    for labels in ([df.attrs["run"]["name"] for df in dfs], [df.attrs["run"]["run_id"] for df in dfs],
+                   [os.path.basename(os.path.normpath(df.attrs["run_dir"])) for df in dfs]):
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{df.attrs['run']['run_id']}#{i + 1}" for i, df in enumerate(dfs)]
 
 
 def align_keys(runs: list[Run]) -> list[str]:
@@ -164,7 +166,11 @@ def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
 
 def write(c: Comparison, out_dir: str) -> str:
     """Overlaid charts and one HTML page; returns the page's path."""
-    os.makedirs(out_dir, exist_ok=True)
+    with html.writing_pages(out_dir) as out:
+        return _write(c, out)
+
+
+def _write(c: Comparison, out_dir: str) -> str:
     bs_curves, qd_curves = [], []
     for run in c.runs:
         for label, df in analysis.series(run.summary, "bs_bytes"):

@@ -4,8 +4,12 @@ shared by `gdsbench report` and `gdsbench compare`."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
+import os
 from collections.abc import Iterable, Sequence
+
+from gdsbench.job.errors import UsageError
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -15,6 +19,20 @@ td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-al
 th { background: #f3f3f3; } .headline { font-size: 1.2em; font-weight: 600; margin: 1em 0; }
 .warn { color: #a40; } img { max-width: 100%; }
 """
+
+
+@contextlib.contextmanager
+def writing_pages(out_dir: str, flag: str = "--out"):
+    """Make out_dir, and turn a failure to write in it (no space, read-only,
+    not a directory) into one line naming it: the runs' points are never at stake."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"{flag} {out_dir}: is a file; give a directory for the pages")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        yield out_dir
+    except OSError as e:
+        raise UsageError(f"{flag} {out_dir}: cannot write the pages there: {e.strerror}; the runs' points are "
+                         "unchanged") from None
 
 
 def esc(text: object) -> str:

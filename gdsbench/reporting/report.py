@@ -33,6 +33,7 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     dims = analysis.varying(summary)
     best_bw = summary.loc[summary["bandwidth_bytes_per_s"].idxmax()]
     best_iops = summary.loc[summary["iops"].idxmax()]
+    problems = df.attrs.get("problems") or []
     lines = [
         ("run", f"{info['run_id']} ({info['status']}), gdsbench {info['gdsbench']} on {info['host']}"),
         ("points", f"{len(summary)} of {len(info['points'])} measured, {int(summary['repeats'].max())} repeat(s) each"
@@ -64,16 +65,24 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     warnings = sorted({w for w in summary["warnings"] if w})
     if warnings:
         lines.append(("warnings", " | ".join(warnings)))
+    if problems:  # lines of points.jsonl that could not be read: what this page does not show
+        lines.insert(1, ("WARNING", f"{len(problems)} saved line(s) could not be read and are left out: "
+                                    + " | ".join(problems)))
     return dict(lines)
 
 
 def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None = None) -> Report:
+    """The run's HTML page and charts, in out_dir (default: the run's report/)."""
     df = load(run_dir)
     if df.empty:
         raise UsageError(f"run {run_dir}: no completed points yet; finish it with `gdsbench sweep --resume`")
+    with html.writing_pages(out_dir or os.path.join(run_dir, "report"), "--out" if out_dir else "the report") as out:
+        return _build(df, out, timeline_point)
+
+
+def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report:
+    run_dir = df.attrs["run_dir"]
     info = df.attrs["run"]
-    out_dir = out_dir or os.path.join(run_dir, "report")
-    os.makedirs(out_dir, exist_ok=True)
     summary = analysis.summarize(df)
     name = info["name"]
     png = {}

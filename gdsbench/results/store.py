@@ -10,13 +10,22 @@
 
 A kill at any moment loses at most the point in flight: a torn last line of
 points.jsonl is ignored on reading, and the tables are never half-written.
-(Only points.jsonl is fsync'd: after a power cut the tables may be a point
-behind it, and are rebuilt from it by the next append.)
+Only points.jsonl is fsync'd: where the tables fall behind it (a power cut, a
+kill between the append and the rewrite) opening the run rebuilds them, and
+removes temporary files a killed writer left. A line that is not valid JSON
+anywhere else is skipped with a warning naming it; the lines after it count.
+
+One process at a time writes a run: it holds an exclusive lock (flock on
+`lock`) for the whole sweep, and a second is refused naming the holder. A run
+whose status says "running" while nobody holds the lock was killed: opening
+it says "interrupted".
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
+import glob
 import json
 import os
 import socket
@@ -37,7 +46,9 @@ RUN_FILE = "run.json"
 POINTS_JSONL = "points.jsonl"
 POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
+LOCK_FILE = "lock"
 LIST_COLUMNS = ("hist_index", "hist_count", "timeline_bytes")
+FINAL_STATUSES = ("complete", "failed", "interrupted")
 
 
 def git_revision() -> str | None:
@@ -54,11 +65,27 @@ def git_revision() -> str | None:
 
 def _write_atomic(path: str, write, *, durable: bool = True) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
-    write(tmp)
-    if durable:
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        if durable:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"{path}: cannot write: {e.strerror}; the points saved before this stay in "
+                         f"{os.path.join(os.path.dirname(path), POINTS_JSONL)}") from None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def record(result: Result, point: int, point_key: str, repeat: int) -> dict[str, Any]:
@@ -85,6 +112,8 @@ class RunStore:
         self.path = path
         self.run_id = os.path.basename(os.path.normpath(path))
         self._table: pa.Table | None = None  # the rows so far, as Arrow, grown a row at a time
+        self._lock_fd: int | None = None
+        self.problems: list[str] = []  # lines of points.jsonl that were skipped, and why
 
     # ---- creating and opening ----
 
@@ -124,15 +153,77 @@ class RunStore:
 
     @classmethod
     def open(cls, run_dir: str) -> RunStore:
+        """An existing run, repaired where a killed writer left it inconsistent."""
         if not os.path.isfile(os.path.join(run_dir, RUN_FILE)):
             raise UsageError(f"run {run_dir}: no {RUN_FILE} there; give a run directory or a run id under --results")
-        return cls(run_dir)
+        store = cls(run_dir)
+        store.info()  # a corrupt run.json is one clear error, here
+        if store.holder() is None:  # nobody writes it now: tidy what a killed writer left
+            store._remove_stale_temporaries()
+            if store.info().get("status") not in FINAL_STATUSES:
+                store.update_info(status="interrupted")
+            store.rebuild_tables_if_behind()
+        return store
+
+    # ---- the writer's lock ----
+
+    def holder(self) -> int | None:
+        """The pid of a live process holding this run's lock, else None."""
+        path = os.path.join(self.path, LOCK_FILE)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.read(fd, 32).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else -1
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def lock(self) -> None:
+        """Take this run for writing, for as long as this process lives or until unlock()."""
+        path = os.path.join(self.path, LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            raise UsageError(f"run {self.run_id}: another gdsbench (pid {text or '?'}) is writing it; wait for it to "
+                             "finish, or stop it, before resuming") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the description releases the flock
+            self._lock_fd = None
+
+    def _remove_stale_temporaries(self) -> None:
+        for tmp in glob.glob(os.path.join(self.path, "*.tmp-*")):
+            pid = tmp.rsplit("-", 1)[-1]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                os.unlink(tmp)
 
     # ---- run.json ----
 
     def info(self) -> dict[str, Any]:
-        with open(os.path.join(self.path, RUN_FILE)) as f:
-            return json.load(f)
+        path = os.path.join(self.path, RUN_FILE)
+        try:
+            with open(path) as f:
+                info = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path}: not a gdsbench run description ({e}); the points, if any, are in "
+                             f"{os.path.join(self.path, POINTS_JSONL)}") from None
+        if not isinstance(info, dict):
+            raise UsageError(f"{path}: not a gdsbench run description (a JSON object was expected)")
+        return info
 
     def write_info(self, info: dict[str, Any]) -> None:
         def write(tmp: str) -> None:
@@ -147,19 +238,27 @@ class RunStore:
     # ---- points ----
 
     def records(self) -> list[dict[str, Any]]:
-        """Every completed point and repeat, in the order they completed."""
+        """Every completed point and repeat, in the order they completed. A torn
+        last line (a run killed mid-write) is the point that was in flight and is
+        left out; any other line that is not a record is skipped, and named in
+        self.problems."""
         path = os.path.join(self.path, POINTS_JSONL)
+        self.problems = []
         if not os.path.exists(path):
             return []
         rows = []
-        with open(path) as f:
-            for line in f:
-                if not line.endswith("\n"):
-                    break  # a torn last line from a killed run: that point was in flight
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                if not raw.endswith(b"\n"):
                     break
+                try:
+                    row = json.loads(raw)
+                    if not isinstance(row, dict) or "point_key" not in row:
+                        raise ValueError("not a point record")
+                except (ValueError, UnicodeDecodeError) as e:
+                    self.problems.append(f"{path} line {number}: skipped, not a point record ({str(e)[:60]})")
+                    continue
+                rows.append(row)
         return rows
 
     def completed(self) -> set[tuple[str, int]]:
@@ -171,10 +270,15 @@ class RunStore:
         self._drop_torn_tail(path)
         if self._table is None:  # first append of this process: start from what is on disk
             self._table = pa.Table.from_pylist(self.records()) if os.path.exists(path) else None
-        with open(path, "a") as f:
-            f.write(json.dumps(row, default=float) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps(row, default=float) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as e:
+            self._drop_torn_tail(path)
+            raise UsageError(f"{path}: cannot save the point: {e.strerror}; the points saved before it are kept "
+                             f"there (resume with `gdsbench sweep --resume {self.run_id}` once there is room)") from None
         new = pa.Table.from_pylist([row])
         self._table = new if self._table is None or self._table.num_rows == 0 else pa.concat_tables(
             [self._table, new], promote_options="default")
@@ -189,6 +293,17 @@ class RunStore:
             data = f.read()
             if data and not data.endswith(b"\n"):
                 f.truncate(data.rfind(b"\n") + 1)
+
+    def rebuild_tables_if_behind(self) -> None:
+        """Rewrite points.parquet and points.csv from points.jsonl where they hold another number of rows."""
+        rows = self.records()
+        parquet = os.path.join(self.path, POINTS_PARQUET)
+        try:
+            behind = pq.ParquetFile(parquet).metadata.num_rows != len(rows) if os.path.exists(parquet) else bool(rows)
+        except (OSError, pa.ArrowException):
+            behind = True
+        if behind and rows:
+            self.write_tables(pa.Table.from_pylist(rows))
 
     def write_tables(self, table: pa.Table) -> None:
         _write_atomic(os.path.join(self.path, POINTS_PARQUET), lambda tmp: pq.write_table(table, tmp), durable=False)
@@ -215,4 +330,6 @@ def load(run_dir: str) -> pd.DataFrame:
     store = RunStore.open(run_dir)
     df = pd.DataFrame(store.records())
     df.attrs["run"] = store.info()
+    df.attrs["problems"] = store.problems  # lines of points.jsonl skipped, with why
+    df.attrs["run_dir"] = run_dir
     return df

@@ -137,8 +137,12 @@ def opt_flag(key: str) -> str:
 
 
 def _line_of(text: str, key: str) -> int | None:
+    """The line where key is set (key = ...) or opened as a table ([key])."""
     for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip().lstrip('"').lstrip("'")
+        stripped = line.strip()
+        if stripped.strip("[] ").strip("\"'") == key and stripped.startswith("["):
+            return number
+        stripped = stripped.lstrip('"').lstrip("'")
         if stripped.startswith(key) and stripped[len(key):].lstrip(" \"'").startswith("="):
             return number
     return None
@@ -248,27 +252,56 @@ class SweepOutcome:
     skipped: list[dict[str, Any]]
 
 
+def file_identity(path: str) -> dict[str, int]:
+    """What makes a target the same file later: its size, device, inode and
+    modification time (reading does not change it; a new file under the name,
+    even on a reused inode, does)."""
+    st = os.stat(path)
+    return {"size": st.st_size, "device": st.st_dev, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+
+
+def _same_files(info: dict[str, Any]) -> None:
+    """UsageError unless every target of the run is still the file it measured."""
+    for path, was in info.get("target_files", {}).items():
+        try:
+            now = file_identity(path)
+        except OSError as e:
+            raise UsageError(f"--resume: {path}, the run's target, is gone ({e.strerror}); the run cannot go on") from None
+        changed = [f"{k} {was[k]} -> {now[k]}" for k in ("device", "inode", "size", "mtime_ns") if k in was and was[k] != now[k]]
+        if changed:
+            raise UsageError(f"--resume: {path} is not the file this run measured ({', '.join(changed)}); "
+                             "start a new sweep for it")
+
+
 def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
     """Check every point against its target (no reads yet), then create the
     run directory. Under MPI every rank plans; only rank 0 has a store."""
     sweep = sweep.with_defaults()
+    if isinstance(sweep.fixed.get("path"), str) and sweep.fixed["path"]:  # a resume from elsewhere reads the same file
+        sweep = SweepSpec(grid=sweep.grid, fixed={**sweep.fixed, "path": os.path.abspath(sweep.fixed["path"])},
+                          repeat=sweep.repeat, name=sweep.name)
     grid = expand(sweep)
     plans = [runner.plan(p.spec) for p in grid.points]
     if not mpi.is_root():
         return None, grid, plans
     targets = {p.target.path: describe(p.target) for p in plans if p.target is not None}
+    files = {p.target.path: file_identity(p.target.path) for p in plans if p.target is not None and p.target.kind == "file"}
     store = RunStore.create(results_dir, sweep.name, {
         "sweep": sweep.to_dict(),
         "points": [{"point": p.index, "values": p.values, "label": p.label()} for p in grid.points],
         "skipped": grid.skipped,
         "environment": {"host": host_environment(), "targets": targets},
+        "target_files": files,
     })
     return store, grid, plans
 
 
 def resume(run_dir: str | None) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
-    """Reopen an interrupted run (rank 0 reads it and tells the other ranks)."""
+    """Reopen an interrupted run (rank 0 reads it and tells the other ranks),
+    refusing if its target is no longer the file it measured."""
     store = RunStore.open(run_dir) if mpi.is_root() else None
+    if store:
+        _same_files(store.info())
     sweep = SweepSpec.from_dict(mpi.broadcast(store.info()["sweep"] if store else None))
     grid = expand(sweep)
     return store, grid, [runner.plan(p.spec) for p in grid.points]
@@ -286,6 +319,7 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
     ui_class = _BarProgress if show_progress and sys.stderr.isatty() else _LineProgress
     ui = ui_class(total, total - len(todo)) if show_progress and store else None
     if store:
+        store.lock()  # one writer at a time: a second sweep of this run is refused, naming this one
         store.update_info(status="running")
     interrupted = False
     status = "failed"  # unless the loop below ends normally or is interrupted
@@ -310,5 +344,8 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
         if ui:
             ui.close()
         if store:
-            store.update_info(status=status)
+            try:
+                store.update_info(status=status)  # always final: complete, failed or interrupted
+            finally:
+                store.unlock()
     return SweepOutcome(store, len(done), total, interrupted, grid.skipped)

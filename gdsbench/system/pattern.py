@@ -18,19 +18,25 @@ def _mix64(xp: Any, z):
     return z ^ (z >> xp.uint64(31))
 
 
-def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
-    """(bad blocks, file offset of the first bad one) for bytes read at
-    file_offset; `data` is a uint8 array of whole 4 KiB blocks (numpy or cupy)."""
+def bad_blocks(xp: Any, data, file_offset: int) -> list[int]:
+    """File offsets of the bad 4 KiB blocks in bytes read at file_offset;
+    `data` is a uint8 array of whole blocks (numpy or cupy)."""
     words = data.view(xp.uint64).reshape(-1, WORDS)
     index = xp.arange(WORDS - 1, dtype=xp.uint64)
     # uint64 arithmetic wraps modulo 2^64 in numpy and cupy alike
-    checksum = _mix64(xp, words[:, : WORDS - 1] + index * xp.uint64(_native.PATTERN_GOLDEN)).sum(axis=1, dtype=xp.uint64)
+    checksum = _mix64(xp, words[:, : WORDS - 1] + index * xp.uint64(_native.PATTERN_GOLDEN)).sum(axis=1,
+                                                                                                  dtype=xp.uint64)
     offsets = xp.uint64(file_offset) + xp.arange(words.shape[0], dtype=xp.uint64) * xp.uint64(WORDS * 8)
     bad = (words[:, 0] != xp.uint64(_native.PATTERN_MAGIC)) | (words[:, 1] != offsets) | (words[:, WORDS - 1] != checksum)
-    count = int(bad.sum())
-    if not count:
-        return 0, None
-    return count, file_offset + int(xp.argmax(bad)) * WORDS * 8
+    if not int(bad.sum()):
+        return []
+    return [file_offset + int(i) * WORDS * 8 for i in xp.nonzero(bad)[0].tolist()]
+
+
+def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
+    """(bad blocks, file offset of the first bad one) for bytes read at file_offset."""
+    bad = bad_blocks(xp, data, file_offset)
+    return len(bad), (bad[0] if bad else None)
 
 
 def has_pattern(path: str, offset: int) -> bool:
@@ -43,12 +49,12 @@ def has_pattern(path: str, offset: int) -> bool:
     return len(data) == _native.PATTERN_BLOCK and _native.pattern_check(data, offset)[0] == 0
 
 
-def check_device(ptr: int, length: int, file_offset: int, gpu: int) -> tuple[int, int]:
-    """Check `length` bytes of GPU memory at address `ptr` on GPU `gpu`, on the GPU (cupy)."""
+def check_device(ptr: int, length: int, file_offset: int, gpu: int) -> list[int]:
+    """File offsets of the bad blocks among `length` bytes of GPU memory at
+    address `ptr` on GPU `gpu`, checked on the GPU (cupy)."""
     import cupy
 
     with cupy.cuda.Device(gpu):
         memory = cupy.cuda.UnownedMemory(ptr, length, owner=None, device_id=gpu)
         data = cupy.ndarray((length,), dtype=cupy.uint8, memptr=cupy.cuda.MemoryPointer(memory, 0))
-        bad, first = check_blocks(cupy, data, file_offset)
-    return bad, first if first is not None else 0
+        return bad_blocks(cupy, data, file_offset)

@@ -1,14 +1,22 @@
 """`gdsbench prepare`: write a test file whose every 4 KiB block carries its
 own offset and a checksum (see native/pattern.hpp), for runs and --verify.
 
-It writes only files it creates: a new path, or a file whose first block
-carries gdsbench's magic. The data goes to a temporary file beside the target
-and is renamed into place when complete, so an interrupted prepare leaves
-nothing that looks finished.
+It writes only files it creates: a new path, or a file it made before. Its
+proof is an extended attribute it writes on every file it makes
+(user.gdsbench.prepared: the size, inode and modification time it left the
+file with), so a user's file that merely starts with gdsbench blocks is never
+taken for one of its own. Where the filesystem keeps no extended attributes,
+the proof is the whole file: every block must carry the pattern. The data
+goes to a temporary file beside the target and is renamed into place when
+complete, so an interrupted prepare leaves nothing that looks finished; the
+temporary file of a prepare that was killed is removed by the next one.
 """
 
 from __future__ import annotations
 
+import errno
+import glob
+import json
 import os
 import stat
 from collections.abc import Callable
@@ -17,13 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system import pagecache
 from gdsbench.system.pattern import has_pattern
 
 CHUNK = 8 * 1024 * 1024
 BLOCK = _native.PATTERN_BLOCK
+MARK = "user.gdsbench.prepared"
+PARTIAL = ".gdsbench-partial-"
 
 
 @dataclass(frozen=True)
@@ -33,9 +43,55 @@ class Prepared:
     reused: bool  # an existing gdsbench file of this size was kept as it was
 
 
+def _mark(fd: int) -> None:
+    """Sign a file prepare made (best effort: some filesystems keep no extended attributes)."""
+    st = os.fstat(fd)
+    proof = {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+    try:
+        os.setxattr(fd, MARK, json.dumps(proof).encode())
+    except OSError:
+        pass
+
+
 def created_by_gdsbench(path: str) -> bool:
-    """Whether the file at `path` starts with a gdsbench pattern block."""
-    return has_pattern(path, 0)
+    """Whether the file at `path` is one prepare made and nobody has changed
+    since: its signature matches it; or, unsigned (another filesystem, an older
+    gdsbench), every block of it carries the pattern."""
+    st = os.stat(path)
+    try:
+        proof = json.loads(os.getxattr(path, MARK))
+    except OSError:
+        return _whole_file_has_pattern(path, st.st_size)
+    except ValueError:
+        return False
+    return proof == {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+
+
+def _whole_file_has_pattern(path: str, size: int) -> bool:
+    if size == 0 or size % BLOCK:
+        return False
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for offset in range(0, size, CHUNK):
+            data = os.pread(fd, min(CHUNK, size - offset), offset)
+            if len(data) % BLOCK or _native.pattern_check(data, offset)[0]:
+                return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _remove_leftovers(path: str) -> None:
+    """The temporary file of a prepare of `path` that was killed (its pid is gone)."""
+    for tmp in glob.glob(glob.escape(path) + PARTIAL + "*"):
+        pid = tmp.rsplit("-", 1)[-1]
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                os.unlink(tmp)
+            except PermissionError:
+                pass
 
 
 def _is_complete(path: str, size: int) -> bool:
@@ -72,6 +128,11 @@ def prepare(
     """
     if size <= 0 or size % BLOCK:
         raise UsageError(f"--size {size}: must be a positive multiple of 4 KiB, e.g. 1G")
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"PATH {path!r}: not a UTF-8 name; gdsbench's results record paths as text, so choose "
+                         "another name") from None
     exists = _check_may_write(path)
     if exists and not force and _is_complete(path, size):
         return Prepared(path, size, reused=True)
@@ -84,8 +145,14 @@ def prepare(
     if size > free:
         raise UsageError(f"--size {format_size(size)}: only {format_size(free)} free in {directory}; choose a smaller size")
 
-    tmp = f"{path}.gdsbench-partial-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    _remove_leftovers(path)
+    tmp = f"{path}{PARTIAL}{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        why = {errno.EROFS: "the filesystem is read-only", errno.EACCES: "no permission to create files there",
+               errno.ENOSPC: "no space (or no free inodes) left there"}.get(e.errno, e.strerror)
+        raise UsageError(f"PATH {path}: cannot create the file: {why}; choose another directory") from None
     try:
         buf = np.empty(CHUNK, dtype=np.uint8)
         done = 0
@@ -95,11 +162,16 @@ def prepare(
             _native.pattern_fill(view, done, seed)
             written = 0
             while written < n:
-                written += os.pwrite(fd, view[written:], done + written)
+                try:
+                    written += os.pwrite(fd, view[written:], done + written)
+                except OSError as e:
+                    raise IoFailure(f"PATH {path}: writing failed after {format_size(done + written)}: {e.strerror}; "
+                                    "nothing was left behind") from None
             done += n
             if progress:
                 progress(done, size)
         os.fsync(fd)
+        _mark(fd)
         os.close(fd)
         fd = -1
         os.rename(tmp, path)

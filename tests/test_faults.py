@@ -1,0 +1,399 @@
+"""Faults a hostile user can cause: processes killed at any moment, results
+folders damaged or shared, files that vanish or are not what they seem, and
+inputs at every extreme. Nothing may hang, nothing measured may be lost,
+nothing gdsbench did not create may be overwritten, and every error is one
+line. docs/faults.md lists each case with the test below that proves it."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import is_root
+
+from gdsbench import JobSpec, UsageError, load, prepare, run
+from gdsbench.job.spec import OPTIONS
+from gdsbench.results.store import POINTS_CSV, POINTS_JSONL, POINTS_PARQUET, RUN_FILE, RunStore
+
+MiB = 1 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def gdsbench_cli(*args, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gdsbench", *map(str, args)], cwd=kw.pop("cwd", ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def workers_of(pid: int, n: int, timeout: float = 20) -> list[int]:
+    """The spawned worker processes of a gdsbench run (not its resource tracker)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [c for c in children_of(pid) if "spawn_main" in cmdline(c)]
+        if len(found) >= n:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{n} worker processes did not start")
+
+
+def one_line_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gdsbench: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+# ---- hangs and orphans ----
+
+@pytest.mark.parametrize("delay", [0.05, 0.4, 0.9, 1.6])
+def test_a_worker_killed_at_any_moment_ends_the_run_within_seconds(tmp_path, delay):
+    """Whatever it was doing (set-up, waiting to start, measuring, handing over)."""
+    base = str(tmp_path / "pp.dat")
+    for i in range(4):
+        prepare(f"{base}.{i}", 8 * MiB)
+    proc = gdsbench_cli("run", base, "--layout", "per-proc", "--procs", "4", "--bs", "64K", "--runtime", "3s")
+    victim = random.Random(delay).choice(workers_of(proc.pid, 4))
+    time.sleep(delay)
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - killed < 8, "the run did not end promptly"
+    if proc.returncode != 0:  # it may have finished before the kill landed: then nothing to say
+        line = one_line_error(err)
+        assert proc.returncode == 3 and f"(pid {victim})" in line and "killed by signal SIGKILL" in line
+    time.sleep(0.3)
+    assert not [c for c in children_of(proc.pid) if alive(c)]
+
+
+def test_the_parent_killed_leaves_no_process_behind(tmp_path):
+    proc = gdsbench_cli("run", "--engine", "null", "--procs", "3", "--runtime", "60s")
+    workers = workers_of(proc.pid, 3)
+    everyone = children_of(proc.pid)  # the workers and multiprocessing's resource tracker
+    time.sleep(1.0)
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(alive(c) for c in everyone):
+        time.sleep(0.1)
+    assert set(workers) <= set(everyone) and not [c for c in everyone if alive(c)], "orphans left behind"
+
+
+# ---- results lost, hidden or wrong ----
+
+def null_sweep_args(results, *extra):
+    return ["sweep", "--engine", "null", "--bs", "4K,8K,16K", "--runtime", "50ms", "--results", results,
+            "--no-report", *extra]
+
+
+def finished_run(tmp_path) -> str:
+    results = str(tmp_path / "results")
+    proc = gdsbench_cli(*null_sweep_args(results))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return os.path.join(results, os.listdir(results)[0])
+
+
+def test_a_second_writer_of_the_same_run_is_refused_naming_the_first(tmp_path):
+    run_dir = finished_run(tmp_path)
+    holder = RunStore(run_dir)
+    holder.lock()  # another gdsbench writing this run
+    try:
+        proc = gdsbench_cli("sweep", "--resume", os.path.basename(run_dir), "--results", os.path.dirname(run_dir))
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and f"pid {os.getpid()}" in one_line_error(err)
+    finally:
+        holder.unlock()
+    assert len(load(run_dir)) == 3  # nothing duplicated
+
+
+def test_a_corrupt_line_is_skipped_by_name_and_the_lines_after_it_count(tmp_path):
+    run_dir = finished_run(tmp_path)
+    path = os.path.join(run_dir, POINTS_JSONL)
+    lines = open(path).read().splitlines(keepends=True)
+    lines.insert(1, "{ this is not json\n")
+    open(path, "w").write("".join(lines))
+    df = load(run_dir)
+    assert len(df) == 3 and "line 2" in df.attrs["problems"][0]
+    proc = gdsbench_cli("sweep", "--resume", os.path.basename(run_dir), "--results", os.path.dirname(run_dir))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "line 2" in err and "3 of 3 measurements" in out  # nothing measured again
+    proc = gdsbench_cli("report", run_dir)
+    out, _ = proc.communicate(timeout=60)
+    assert "WARNING" in out and "line 2" in out
+
+
+def test_resume_from_another_directory_reads_the_same_file_and_refuses_a_different_one(tmp_path, pattern_file):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(pattern_file, work / "data.dat")
+    results = str(tmp_path / "results")
+    proc = gdsbench_cli("sweep", "data.dat", "--bs", "64K,128K", "--runtime", "50ms", "--results", results,
+                        "--no-report", cwd=str(work))
+    assert proc.wait(timeout=60) == 0
+    run_dir = os.path.join(results, os.listdir(results)[0])
+    info = json.load(open(os.path.join(run_dir, RUN_FILE)))
+    assert info["sweep"]["fixed"]["path"] == str(work / "data.dat")
+    RunStore(run_dir).update_info(status="interrupted")
+    os.unlink(work / "data.dat")  # another file under the same name
+    prepare(str(work / "data.dat"), 16 * MiB)
+    proc = gdsbench_cli("sweep", "--resume", os.path.basename(run_dir), "--results", results)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "not the file this run measured" in one_line_error(err) and "mtime_ns" in err
+
+
+def test_resume_refuses_flags_it_would_ignore(tmp_path):
+    run_dir = finished_run(tmp_path)
+    proc = gdsbench_cli("sweep", "--resume", os.path.basename(run_dir), "--results", os.path.dirname(run_dir),
+                        "--bs", "8K", "--runtime", "100ms")
+    _, err = proc.communicate(timeout=60)
+    line = one_line_error(err)
+    assert proc.returncode == 2 and "--bs" in line and "--runtime" in line and "--resume" in line
+
+
+def test_a_measurement_survives_its_target_vanishing_after_the_start(tmp_path):
+    path = str(tmp_path / "going.dat")
+    prepare(path, 16 * MiB)
+    timer = threading.Timer(0.2, os.unlink, (path,))
+    timer.start()
+    r = run(JobSpec(path=path, engine="psync", bs=64 * 1024, runtime_ns=600_000_000, direct=False))
+    timer.join()
+    assert r.ops > 0 and not os.path.exists(path)
+    assert r.cached_fraction_after is not None  # measured on the descriptor held, not the vanished name
+
+
+def test_tables_behind_the_record_are_rebuilt_and_leftovers_removed(tmp_path):
+    run_dir = finished_run(tmp_path)
+    store = RunStore(run_dir)
+    rows = store.records()
+    import pyarrow as pa
+
+    store.write_tables(pa.Table.from_pylist(rows[:2]))  # as a kill between the append and the rewrite leaves them
+    leftover = os.path.join(run_dir, f"{POINTS_PARQUET}.tmp-999999999")
+    open(leftover, "w").write("x")
+    store.update_info(status="running")  # and a writer killed before it could say how it ended
+    RunStore.open(run_dir)
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(os.path.join(run_dir, POINTS_PARQUET)).num_rows == 3
+    assert len(open(os.path.join(run_dir, POINTS_CSV)).read().strip().splitlines()) == 4
+    assert not os.path.exists(leftover)
+    assert RunStore(run_dir).info()["status"] == "interrupted"
+
+
+# ---- safety ----
+
+def test_prepare_never_overwrites_a_foreign_file_that_starts_with_gdsbench_blocks(tmp_path):
+    ours = str(tmp_path / "ours.dat")
+    prepare(ours, 1 * MiB)
+    foreign = tmp_path / "foreign.dat"
+    foreign.write_bytes(open(ours, "rb").read(4096) + b"user data" * (8 * MiB // 9))
+    before = foreign.read_bytes()
+    with pytest.raises(UsageError, match="did not create"):
+        prepare(str(foreign), 2 * MiB)
+    assert foreign.read_bytes() == before
+    assert prepare(ours, 2 * MiB).size == 2 * MiB  # its own file it may still replace
+    from gdsbench.system.prepare import MARK
+
+    os.removexattr(ours, MARK)  # an unsigned pattern file (an older gdsbench): the whole file is the proof
+    assert prepare(ours, 1 * MiB, force=True).size == 1 * MiB
+
+
+def test_prepare_removes_what_a_killed_prepare_left(tmp_path):
+    path = str(tmp_path / "data.dat")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = f"{path}.gdsbench-partial-{dead.pid}"
+    open(leftover, "wb").write(b"\0" * 4096)
+    prepare(path, 1 * MiB)
+    assert not os.path.exists(leftover)
+
+
+# ---- one line, not a traceback ----
+
+@pytest.mark.parametrize("opt", [o for o in OPTIONS if o.kind in ("size", "duration", "int")], ids=lambda o: o.flag)
+@pytest.mark.parametrize("value", ["-1", "0", str(2**64 - 1), str(2**64), "99999999P", "99999999999h", "abc", "1.5",
+                                   True, 1.5])
+def test_every_number_at_its_extremes_is_taken_or_refused_in_one_line(opt, value):
+    try:
+        parsed = opt.parse(value)
+    except UsageError as e:
+        assert opt.flag in str(e) and "\n" not in str(e)
+        return
+    assert isinstance(parsed, int) and not isinstance(parsed, bool)
+    assert (opt.low is None or parsed >= opt.low) and (opt.high is None or parsed <= opt.high)
+
+
+@pytest.mark.parametrize("args", [("--seed", "-5"), ("--seed", "99999999999999999999999"), ("--runtime", "99999999999h"),
+                                  ("--io-size", "99999999P"), ("--runtime", "3000000h"), ("--direct", "--buffered"),
+                                  ("--runtime", "500ns")])
+def test_numbers_the_native_core_cannot_hold_and_contradictions_are_one_line(gdsbench, pattern_file, args):
+    res = gdsbench("run", pattern_file, "--engine", "psync", "--bs", "64K", *args)
+    assert res.code == 2, res.err
+    assert res.err.count("\n") == 1 and "Traceback" not in res.err
+
+
+def test_compare_of_a_run_with_itself_or_its_copy(tmp_path, gdsbench):
+    run_dir = finished_run(tmp_path)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(run_dir, copy)
+    for other in (run_dir, copy):
+        res = gdsbench("compare", run_dir, other, "--out", tmp_path / "cmp")
+        assert res.code in (0, 2) and "Traceback" not in res.err, res.err
+        if res.code == 2:
+            assert res.err.count("\n") == 1
+
+
+def test_a_corrupt_run_description_is_one_line(tmp_path, gdsbench):
+    run_dir = finished_run(tmp_path)
+    open(os.path.join(run_dir, RUN_FILE), "w").write("{ not json")
+    res = gdsbench("report", run_dir)
+    assert res.code == 2 and res.err.count("\n") == 1 and RUN_FILE in res.err
+
+
+def test_pages_that_cannot_be_written_are_one_line(tmp_path, gdsbench):
+    run_dir = finished_run(tmp_path)
+    (tmp_path / "a-file").write_text("x")
+    for out in (tmp_path / "a-file", "/proc/x"):
+        res = gdsbench("report", run_dir, "--out", out)
+        assert res.code == 2 and res.err.count("\n") == 1 and "--out" in res.err, res.err
+
+
+def test_a_target_name_that_is_not_utf8_is_refused_by_prepare(tmp_path, gdsbench):
+    name = os.fsdecode(os.path.join(os.fsencode(str(tmp_path)), b"bad\xff.dat"))
+    res = gdsbench("prepare", name, "--size", "1M")
+    assert res.code == 2 and "UTF-8" in res.err and res.err.count("\n") == 1
+
+
+@pytest.mark.skipif(not is_root(), reason="mounting a read-only filesystem needs root")
+def test_prepare_on_a_read_only_filesystem_is_one_line(tmp_path, gdsbench):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "none", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount tmpfs here")
+    try:
+        res = gdsbench("prepare", mnt / "x.dat", "--size", "1M")
+        assert res.code == 2 and "read-only" in res.err and res.err.count("\n") == 1
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_full_results_filesystem_keeps_the_points_saved_and_says_so(tmp_path, monkeypatch):
+    from gdsbench.results import store as store_module
+
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] > 4:  # run.json and two points' tables are written, then the disk is full
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", replace)
+    from gdsbench import cli
+
+    code = cli.main(null_sweep_args(str(tmp_path / "results")))
+    monkeypatch.undo()
+    assert code == 2
+    run_dir = os.path.join(tmp_path, "results", os.listdir(tmp_path / "results")[0])
+    assert len(load(run_dir)) >= 1  # what was saved before is all there
+    assert not [f for f in os.listdir(run_dir) if ".tmp-" in f]
+
+
+def test_a_sweep_file_with_wrong_types_names_the_line(tmp_path):
+    from gdsbench.results.sweep import load_sweep_file
+
+    for text, line in (("qd = [1.5]\n", 1), ("name = 'x'\nbs = [true]\n", 2), ("runtime = '1s'\n[grid]\nbs = ['4K']\n", 2)):
+        path = tmp_path / "s.toml"
+        path.write_text(text)
+        with pytest.raises(UsageError, match=f"line {line}"):
+            load_sweep_file(str(path))
+
+
+# ---- messages that say what is true ----
+
+def test_verify_with_processes_reports_a_corrupt_first_block_as_a_mismatch(tmp_path):
+    from gdsbench import VerifyFailure
+
+    path = str(tmp_path / "v.dat")
+    prepare(path, 8 * MiB)
+    with open(path, "r+b") as f:  # the first block of the second process's part
+        f.seek(4 * MiB)
+        f.write(b"\xff" * 16)
+    with pytest.raises(VerifyFailure) as failed:
+        run(JobSpec(path=path, procs=2, bs=MiB, verify=True, io_size=8 * MiB))
+    assert failed.value.result.verify_mismatches == 1
+
+
+def test_a_flipped_byte_is_one_bad_block_however_often_it_is_read(tmp_path):
+    from gdsbench import VerifyFailure
+
+    path = str(tmp_path / "v.dat")
+    prepare(path, 1 * MiB)
+    with open(path, "r+b") as f:
+        f.seek(5 * 4096 + 9)
+        f.write(b"\x00")
+    with pytest.raises(VerifyFailure) as failed:
+        run(JobSpec(path=path, engine="psync", bs=64 * 1024, verify=True, runtime_ns=300_000_000, direct=False))
+    r = failed.value.result
+    assert r.passes > 3 and r.verify_mismatches == 1
+
+
+def test_hints_that_could_not_work_are_not_given(tmp_path, gdsbench):
+    small = tmp_path / "small.dat"
+    small.write_bytes(b"u" * 4096)
+    res = gdsbench("run", small, "--bs", "1M", "--buffered")
+    assert res.code == 2 and f"prepare {small}" not in res.err and "NEW.dat" in res.err
+    empty = tmp_path / "empty.dat"
+    empty.write_bytes(b"")
+    res = gdsbench("run", empty, "--bs", "4K", "--buffered")
+    assert res.code == 2 and "is empty" in res.err and "--offset" not in res.err
+
+
+def test_help_tells_the_default_of_direct_truly(gdsbench):
+    parser_help = subprocess.run([sys.executable, "-m", "gdsbench", "run", "--help"], capture_output=True, text=True).stdout
+    assert "(default: by mode)" in " ".join(parser_help.split())
+
+
+def test_info_with_an_empty_path_is_refused(gdsbench):
+    res = gdsbench("info", "--path", "")
+    assert res.code == 2 and "--path" in res.err
+
+
+def test_docs_faults_names_real_tests():
+    """docs/faults.md: every row names a test that exists, and every test here has a row."""
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "faults.md")).read()
+    named = set(re.findall(r"`(test_\w+)`", text))
+    defined = set()
+    for name in ("test_faults.py", "test_gpu.py", "test_bad_input.py"):
+        defined |= set(re.findall(r"^def (test_\w+)", open(os.path.join(ROOT, "tests", name)).read(), re.M))
+    assert named <= defined, f"docs/faults.md names tests that do not exist: {sorted(named - defined)}"
+    here = set(re.findall(r"^def (test_\w+)", open(__file__).read(), re.M)) - {"test_docs_faults_names_real_tests"}
+    assert here <= named, f"tests with no row in docs/faults.md: {sorted(here - named)}"
