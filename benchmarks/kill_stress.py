@@ -57,9 +57,11 @@ def cmdline(pid: int) -> str:
 
 
 def trial(base: str, results: str, rng: random.Random, whom: str) -> dict:
+    # output to files, not pipes: an orphan holding a pipe open would keep this script waiting
+    log = tempfile.TemporaryFile("w+")
     proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "sweep", base, "--layout", "per-proc", "--procs", "4",
                              "--bs", "64K,128K", "--runtime", "1.5s", "--results", results, "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
     delay = rng.uniform(0.05, 4.0)
     time.sleep(delay)
     family = set(children_of(proc.pid))
@@ -74,11 +76,18 @@ def trial(base: str, results: str, rng: random.Random, whom: str) -> dict:
         pass
     killed = time.monotonic()
     try:
-        out, err = proc.communicate(timeout=HANG_S + 20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        proc.wait(timeout=HANG_S + 20)
+    except subprocess.TimeoutExpired:  # a hang: end it
+        family |= set(children_of(proc.pid))
+        for p in [proc.pid, *family]:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
     ended_s = time.monotonic() - killed
+    log.seek(0)
+    err = log.read()
     family |= set(children_of(proc.pid))
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(alive(p) for p in family):
