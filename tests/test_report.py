@@ -103,7 +103,9 @@ def test_compare_arithmetic(null_run, tmp_path):
         assert c.table[col].to_numpy() == pytest.approx(6.0)
     assert c.table["lat_p99_ns ratio flash"].to_numpy() == pytest.approx(1 / 12)
     assert c.table["lat_p50_ns ratio flash"].to_numpy() == pytest.approx(1.0)
-    assert c.headlines == ["flash/base: 6.0x bandwidth at 64 KiB, 6.0x IOPS at 4 KiB QD4, 12x lower p99"]
+    assert c.headlines[0].startswith("flash/base: 6.0x bandwidth at 64 KiB, best to best")
+    assert "6.0x IOPS at 4 KiB, best to best" in c.headlines[0] and "12x lower p99" in c.headlines[0]
+    assert "6.0x to 6.0x over matched points" in c.headlines[0]
     assert c.differences == []
     page = compare.write(c, str(tmp_path / "page"))
     check_page(page, 2)
@@ -150,3 +152,54 @@ def test_compare_single_point_runs(tmp_path):
         run(store, grid, plans, show_progress=False)
         runs.append(store.path)
     assert len(compare.compare(runs).table) >= 1
+
+
+def test_the_headline_sets_best_against_best_and_gives_the_range_over_matched_points():
+    """The case that misled: at QD1 the fast tier's best 1 MiB point met the slow tier's worst.
+    By hand: best to best 4.85 / 1.42 = 3.4x; matched 4.85/0.76 = 6.4x, 3.0/1.2 = 2.5x, 3.4/1.42 = 2.4x."""
+    import pandas as pd
+
+    from gdsbench.reporting.compare import Run, headline
+
+    def run(label, bandwidths):
+        summary = pd.DataFrame({"bs_bytes": [1 << 20] * 3, "qd": [1, 4, 32],
+                                "bandwidth_bytes_per_s": [b * 2**30 for b in bandwidths],
+                                "iops": [b * 1024 for b in bandwidths], "lat_p99_ns": [1e6, 2e6, 8e6]})
+        return Run(label, pd.DataFrame(), summary)
+
+    disk, shm = run("disk", [0.76, 1.2, 1.42]), run("shm", [4.85, 3.0, 3.4])
+    merged = disk.summary.merge(shm.summary, on=["bs_bytes", "qd"], suffixes=(" disk", " shm"))
+    for f in ("bandwidth_bytes_per_s", "iops", "lat_p99_ns"):
+        merged[f"{f} ratio shm"] = merged[f"{f} shm"] / merged[f"{f} disk"]
+    text = headline(disk, shm, merged, ["qd"])
+    assert text.startswith("shm/disk: 3.4x bandwidth at 1 MiB, best to best (4.85 GiB/s at qd=1 vs 1.42 GiB/s at "
+                           "qd=32; 2.4x to 6.4x over matched points)"), text
+
+
+def test_the_knee_does_not_depend_on_the_grid():
+    """By hand: IOPS 10k, 24k, 36k, 40k at QD 1, 4, 16, 64: the peak is 40k, 90% of it 36k, first reached at QD16.
+    The old rule (latency growing faster than throughput between neighbours) put it at QD1."""
+    import pandas as pd
+
+    from gdsbench.results.analysis import knee
+
+    curve = pd.DataFrame({"qd": [1, 4, 16, 64], "iops": [10e3, 24e3, 36e3, 40e3],
+                          "lat_p50_ns": [100e3, 166e3, 444e3, 1600e3]})
+    assert knee(curve, "iops") == 2
+    fine = pd.DataFrame({"qd": [1, 2, 4, 8, 16, 32, 64], "iops": [10e3, 17e3, 24e3, 30e3, 36e3, 38e3, 40e3]})
+    assert fine["qd"].iloc[knee(fine, "iops")] == 16  # a finer grid, the same knee
+
+
+def test_one_repeat_shows_no_spread_and_says_how_to_get_one(tmp_path, null_run):
+    from gdsbench.reporting import report
+
+    spec = SweepSpec(grid={"qd": [1, 4]}, fixed={"engine": "null", "bs": "4K", "runtime": "400ms"}, repeat=1, name="one")
+    store, grid, plans = start(spec, str(tmp_path))
+    run(store, grid, plans, show_progress=False)
+    built = report.build(store.path)
+    page = open(built.html_path).read()
+    assert "n/a (1 repeat)" in page and "--repeat 3" in built.summary["spread between repeats"]
+    assert "swung" in built.summary["spread between repeats"]  # the within-run signal stands in
+    assert "knee rule" in built.summary and "What was measured" in page
+    two = report.build(null_run)  # with repeats, the spread between them is shown
+    assert "flagged (repeats > 5% apart)" in two.summary

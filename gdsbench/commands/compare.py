@@ -24,6 +24,7 @@ class CompareCommand:
         path = compare.write(c, out)
         for line in c.headlines:
             print(line)
+        print(compare.HEADLINE_RULE)
         for d in c.differences:
             print(f"gdsbench: warning: runs differ: {d}", file=sys.stderr)
         header, rows = compare.text_table(c)

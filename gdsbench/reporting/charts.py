@@ -2,8 +2,11 @@
 
 Every chart takes curves: a list of (label, DataFrame of summary rows, see
 analysis.summarize), so a report draws one run's series and a comparison
-overlays several runs' with the same code. Axes carry units; sizes are binary
-(KiB, MiB); legends sit outside the plot so they never cover data.
+overlays several runs' with the same code; a comparison also passes styles,
+so a tier is a line style and a series a colour. Axes carry units; sizes are
+binary (KiB, MiB); legends sit under the plot, so they never cover data and
+a narrow screen keeps the plot wide. Every chart has a subtitle saying what
+was measured, and is drawn at twice its display resolution for sharp screens.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from gdsbench.job.units import format_duration, format_size  # noqa: E402
 
-FIGSIZE = (9.0, 5.0)  # inches
-DPI = 110  # -> 990 x 550 pixels
-PIXELS = (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))
+FIGSIZE = (9.0, 5.5)  # inches
+DPI = 110  # the display resolution: 990 x 605 CSS pixels
+SCALE = 2  # drawn at twice that, for high-DPI screens
+PIXELS = (int(FIGSIZE[0] * DPI * SCALE), int(FIGSIZE[1] * DPI * SCALE))
 Curves = Sequence[tuple[str, pd.DataFrame]]
+Styles = dict  # curve label -> {"color": ..., "linestyle": ...}
 
 
 def rate_unit(max_bytes_per_s: float) -> tuple[float, str]:
@@ -46,14 +51,18 @@ def _figure():
     return fig, ax
 
 
-def _save(fig, ax, path: str, title: str) -> str:
-    ax.set_title(title)
+def _save(fig, ax, path: str, title: str, subtitle: str = "") -> str:
+    ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=11)
     handles, labels = ax.get_legend_handles_labels()
     if labels:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=DPI)
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    fig.savefig(path, dpi=DPI * SCALE)
     plt.close(fig)
     return path
+
+
+def _style(styles: Styles | None, label: str, i: int) -> dict:
+    return (styles or {}).get(label, {"color": f"C{i % 10}", "linestyle": "-"})
 
 
 def _log2_axis(axis, values, fmt) -> None:
@@ -82,42 +91,53 @@ def throughput_column(curves: Curves) -> tuple[str, float, str]:
     return "bandwidth_bytes_per_s", factor, f"bandwidth ({unit})"
 
 
-def bandwidth_vs_block_size(curves: Curves, path: str, title: str) -> str:
+def bandwidth_vs_block_size(curves: Curves, path: str, title: str, subtitle: str = "",
+                            styles: Styles | None = None) -> str:
     fig, ax = _figure()
     factor, unit = rate_unit(max(df["bandwidth_bytes_per_s"].max() for _, df in curves))
-    for label, df in curves:
-        ax.plot(df["bs_bytes"], df["bandwidth_bytes_per_s"] / factor, marker="o", label=label or None)
+    for i, (label, df) in enumerate(curves):
+        ax.plot(df["bs_bytes"], df["bandwidth_bytes_per_s"] / factor, marker="o", label=label or None,
+                **_style(styles, label, i))
     ax.set_xscale("log", base=2)
     _log2_axis(ax.xaxis, pd.concat([df["bs_bytes"] for _, df in curves]), lambda v: format_size(v))
     ax.set_xlabel("block size")
     ax.set_ylabel(f"bandwidth ({unit})")
     ax.set_ylim(bottom=0)
-    return _save(fig, ax, path, title)
+    return _save(fig, ax, path, title, subtitle)
 
 
-def throughput_latency(curves: Curves, path: str, title: str, knees: dict[str, int | None]) -> str:
-    """Throughput against p50 (solid) and p99 (dashed) as queue depth grows;
-    a star on the p50 curve marks each curve's knee."""
+def throughput_latency(curves: Curves, path: str, title: str, knees: dict[str, int | None], subtitle: str = "",
+                       styles: Styles | None = None, label_depths: set[str] | None = None) -> str:
+    """Throughput against p50 (markers o) and p99 (markers s, thinner) as queue
+    depth grows; a star on the p50 curve marks each curve's knee. Queue depths
+    are written beside the p50 markers of the curves in label_depths (default:
+    all), below and to the right, clear of the markers."""
     fig, ax = _figure()
     column, factor, xlabel = throughput_column(curves)
     for i, (label, df) in enumerate(curves):
-        color = f"C{i % 10}"
+        style = _style(styles, label, i)
         x = df[column] / factor
-        ax.plot(x, df["lat_p50_ns"], marker="o", color=color, label=f"{label} p50".strip())
-        ax.plot(x, df["lat_p99_ns"], marker="s", linestyle="--", color=color, label=f"{label} p99".strip())
-        for qd, xv, yv in zip(df["qd"], x, df["lat_p99_ns"]):
-            ax.annotate(f"QD{qd}", (xv, yv), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+        ax.plot(x, df["lat_p50_ns"], marker="o", label=label or "p50", **style)
+        ax.plot(x, df["lat_p99_ns"], marker="s", markersize=4, linewidth=0.8, alpha=0.7, label="_p99", **style)
+        if label_depths is None or label in label_depths:
+            for qd, xv, yv in zip(df["qd"], x, df["lat_p50_ns"]):
+                ax.annotate(f"QD{qd}", (xv, yv), textcoords="offset points", xytext=(6, -11), fontsize=7,
+                            color=style["color"])
         k = knees.get(label)
         if k is not None:
-            ax.plot([x.iloc[k]], [df["lat_p50_ns"].iloc[k]], marker="*", markersize=16, color=color,
-                    linestyle="none", label=f"{label} knee (QD{df['qd'].iloc[k]})".strip())
+            ax.plot([x.iloc[k]], [df["lat_p50_ns"].iloc[k]], marker="*", markersize=16, color=style["color"],
+                    linestyle="none", label="_knee")
+    # one legend entry per curve, and one key for what the marks mean
+    for marker, size, width, text in (("o", 6, 1.5, "p50 (each curve)"), ("s", 4, 0.8, "p99 (thin)"),
+                                      ("*", 12, 0, "knee")):
+        ax.plot([], [], marker=marker, markersize=size, linewidth=width, color="0.3", label=text)
     _latency_axis(ax)
     ax.set_xlabel(xlabel)
     ax.set_xlim(left=0)
-    return _save(fig, ax, path, title)
+    return _save(fig, ax, path, title, subtitle)
 
 
-def latency_vs_queue_depth(curves: Curves, path: str, title: str) -> str:
+def latency_vs_queue_depth(curves: Curves, path: str, title: str, subtitle: str = "") -> str:
     fig, ax = _figure()
     styles = (("lat_p50_ns", "-", "p50"), ("lat_p99_ns", "--", "p99"), ("lat_p99.9_ns", ":", "p99.9"))
     for i, (label, df) in enumerate(curves):
@@ -127,10 +147,10 @@ def latency_vs_queue_depth(curves: Curves, path: str, title: str) -> str:
     _log2_axis(ax.xaxis, pd.concat([df["qd"] for _, df in curves]), lambda v: f"{v:g}")
     ax.set_xlabel("queue depth (reads in flight per thread)")
     _latency_axis(ax)
-    return _save(fig, ax, path, title)
+    return _save(fig, ax, path, title, subtitle)
 
 
-def heatmap(summary: pd.DataFrame, path: str, title: str) -> str:
+def heatmap(summary: pd.DataFrame, path: str, title: str, subtitle: str = "") -> str:
     """Bandwidth over block size x queue depth: the best over other dimensions."""
     grid = summary.pivot_table(index="bs_bytes", columns="qd", values="bandwidth_bytes_per_s", aggfunc="max")
     factor, unit = rate_unit(float(np.nanmax(grid.to_numpy())))
@@ -147,26 +167,30 @@ def heatmap(summary: pd.DataFrame, path: str, title: str) -> str:
             ax.text(c, r, f"{v:.3g}", ha="center", va="center", fontsize=8,
                     color="black" if v > 0.6 * high else "white")
     fig.colorbar(image, ax=ax, label=f"bandwidth ({unit})")
-    ax.set_title(title)
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path, title, subtitle)
 
 
-def timeline(rows: pd.DataFrame, path: str, title: str) -> str:
-    """Bandwidth in each timeline interval of one point, a line per repeat."""
+def timeline(rows: pd.DataFrame, path: str, title: str, subtitle: str = "") -> str:
+    """Bandwidth in each timeline interval of one point, a line per repeat. The
+    last interval ends with the run, usually part-way through: shorter than
+    half an interval, its few bytes over a sliver of time would read as a
+    spike, so it is left out; longer, it is drawn at its true width."""
     fig, ax = _figure()
     interval_s = float(rows["interval_ns"].iloc[0]) / 1e9
     peak = max(max(r, default=0) for r in rows["timeline_bytes"]) / interval_s
     factor, unit = rate_unit(peak)
     for rep, samples, elapsed in zip(rows["repeat"], rows["timeline_bytes"], rows["elapsed_ns"]):
-        n = len(samples)
-        seconds = np.full(n, interval_s)
-        if n:  # the last interval ends with the run, usually part-way through
-            seconds[-1] = max(float(elapsed) / 1e9 - (n - 1) * interval_s, interval_s / 100)
-        t = np.arange(n) * interval_s + seconds / 2
-        ax.plot(t, np.asarray(samples, float) / seconds / factor, marker=".", label=f"repeat {rep + 1}")
+        samples = np.asarray(samples, float)
+        seconds = np.full(len(samples), interval_s)
+        if len(samples):
+            last = float(elapsed) / 1e9 - (len(samples) - 1) * interval_s
+            if last < interval_s / 2:
+                samples, seconds = samples[:-1], seconds[:-1]
+            else:
+                seconds[-1] = last
+        t = np.arange(len(samples)) * interval_s + seconds / 2
+        ax.plot(t, samples / seconds / factor, marker=".", label=f"repeat {rep + 1}")
     ax.set_xlabel(f"time since the end of the ramp (s; {interval_s * 1e3:g} ms intervals)")
     ax.set_ylabel(f"bandwidth ({unit})")
     ax.set_ylim(bottom=0)
-    return _save(fig, ax, path, title)
+    return _save(fig, ax, path, title, subtitle)

@@ -9,14 +9,14 @@ and are listed as a warning, as are differences in host and storage.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import BY_KEY, OPTIONS
 from gdsbench.job.units import format_duration, format_rate, format_size
-from gdsbench.reporting import charts, html
+from gdsbench.reporting import charts, html, measured
 from gdsbench.results import analysis
 from gdsbench.results.store import load
 
@@ -48,7 +48,8 @@ class Comparison:
     keys: list[str]  # columns the points are aligned on
     table: pd.DataFrame  # one row per aligned point: keys, each run's figures, ratios
     headlines: list[str]
-    differences: list[str]
+    differences: list[str]  # ranked: those that can change the figures most first
+    notices: list[str] = field(default_factory=list)  # those, shown beside the headline
     html_path: str | None = None
 
 
@@ -71,47 +72,102 @@ def align_keys(runs: list[Run]) -> list[str]:
     return [c for c in analysis.dimension_columns() if c in keys]
 
 
-def differences(runs: list[Run], keys: list[str]) -> list[str]:
-    """Everything besides the aligned dimensions that is not the same in every run."""
-    out = []
+# What can change the figures most comes first: where the bytes came from (the
+# page cache or storage) and the path they took, then the job, then the
+# machine, then storage details.
+FIRST_OPTIONS = ("direct", "warm", "mode", "engine", "gpu_backend")
+NONE_MEANS = {"direct": "by mode", "runtime_ns": "5 s, or none with --io-size"}
 
-    def note(what: str, values: list) -> None:
+
+def differences(runs: list[Run], keys: list[str]) -> tuple[list[str], list[str]]:
+    """What, besides the aligned dimensions, is not the same in every run:
+    (the differences that can change the figures most, the rest), each ranked."""
+    first, rest = [], []
+
+    def note(what: str, values: list, into: list) -> None:
         if len({repr(v) for v in values}) > 1:
-            out.append(f"{what}: " + " vs ".join(f"{v} ({r.label})" for v, r in zip(values, runs)))
+            into.append(f"{what}: " + " vs ".join(f"{v} ({r.label})" for v, r in zip(values, runs)))
 
-    for key in HOST_KEYS:
-        note(key, [r.info["environment"]["host"].get(key) for r in runs])
-    for key in TARGET_KEYS:
-        note(f"storage {key}", [", ".join(sorted({str(t.get(key)) for t in r.info["environment"]["targets"].values()}))
-                                for r in runs])
-    for opt in OPTIONS:
-        col = opt.column
-        if col in keys or opt.name in ("path", "size", "offset"):
-            continue
-        note(opt.flag.lstrip("-"), [opt.format(r.df[col].iloc[0]) if col in r.df.columns else "-" for r in runs])
-    note("repeats", [r.info["sweep"]["repeat"] for r in runs])
-    note("data path", ["; ".join(sorted(set(r.summary["data_path"]))) if "data_path" in r.summary else "-" for r in runs])
+    def value(opt, r) -> str:
+        if opt.column not in r.df.columns:
+            return "-"
+        v = r.df[opt.column].iloc[0]
+        if v is None or v != v:
+            return f"not set ({NONE_MEANS.get(opt.name, 'the default')})"
+        return opt.format(v)
+
     for r in runs:
         if "gpu_simulated" in r.summary and r.summary["gpu_simulated"].any():
-            out.insert(0, f"{r.label} ran on a SIMULATED GPU (a CPU stand-in): its figures measure no GPU")
-    return out
+            first.append(f"{r.label} ran on a SIMULATED GPU (a CPU stand-in): its figures measure no GPU")
+    for r in runs:
+        cached = r.df["cached_fraction"].dropna() if "cached_fraction" in r.df.columns else []
+        if len(cached) and cached.max() > 0.5:
+            first.append(f"{r.label} read from RAM: up to {cached.max():.0%} of its region was in the page cache")
+    by_name = {o.name: o for o in OPTIONS}
+    for name in FIRST_OPTIONS:
+        opt = by_name[name]
+        if opt.column not in keys:
+            note(opt.flag.lstrip("-") + (" (O_DIRECT)" if name == "direct" else ""), [value(opt, r) for r in runs],
+                 first)
+    note("data path", ["; ".join(sorted(set(r.summary["data_path"]))) if "data_path" in r.summary else "-" for r in runs],
+         first)
+    for opt in OPTIONS:
+        if opt.column in keys or opt.name in ("path", "size", "offset") + FIRST_OPTIONS:
+            continue
+        note(opt.flag.lstrip("-"), [value(opt, r) for r in runs], rest)
+    note("repeats", [r.info["sweep"]["repeat"] for r in runs], rest)
+    for key in HOST_KEYS:
+        note(key, [r.info["environment"]["host"].get(key) for r in runs], rest)
+    for key in TARGET_KEYS:
+        note(f"storage {key}", [", ".join(sorted({"none" if t.get(key) is None else str(t.get(key))
+                                                  for t in r.info["environment"]["targets"].values()})) or "no target"
+                                for r in runs], rest)
+    return first, rest
 
 
-def _headline(base: Run, other: Run, merged: pd.DataFrame) -> str:
-    """'flash/disk: 6.1x bandwidth at 1 MiB, 40x IOPS at 4 KiB QD32, 12x lower p99': bandwidth at the
-    largest block size, IOPS and p99 at the smallest block size and deepest queue (of the points compared)."""
+HEADLINE_RULE = ("Headline rule: each figure sets each tier's best point against the other's best point (named), "
+                 "then gives the range of the same ratio over the points both tiers measured.")
+
+
+def _ratio_range(values: pd.Series) -> str:
+    values = values.dropna()
+    return f"{times(values.min())} to {times(values.max())}" if len(values) else "-"
+
+
+def _point(row, keys: list[str]) -> str:
+    return analysis.describe_point(row, keys) if keys else "its only point"
+
+
+def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
+    """'shm/disk: 3.4x bandwidth best to best (4.85 GiB/s at bs=1M qd=4 vs 1.42 GiB/s at bs=1M qd=32; 2.4x to 6.4x
+    over matched points), ...': bandwidth at the largest block size, IOPS and p99 at the smallest."""
     a, b = base.label, other.label
     parts = []
-    largest = merged[merged["bs_bytes"] == merged["bs_bytes"].max()]
-    best = largest.loc[largest[f"bandwidth_bytes_per_s {b}"].idxmax()]
-    parts.append(f"{times(best[f'bandwidth_bytes_per_s ratio {b}'])} bandwidth at {format_size(best['bs_bytes'])}")
-    smallest = merged[merged["bs_bytes"] == merged["bs_bytes"].min()]
-    deepest = smallest[smallest["qd"] == smallest["qd"].max()]
-    pick = deepest.loc[deepest[f"iops {b}"].idxmax()]
-    parts.append(f"{times(pick[f'iops ratio {b}'])} IOPS at {format_size(pick['bs_bytes'])} QD{int(pick['qd'])}")
-    p99 = pick[f"lat_p99_ns ratio {b}"]
-    parts.append(f"{times(1 / p99)} lower p99" if p99 <= 1 else f"{times(p99)} higher p99")
-    return f"{b}/{a}: " + ", ".join(parts)
+    largest = merged["bs_bytes"].max()
+    sa = base.summary[base.summary["bs_bytes"] == largest]
+    sb = other.summary[other.summary["bs_bytes"] == largest]
+    if len(sa) and len(sb):
+        pa, pb = sa.loc[sa["bandwidth_bytes_per_s"].idxmax()], sb.loc[sb["bandwidth_bytes_per_s"].idxmax()]
+        matched = merged[merged["bs_bytes"] == largest][f"bandwidth_bytes_per_s ratio {b}"]
+        parts.append(f"{times(pb['bandwidth_bytes_per_s'] / pa['bandwidth_bytes_per_s'])} bandwidth at "
+                     f"{format_size(largest)}, best to best ({format_rate(pb['bandwidth_bytes_per_s'])} at "
+                     f"{_point(pb, keys)} vs {format_rate(pa['bandwidth_bytes_per_s'])} at {_point(pa, keys)}; "
+                     f"{_ratio_range(matched)} over matched points)")
+    smallest = merged["bs_bytes"].min()
+    sa = base.summary[base.summary["bs_bytes"] == smallest]
+    sb = other.summary[other.summary["bs_bytes"] == smallest]
+    if len(sa) and len(sb):
+        pa, pb = sa.loc[sa["iops"].idxmax()], sb.loc[sb["iops"].idxmax()]
+        small = merged[merged["bs_bytes"] == smallest]
+        parts.append(f"{times(pb['iops'] / pa['iops'])} IOPS at {format_size(smallest)}, best to best "
+                     f"({pb['iops']:,.0f} at {_point(pb, keys)} vs {pa['iops']:,.0f} at {_point(pa, keys)}; "
+                     f"{_ratio_range(small[f'iops ratio {b}'])} over matched points)")
+        gain = pa["lat_p99_ns"] / pb["lat_p99_ns"]  # > 1: the other tier is faster
+        word = "lower" if gain >= 1 else "higher"
+        parts.append(f"{times(gain if gain >= 1 else 1 / gain)} {word} p99 at those best-IOPS points "
+                     f"({format_duration(pb['lat_p99_ns'])} vs {format_duration(pa['lat_p99_ns'])}; "
+                     f"{_ratio_range(1 / small[f'lat_p99_ns ratio {b}'])} lower over matched points)")
+    return f"{b}/{a}: " + "; ".join(parts)
 
 
 def compare(run_dirs: list[str]) -> Comparison:
@@ -143,23 +199,34 @@ def compare(run_dirs: list[str]) -> Comparison:
     for run in runs[1:]:
         for f in figures:
             merged[f"{f} ratio {run.label}"] = merged[f"{f} {run.label}"] / merged[f"{f} {base.label}"]
-    headlines = [_headline(base, run, merged) for run in runs[1:]]
-    return Comparison(runs, keys, merged, headlines, differences(runs, keys))
+    headlines = [headline(base, run, merged, keys) for run in runs[1:]]
+    first, rest = differences(runs, keys)
+    return Comparison(runs, keys, merged, headlines, first + rest, notices=first)
 
 
 def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: each point, each run's bandwidth and p99, and the ratios."""
+    """Header and rows: each point, each run's bandwidth, IOPS, p50 and p99,
+    then each other run's gains over the first, all "higher is better" as the
+    headline says them: throughput other/first, latency and CPU first/other."""
     base = c.runs[0].label
-    header = ["point"] + [f"bandwidth {r.label}" for r in c.runs] + [f"p99 {r.label}" for r in c.runs]
+    header = ["point"]
+    for label in ("bandwidth", "IOPS", "p50", "p99"):
+        header += [f"{label} {r.label}" for r in c.runs]
     for r in c.runs[1:]:
-        header += [f"{label} {r.label}/{base}" for label, _ in RATIOS.values()]
+        header += [f"throughput {r.label}/{base}", f"p50 {base}/{r.label}", f"p99 {base}/{r.label}",
+                   f"CPU-s/GB {base}/{r.label}"]
     rows = []
     for _, row in c.table.iterrows():
         out = [analysis.describe_point(row, c.keys)]
         out += [format_rate(row[f"bandwidth_bytes_per_s {r.label}"]) for r in c.runs]
+        out += [f"{row[f'iops {r.label}']:,.0f}" for r in c.runs]
+        out += [format_duration(row[f"lat_p50_ns {r.label}"]) for r in c.runs]
         out += [format_duration(row[f"lat_p99_ns {r.label}"]) for r in c.runs]
         for r in c.runs[1:]:
-            out += [f"{row[f'{f} ratio {r.label}']:.2f}" if pd.notna(row[f"{f} ratio {r.label}"]) else "-" for f in RATIOS]
+            gains = [row[f"bandwidth_bytes_per_s ratio {r.label}"]] + [
+                1 / row[f"{f} ratio {r.label}"] if row[f"{f} ratio {r.label}"] else float("nan")
+                for f in ("lat_p50_ns", "lat_p99_ns", "cpu_s_per_gb")]
+            out += [f"{g:.2f}x" if pd.notna(g) else "-" for g in gains]
         rows.append(out)
     return header, rows
 
@@ -171,25 +238,39 @@ def write(c: Comparison, out_dir: str) -> str:
 
 
 def _write(c: Comparison, out_dir: str) -> str:
-    bs_curves, qd_curves = [], []
-    for run in c.runs:
-        for label, df in analysis.series(run.summary, "bs_bytes"):
-            bs_curves.append((f"{run.label} {label}".strip(), df))
-        for label, df in analysis.series(run.summary, "qd"):
-            qd_curves.append((f"{run.label} {label}".strip(), df))
+    # a tier is a line style, a series (queue depth, or block size) a colour: the legend reads as a grid
+    bs_curves, qd_curves, styles = [], [], {}
+    line_styles = ("-", "--", ":", "-.")
+    colours: dict[tuple[str, str], str] = {}
+    for t, run in enumerate(c.runs):
+        for kind, along in ((bs_curves, "bs_bytes"), (qd_curves, "qd")):
+            for label, df in analysis.series(run.summary, along):
+                name = f"{run.label} {label}".strip()
+                n = sum(1 for k in colours if k[0] == along)
+                colours.setdefault((along, label), f"C{n % 10}")
+                styles[name] = {"color": colours[(along, label)], "linestyle": line_styles[t % len(line_styles)]}
+                kind.append((name, df))
     title = " vs ".join(r.label for r in c.runs)
+    sub = "; ".join(measured.subtitle(r.df, r.label) for r in c.runs)
     column = charts.throughput_column(qd_curves)[0]
-    knees = {label: analysis.knee(df, column) if len(df) > 1 else None for label, df in qd_curves}
+    knees = {label: analysis.knee(df, column) for label, df in qd_curves}
+    base_curves = {name for name, _ in qd_curves if name.startswith(f"{c.runs[0].label} ") or name == c.runs[0].label}
     png = {
         "bandwidth": charts.bandwidth_vs_block_size(bs_curves, os.path.join(out_dir, "compare_bandwidth.png"),
-                                                    f"{title}: bandwidth by block size"),
+                                                    f"{title}: bandwidth by block size", sub, styles),
         "latency": charts.throughput_latency(qd_curves, os.path.join(out_dir, "compare_throughput_latency.png"),
-                                             f"{title}: throughput against latency", knees),
+                                             f"{title}: throughput against latency", knees, sub, styles,
+                                             label_depths=base_curves),
     }
     header, rows = text_table(c)
-    sections = [("", "".join(f'<p class="headline">{html.esc(h)}</p>' for h in c.headlines))]
+    top = "".join(f'<p class="headline">{html.esc(h)}</p>' for h in c.headlines)
+    top += "".join(f'<p class="notice">{html.esc(n)}</p>' for n in c.notices)
+    top += f'<p class="rule">{html.esc(HEADLINE_RULE)} Knees: {html.esc(analysis.KNEE_RULE)}.</p>'
+    sections = [("", top)]
+    sections += [(f"What was measured: {r.label}", html.table(["", ""], measured.what_was_measured(r.df, r.info)))
+                 for r in c.runs]
     if c.differences:
-        sections.append(("Warning: these runs differ beyond the compared points",
+        sections.append(("These runs differ beyond the compared points (most telling first)",
                          "<ul>" + "".join(f'<li class="warn">{html.esc(d)}</li>' for d in c.differences) + "</ul>"))
     sections += [
         ("Bandwidth by block size", html.image(png["bandwidth"], "bandwidth by block size")),

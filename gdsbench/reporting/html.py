@@ -7,17 +7,23 @@ import base64
 import contextlib
 import html
 import os
+import re
 from collections.abc import Iterable, Sequence
 
 from gdsbench.job.errors import UsageError
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+body { font-family: system-ui, sans-serif; font-size: 16px; line-height: 1.4; margin: 1.5em auto; max-width: 1100px;
+       padding: 0 12px; color: #222; overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
+td:first-child { overflow-wrap: normal; }
 th { background: #f3f3f3; } .headline { font-size: 1.2em; font-weight: 600; margin: 1em 0; }
-.warn { color: #a40; } img { max-width: 100%; }
+.notice { border-left: 4px solid #c60; background: #fff6ec; padding: 0.4em 0.8em; margin: 0.5em 0; }
+.rule { color: #555; font-size: 0.9em; }
+.warn { color: #a40; } img { max-width: 100%; height: auto; }
 """
 
 
@@ -40,20 +46,34 @@ def esc(text: object) -> str:
 
 
 def image(png_path: str, alt: str) -> str:
+    """The chart embedded (the page stands alone), linked to its PNG file beside the page for full size."""
     with open(png_path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+    return (f'<a href="{esc(os.path.basename(png_path))}"><img alt="{esc(alt)}" '
+            f'src="data:image/png;base64,{data}"></a>')
+
+
+_QUANTITY = re.compile(r"^([-\d.,]+) ([A-Za-zµ/%]+)$")
+
+
+def cell(value: object) -> str:
+    """A table cell's text; a quantity ("3.12 GiB/s") never wraps between number and unit."""
+    text = esc(value)
+    return _QUANTITY.sub(r"\1&nbsp;\2", text)
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    """A table that scrolls sideways on a narrow screen instead of squeezing its columns."""
+    head = f"<tr>{''.join(f'<th>{esc(h)}</th>' for h in header)}</tr>" if any(header) else ""
+    body = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<div class="scroll"><table>{head}{body}</table></div>'
 
 
 def write_page(path: str, title: str, sections: Sequence[tuple[str, str]]) -> None:
     """sections: (heading, html body); a heading of '' adds the body without one."""
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+             f"<title>{esc(title)}</title>",
              f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"]
     for heading, body in sections:
         if heading:

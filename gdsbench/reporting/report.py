@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gdsbench.job.errors import UsageError
-from gdsbench.job.units import format_count, format_duration, format_rate
-from gdsbench.reporting import charts, html
+from gdsbench.job.units import format_count, format_duration, format_rate, format_size
+from gdsbench.reporting import charts, html, measured
 from gdsbench.results import analysis
 from gdsbench.results.store import load
 
@@ -25,7 +25,14 @@ SIMULATED = "SIMULATED"  # the summary's first line when any point ran on the CP
 
 
 def _knees(curves, column: str) -> dict[str, int | None]:
-    return {label: analysis.knee(df, column) if len(df) > 1 else None for label, df in curves}
+    return {label: analysis.knee(df, column) for label, df in curves}
+
+
+def _spread_text(row) -> str:
+    """A point's spread between repeats, or why there is none."""
+    if row["repeats"] < 2:
+        return "n/a (1 repeat)"
+    return f"{row['spread']:.1%}" + (" FLAGGED" if row["flagged"] else "")
 
 
 def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: str) -> dict[str, str]:
@@ -41,16 +48,21 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
         ("best bandwidth", f"{format_rate(best_bw['bandwidth_bytes_per_s'])} at {analysis.describe_point(best_bw, dims)}"),
         ("best IOPS", f"{format_count(best_iops['iops'])} at {analysis.describe_point(best_iops, dims)}"),
     ]
+    def amount(row) -> str:
+        return format_count(row["iops"]) + " IOPS" if column == "iops" else format_rate(row["bandwidth_bytes_per_s"])
+
     for label, df_curve in qd_curves:
         k = knees.get(label)
         if k is None:
-            text = "latency never grows faster than throughput" if len(df_curve) > 1 else "queue depth not swept"
+            text = "queue depth not swept"
         else:
-            row = df_curve.iloc[k]
-            value = format_count(row["iops"]) + " IOPS" if column == "iops" else format_rate(row["bandwidth_bytes_per_s"])
-            text = (f"QD{int(row['qd'])}: {value}, p50 {format_duration(row['lat_p50_ns'])}, "
-                    f"p99 {format_duration(row['lat_p99_ns'])}; deeper queues add more latency than throughput")
+            row, peak = df_curve.iloc[k], df_curve.loc[df_curve[column].idxmax()]
+            text = (f"QD{int(row['qd'])}: {amount(row)}, p50 {format_duration(row['lat_p50_ns'])}, "
+                    f"p99 {format_duration(row['lat_p99_ns'])} (peak {amount(peak)} at QD{int(peak['qd'])}, "
+                    f"p50 {format_duration(peak['lat_p50_ns'])})")
         lines.append((f"knee {label}".strip(), text))
+    if qd_curves and any(k is not None for k in knees.values()):
+        lines.append(("knee rule", analysis.KNEE_RULE))
     cached = df["cached_fraction"].dropna()
     lines.append(("page cache", f"{cached.min():.1%} to {cached.max():.1%} of the region cached at the start of a point"
                   if len(cached) else "not applicable (null engine)"))
@@ -59,9 +71,19 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
         if summary["gpu_simulated"].any():
             lines.insert(0, (SIMULATED, "points marked simulated ran on a CPU stand-in for a GPU: "
                                         "they measure nothing about a GPU"))
-    flagged = summary[summary["flagged"]]
-    lines.append(("flagged (repeats > 5% apart)", ", ".join(
-        f"{analysis.describe_point(r, dims)} ({r['spread']:.0%})" for _, r in flagged.iterrows()) or "none"))
+    best = summary.loc[summary["bandwidth_bytes_per_s"].idxmax()]
+    swing = best.get("timeline_spread")
+    swing_text = (f"the best point's throughput swung {swing:.0%} within its own run (10th to 90th percentile "
+                  "of its intervals)") if swing == swing and swing is not None else ""
+    if int(summary["repeats"].max()) < 2:
+        lines.append(("spread between repeats", "n/a (1 repeat): run the sweep with --repeat 3 to measure it"
+                      + (f"; meanwhile {swing_text}" if swing_text else "")))
+    else:
+        flagged = summary[summary["flagged"]]
+        lines.append(("flagged (repeats > 5% apart)", ", ".join(
+            f"{analysis.describe_point(r, dims)} ({r['spread']:.0%})" for _, r in flagged.iterrows()) or "none"))
+        if swing_text:
+            lines.append(("within-run swing", swing_text))
     warnings = sorted({w for w in summary["warnings"] if w})
     if warnings:
         lines.append(("warnings", " | ".join(warnings)))
@@ -87,28 +109,30 @@ def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report
     name = info["name"]
     png = {}
 
+    sub = measured.subtitle(df, name)
     bs_curves = analysis.series(summary, "bs_bytes")
     png["bandwidth_vs_block_size"] = charts.bandwidth_vs_block_size(
-        bs_curves, os.path.join(out_dir, "bandwidth_vs_block_size.png"), f"{name}: bandwidth by block size")
+        bs_curves, os.path.join(out_dir, "bandwidth_vs_block_size.png"), f"{name}: bandwidth by block size", sub)
     qd_curves = analysis.series(summary, "qd")
     column = charts.throughput_column(qd_curves)[0]
     knees = _knees(qd_curves, column)
     png["throughput_latency"] = charts.throughput_latency(
         qd_curves, os.path.join(out_dir, "throughput_latency.png"),
-        f"{name}: throughput against latency as queue depth grows", knees)
+        f"{name}: throughput against latency as queue depth grows", knees, sub)
     png["latency_vs_queue_depth"] = charts.latency_vs_queue_depth(
-        qd_curves, os.path.join(out_dir, "latency_vs_queue_depth.png"), f"{name}: latency percentiles by queue depth")
+        qd_curves, os.path.join(out_dir, "latency_vs_queue_depth.png"), f"{name}: latency percentiles by queue depth",
+        sub)
     others = [c for c in analysis.varying(summary) if c not in ("bs_bytes", "qd")]
     png["heatmap"] = charts.heatmap(summary, os.path.join(out_dir, "heatmap.png"),
                                     f"{name}: bandwidth by block size and queue depth"
-                                    + (" (best over " + ", ".join(others) + ")" if others else ""))
+                                    + (" (best over " + ", ".join(others) + ")" if others else ""), sub)
     if timeline_point is None:
         timeline_point = int(summary.loc[summary["bandwidth_bytes_per_s"].idxmax(), "point"])
     rows = df[df["point"] == timeline_point]
     if rows.empty:
         raise UsageError(f"--point {timeline_point}: no such point in {run_dir} (points 0-{int(summary['point'].max())})")
     label = analysis.describe_point(summary[summary["point"] == timeline_point].iloc[0], analysis.varying(summary))
-    png["timeline"] = charts.timeline(rows, os.path.join(out_dir, "timeline.png"), f"{name}: timeline of {label}")
+    png["timeline"] = charts.timeline(rows, os.path.join(out_dir, "timeline.png"), f"{name}: timeline of {label}", sub)
 
     lines = _summary(df, summary, knees, qd_curves, column)
     dims = analysis.varying(summary)
@@ -116,10 +140,11 @@ def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report
         [analysis.describe_point(r, dims), format_rate(r["bandwidth_bytes_per_s"]), format_count(r["iops"]),
          format_duration(r["lat_p50_ns"]), format_duration(r["lat_p99_ns"]), format_duration(r["lat_p99.9_ns"]),
          f"{r['cpu_s_per_gb']:.3f}" if pd.notna(r.get("cpu_s_per_gb")) else "-", int(r["repeats"]),
-         f"{r['spread']:.1%}" + (" FLAGGED" if r["flagged"] else "")]
+         _spread_text(r)]
         for _, r in summary.iterrows()
     ]
     sections = [
+        ("What was measured", html.table(["", ""], measured.what_was_measured(df, info))),
         ("Summary", html.table(["", ""], list(lines.items()))),
         ("Bandwidth by block size", html.image(png["bandwidth_vs_block_size"], "bandwidth by block size")),
         ("Throughput against latency", html.image(png["throughput_latency"], "throughput-latency curve")),
@@ -134,7 +159,7 @@ def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report
             [" ".join(f"{k}={v}" for k, v in s["values"].items()), s["reason"]] for s in info["skipped"]])))
     target_rows = [[path, ", ".join(f"{k}={v}" for k, v in t.items() if v not in (None, ""))]
                    for path, t in info["environment"]["targets"].items()]
-    host = info["environment"]["host"]
+    host = {k: format_size(v) if k.endswith("_bytes") and v else v for k, v in info["environment"]["host"].items()}
     sections.append(("Environment", html.table(["", ""], [[k, v] for k, v in host.items()]) +
                      (html.table(["target", "storage"], target_rows) if target_rows else "")))
     html_path = os.path.join(out_dir, "report.html")

@@ -53,8 +53,13 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         out: dict[str, Any] = {"point": point, "repeats": len(group)}
         out.update({c: group[c].iloc[0] for c in dims if c in group.columns})  # per column: keeps its dtype
         out.update({c: float(group[c].median()) for c in MEDIAN_COLUMNS if c in group.columns and group[c].notna().any()})
-        out["spread"] = spread
-        out["flagged"] = spread > SPREAD_LIMIT
+        out["spread"] = spread if len(group) > 1 else float("nan")  # one repeat: no spread to speak of
+        out["flagged"] = len(group) > 1 and spread > SPREAD_LIMIT
+        if "timeline_bytes" in group.columns and "interval_ns" in group.columns:
+            swings = [timeline_spread(t, int(i), int(e)) for t, i, e in
+                      zip(group["timeline_bytes"], group["interval_ns"], group["elapsed_ns"])]
+            swings = [s for s in swings if s is not None]
+            out["timeline_spread"] = float(np.median(swings)) if swings else float("nan")
         out["warnings"] = "; ".join(sorted({w for w in group.get("warnings", []) if w}))
         if "data_path" in group.columns:  # runs made before labels existed lack them
             out["data_path"] = "; ".join(sorted(set(group["data_path"])))
@@ -69,21 +74,37 @@ def describe_point(row: pd.Series | dict, columns: list[str]) -> str:
     return " ".join(f"{opts[c].key}={opts[c].format(row[c])}" for c in columns) or "the only point"
 
 
-def knee(curve: pd.DataFrame, throughput: str, latency: str = "lat_p50_ns") -> int | None:
-    """Position (in curve order) of the knee of a throughput-latency curve:
-    the last point before latency starts growing faster than throughput, i.e.
-    before the first step whose relative latency rise exceeds its relative
-    throughput gain. None when latency never outgrows throughput. The median
-    latency is used: tails are too noisy to place a knee on."""
-    t, lat = curve[throughput].to_numpy(float), curve[latency].to_numpy(float)
-    for i in range(1, len(curve)):
-        if t[i - 1] <= 0 or lat[i - 1] <= 0:
-            continue
-        gain = t[i] / t[i - 1] - 1
-        rise = lat[i] / lat[i - 1] - 1
-        if rise > max(gain, 0):
-            return i - 1
-    return None
+KNEE_SHARE = 0.90
+KNEE_RULE = ("the knee is the smallest queue depth reaching 90% of the curve's peak throughput: deeper "
+             "queues buy at most 10% more, and only add latency")
+
+
+def knee(curve: pd.DataFrame, throughput: str) -> int | None:
+    """Position (in curve order) of the knee of a throughput-latency curve: the
+    first point reaching KNEE_SHARE of the curve's peak throughput. It does not
+    depend on how finely the grid samples queue depth, as a rule comparing
+    neighbouring steps would (with a 4x step, Little's law makes latency grow
+    faster than throughput whenever throughput less than doubles). None for a
+    curve of fewer than two points or no throughput."""
+    t = curve[throughput].to_numpy(float)
+    if len(t) < 2 or not np.nanmax(t) > 0:
+        return None
+    return int(np.argmax(t >= KNEE_SHARE * np.nanmax(t)))
+
+
+def timeline_spread(samples, interval_ns: int, elapsed_ns: int) -> float | None:
+    """How much one run's throughput swung within itself: (90th - 10th
+    percentile) / median of its full intervals (a last interval shorter than
+    half an interval is left out: its few bytes over a sliver of time read as a
+    spike). None with fewer than three full intervals."""
+    full = list(samples)
+    if full and elapsed_ns - (len(full) - 1) * interval_ns < interval_ns / 2:
+        full = full[:-1]
+    if len(full) < 3:
+        return None
+    values = np.asarray(full, float)
+    median = float(np.median(values))
+    return float((np.percentile(values, 90) - np.percentile(values, 10)) / median) if median else None
 
 
 def series(summary: pd.DataFrame, along: str) -> list[tuple[str, pd.DataFrame]]:
