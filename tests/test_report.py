@@ -203,3 +203,14 @@ def test_one_repeat_shows_no_spread_and_says_how_to_get_one(tmp_path, null_run):
     assert "knee rule" in built.summary and "What was measured" in page
     two = report.build(null_run)  # with repeats, the spread between them is shown
     assert "flagged (repeats > 5% apart)" in two.summary
+
+
+def test_the_last_sliver_of_a_timeline_is_not_a_spike():
+    """10 intervals of 100 ms at 1 GB/s, then a 0.86 ms sliver holding 4 MB (a 4.7 GB/s 'spike')."""
+    from gdsbench.results.analysis import timeline_spread
+
+    samples = [100_000_000] * 10 + [4_000_000]
+    elapsed = 10 * 100_000_000 + 860_000
+    assert timeline_spread(samples, 100_000_000, elapsed) == 0.0  # the sliver is left out
+    # a last interval of 60 ms is kept, as a rate over its own width: 60 MB in 60 ms is 1 GB/s like the rest
+    assert timeline_spread(samples[:-1] + [60_000_000], 100_000_000, 9 * 100_000_000 + 60_000_000) == 0.0

@@ -97,12 +97,15 @@ def timeline_spread(samples, interval_ns: int, elapsed_ns: int) -> float | None:
     percentile) / median of its full intervals (a last interval shorter than
     half an interval is left out: its few bytes over a sliver of time read as a
     spike). None with fewer than three full intervals."""
-    full = list(samples)
-    if full and elapsed_ns - (len(full) - 1) * interval_ns < interval_ns / 2:
-        full = full[:-1]
-    if len(full) < 3:
+    values = np.asarray(list(samples), float)
+    if len(values):
+        last = elapsed_ns - (len(values) - 1) * interval_ns
+        if last < interval_ns / 2:
+            values = values[:-1]
+        else:  # as a rate over its own width
+            values[-1] *= interval_ns / last
+    if len(values) < 3:
         return None
-    values = np.asarray(full, float)
     median = float(np.median(values))
     return float((np.percentile(values, 90) - np.percentile(values, 10)) / median) if median else None
 
