@@ -13,8 +13,12 @@ from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad input as one line (UsageError), not usage + exit."""
 
+    usage_exit_code = UsageError.exit_code
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
+        error = UsageError(message)
+        error.exit_code = self.usage_exit_code  # a command may have its own (validate: 3, as gds-diag)
+        raise error
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,15 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
     for command_class in COMMANDS:
         command = command_class()
         p = sub.add_parser(command.name, help=command.help, description=command.help)
+        p.usage_exit_code = getattr(command, "usage_exit_code", UsageError.exit_code)
         command.add_arguments(p)
-        p.set_defaults(handler=command)
+        p.set_defaults(handler=command, command_parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the command's parser, so it exits with that command's usage code
+            getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU and no internet (the project's
 # H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed; Python 3.12). It
-# builds gdsbench into a private prefix, then verifies and measures every GPU
-# mode beside the ceilings (benchmarks/gpu_modes.py), then runs the GPU tests.
+# builds gdsbench into a private prefix, then runs the steps named in
+# $DEVICE_STEPS (default all three): "modes" verifies and measures every GPU
+# mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
+# `gdsbench validate` twice, "tests" runs the GPU-marked tests.
 #
 #   scripts/device_carry.sh      # FIRST, in the checkout the device command is sent from:
 #                                # it fills .whl/ and .dev/, which the call must carry
-#   device run, carry [".whl", ".dev"], timeout_s 480:
+#   device run, carry [".whl", ".dev"], timeout_s 600:
 #       scripts/device_check.sh
+#   or, in a shorter call: DEVICE_STEPS="validate tests" scripts/device_check.sh   (timeout_s 300)
 #
-# Every step has a time limit; their sum is under 8 minutes (7 s + 20 + 120 +
-# 45 + 210 + 50 + 10 = 462 s at worst, under 3 in a normal run), which leaves
-# a 15-minute device budget room to start the machine and run again.
+# Every step has a time limit: 7 s + 20 + 120 + 45, then modes 210, validate
+# 150 + 60, tests 50, and 10 to pack the logs: 672 s at worst for all three,
+# about 4 minutes in a normal run; "validate tests" alone about 2.
 #
 # Output goes to $OUT (the device tool's folder), else results/device/. It
 # writes at most these files, so all of them come back:
@@ -19,6 +22,8 @@
 #   info.json           gdsbench info --json
 #   gpu_modes.md        the table, rewritten after every point
 #   gpu_modes.json      every measured value, the platform facts, each child's end
+#   validate-default.json, validate-default.xml   the default profile's record and JUnit file
+#   validate-h200.txt, validate-h200.xml          the H200 example profile's table and JUnit file
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
 set -uo pipefail
@@ -31,7 +36,10 @@ prefix=/tmp/gdsbench-prefix   # the build goes here, never into the image's Pyth
 logs=/tmp/gdsbench-logs
 started=$(date +%s)
 
+steps=${DEVICE_STEPS:-modes validate tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
+
 step() { echo; echo "== $* (+$(( $(date +%s) - started )) s, $(date -u +%H:%M:%S) UTC)"; }
+wants() { [[ " $steps " == *" $1 "* ]]; }
 
 # cuFile registers a file only once it has read two udev properties of its
 # block device (ID_FS_USAGE, ID_FS_TYPE). A microVM runs no udevd, so there is
@@ -103,7 +111,8 @@ main() {
   cd /tmp
   $python - <<'EOF' || return 1
 import gdsbench
-from gdsbench import _native, gpu
+from gdsbench import _native
+from gdsbench.system import gpu
 print("gdsbench from", gdsbench.__file__)
 s = gpu.status()["cuda"]
 print("built with CUDA headers:", s["built_with_cuda"])
@@ -119,15 +128,32 @@ EOF
   timeout 20 $python -m gdsbench info --path "$repo/README.md" --json > "$out/info.json" || echo "info --json: exit $?"
   timeout 20 $python -m gdsbench info --path "$repo/README.md" || echo "info: exit $?"
 
-  step "every mode, verified, then measured, with the ceilings (budget 200 s)"
-  timeout -k 5 210 $python "$repo/benchmarks/gpu_modes.py" --file "$repo/results/scratch/gpu_modes.dat" \
-    --file-size 4G --budget 200 --out "$out" --log-dir "$logs"
-  echo "gpu_modes: exit $?"
+  if wants modes; then
+    step "every mode, verified, then measured, with the ceilings (budget 200 s)"
+    timeout -k 5 210 $python "$repo/benchmarks/gpu_modes.py" --file "$repo/results/scratch/gpu_modes.dat" \
+      --file-size 4G --budget 200 --out "$out" --log-dir "$logs"
+    echo "gpu_modes: exit $?"
+  fi
 
-  step "GPU-marked tests"
-  timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider --rootdir "$repo" > "$out/pytest.log" 2>&1
-  echo "pytest: exit $? (output in pytest.log)"
-  tail -n 15 "$out/pytest.log"
+  if wants validate; then
+    # validate makes its own test file in the directory and removes it afterwards
+    step "gdsbench validate, default profile (--json, --junit)"
+    timeout -k 5 150 $python -m gdsbench validate "$repo/results/scratch" --json --junit "$out/validate-default.xml" \
+      > "$out/validate-default.json"
+    echo "validate (default profile): exit $? (0 pass, 1 a FAIL, 2 not ready, 3 usage)"
+    step "gdsbench validate --quick, the H200/Gen5 NVMe example profile, against the first run as baseline"
+    timeout -k 5 60 $python -m gdsbench validate "$repo/results/scratch" --quick --profile h200-gen5-nvme \
+      --baseline "$out/validate-default.json" --junit "$out/validate-h200.xml" > "$out/validate-h200.txt"
+    echo "validate (h200-gen5-nvme, --quick): exit $?"
+    cat "$out/validate-h200.txt"
+  fi
+
+  if wants tests; then
+    step "GPU-marked tests"
+    timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider --rootdir "$repo" > "$out/pytest.log" 2>&1
+    echo "pytest: exit $? (output in pytest.log)"
+    tail -n 15 "$out/pytest.log"
+  fi
 }
 
 # cuFile reads this in place of /etc/cufile.json: compatibility mode allowed (where nvidia-fs

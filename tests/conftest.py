@@ -7,6 +7,7 @@ import pytest
 from gdsbench import cli, prepare
 
 MiB = 1024 * 1024
+BLKIO = "/sys/fs/cgroup/blkio"
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,39 @@ def gdsbench(capsys):
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+@pytest.fixture
+def disk_file(tmp_path):
+    """A pattern file on a block device (O_DIRECT reads reach the disk), with its device's major:minor."""
+    path = tmp_path / "tier.dat"
+    prepare(str(path), 64 * MiB)
+    st = os.stat(path)
+    return str(path), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+
+
+@pytest.fixture
+def throttle(disk_file):
+    """A blkio cgroup that reads the disk at 20 MB/s: a real slower tier, not a faked number."""
+    if not os.path.isdir(BLKIO) or not os.access(BLKIO, os.W_OK):
+        pytest.skip(f"no writable blkio cgroup (v1) at {BLKIO}: cannot make a slower tier here")
+    group = os.path.join(BLKIO, f"gdsbench-test-{os.getpid()}")
+    os.makedirs(group, exist_ok=True)
+    try:
+        with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
+            f.write(f"{disk_file[1]} {20 * MiB}\n")
+    except OSError as e:
+        os.rmdir(group)
+        pytest.skip(f"the blkio throttle refused {disk_file[1]}: {e.strerror}")
+    yield Throttle(group)
+    os.rmdir(group)
+
+
+class Throttle:
+    """A blkio cgroup; wrap(cmd) runs a command (and what it starts) inside it."""
+
+    def __init__(self, group: str):
+        self.group = group
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]

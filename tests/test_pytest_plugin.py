@@ -8,55 +8,26 @@ import sys
 
 import pytest
 
-from gdsbench import prepare
-
 pytest_plugins = ["pytester"]
 MiB = 1 << 20
-BLKIO = "/sys/fs/cgroup/blkio"
 THRESHOLD = "mean:20%"  # documented in docs/pytest.md: this VM's disk repeats within about 10%
 
 
-def run_suite(tmp_path, *args, cgroup: str | None = None) -> subprocess.CompletedProcess:
+def run_suite(tmp_path, *args, throttle=None) -> subprocess.CompletedProcess:
     """The shipped suite's sequential and 4 KiB QD32 tests, in a fresh pytest."""
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "gdsbench.suites", "-p", "no:cacheprovider", "-q",
            "-k", "sequential or random_4k", "--gdsbench-runtime", "600ms", "--gdsbench-ramp", "100ms",
            f"--benchmark-storage=file://{tmp_path / 'storage'}", *map(str, args)]
-    if cgroup:  # the whole pytest, and what it starts, reads through the throttled cgroup
-        cmd = ["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh", *cmd]
+    if throttle:  # the whole pytest, and what it starts, reads through the throttled cgroup
+        cmd = throttle.wrap(cmd)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
-
-
-@pytest.fixture
-def disk_file(tmp_path):
-    """A pattern file on a block device (O_DIRECT reads reach the disk), with its device's major:minor."""
-    path = tmp_path / "tier.dat"
-    prepare(str(path), 64 * MiB)
-    st = os.stat(path)
-    return str(path), f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-
-
-@pytest.fixture
-def throttle(disk_file):
-    """A blkio cgroup that reads the disk at 20 MB/s: a real slower tier, not a faked number."""
-    if not os.path.isdir(BLKIO) or not os.access(BLKIO, os.W_OK):
-        pytest.skip(f"no writable blkio cgroup (v1) at {BLKIO}: cannot make a slower tier here")
-    group = os.path.join(BLKIO, f"gdsbench-test-{os.getpid()}")
-    os.makedirs(group, exist_ok=True)
-    try:
-        with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
-            f.write(f"{disk_file[1]} {20 * MiB}\n")
-    except OSError as e:
-        os.rmdir(group)
-        pytest.skip(f"the blkio throttle refused {disk_file[1]}: {e.strerror}")
-    yield group
-    os.rmdir(group)
 
 
 def test_a_real_regression_fails_the_build_and_names_the_test(tmp_path, disk_file, throttle):
     base = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "--benchmark-save=baseline")
     assert base.returncode == 0, base.stdout + base.stderr
     slow = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "--benchmark-compare=0001",
-                     f"--benchmark-compare-fail={THRESHOLD}", cgroup=throttle)
+                     f"--benchmark-compare-fail={THRESHOLD}", throttle=throttle)
     out = slow.stdout + slow.stderr
     assert slow.returncode != 0, out
     assert "Performance has regressed" in out and "test_sequential[1M]" in out, out[-3000:]

@@ -11,5 +11,6 @@ from gdsbench.commands.prepare import PrepareCommand
 from gdsbench.commands.report import ReportCommand
 from gdsbench.commands.run import RunCommand
 from gdsbench.commands.sweep import SweepCommand
+from gdsbench.commands.validate import ValidateCommand
 
-COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand]
+COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gdsbench.execution import mpi, runner
+from gdsbench.job import tomlfile
 from gdsbench.job.errors import IncompatibleOptions, UsageError
 from gdsbench.job.result import Result
 from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
@@ -33,11 +34,6 @@ from gdsbench.job.units import format_rate
 from gdsbench.results.store import RunStore, record
 from gdsbench.system.environment import host_environment
 from gdsbench.system.target import describe
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 # The main job's grid, used when a sweep names no dimension of its own: about
 # a minute on a local disk.
@@ -136,36 +132,14 @@ def opt_flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _line_of(text: str, key: str) -> int | None:
-    """The line where key is set (key = ...) or opened as a table ([key])."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if stripped.strip("[] ").strip("\"'") == key and stripped.startswith("["):
-            return number
-        stripped = stripped.lstrip('"').lstrip("'")
-        if stripped.startswith(key) and stripped[len(key):].lstrip(" \"'").startswith("="):
-            return number
-    return None
-
-
 def load_sweep_file(path: str) -> SweepSpec:
     """Read a TOML sweep file; errors name the file and line."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode()
-    except OSError as e:
-        raise UsageError(f"--file {path}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"--file {path}: not a text file (a sweep file is TOML, UTF-8)") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: not valid TOML: {e}") from None
+    data, text = tomlfile.read(path, "--file")
     grid: dict[str, list] = {}
     fixed: dict[str, Any] = {}
     repeat, name = 1, os.path.splitext(os.path.basename(path))[0]
     for key, value in data.items():
-        where = f"{path} line {_line_of(text, key)}"
+        where = f"{path} line {tomlfile.line_of(text, key)}"
         try:
             if key == "repeat":
                 if not isinstance(value, int) or value < 1:

@@ -58,9 +58,7 @@ def pci_gpus() -> list[dict]:
             continue
         info = read_sysfs(Path("/proc/driver/nvidia/gpus") / dev.name / "information") or ""
         model = re.search(r"^Model:\s*(.+)$", info, re.M)
-        gpus.append({"model": model.group(1).strip() if model else None, **pci_placement(dev),
-                     "pcie_max_link_speed": read_sysfs(dev / "max_link_speed"),
-                     "pcie_max_link_width": read_sysfs(dev / "max_link_width")})
+        gpus.append({"model": model.group(1).strip() if model else None, **pci_placement(dev)})
     return gpus
 
 
@@ -78,18 +76,27 @@ def nvidia_fs() -> dict:
 
 
 def cufile_config() -> dict:
-    """cufile.json as cuFile will read it ($CUFILE_ENV_PATH_JSON or /etc/cufile.json)."""
+    """cufile.json as cuFile will read it ($CUFILE_ENV_PATH_JSON or /etc/cufile.json):
+    its compat-mode settings, the line each is set on, and any parse error."""
     path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
     text = read_sysfs(Path(path))
+    config = {"path": path, "found": text is not None, "allow_compat_mode": None, "force_compat": None,
+              "error": None, "lines": {}}
     if text is None:
-        return {"path": path, "found": False, "allow_compat_mode": None, "force_compat": None}
-    text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)  # cufile.json allows // comments
+        return config
+    # cufile.json allows // comments; blank them out, keeping the line numbers
+    text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)
     try:
         properties = json.loads(text).get("properties", {})
-    except json.JSONDecodeError:
-        properties = {}
-    return {"path": path, "found": True, "allow_compat_mode": properties.get("allow_compat_mode"),
-            "force_compat": properties.get("force_compat_mode")}
+    except (json.JSONDecodeError, AttributeError) as e:
+        config["error"] = f"not valid JSON: {e}"
+        return config
+    for key, field in (("allow_compat_mode", "allow_compat_mode"), ("force_compat_mode", "force_compat")):
+        config[field] = properties.get(key)
+        for number, line in enumerate(text.splitlines(), start=1):
+            if f'"{key}"' in line:
+                config["lines"][key] = number
+    return config
 
 
 def _version(*dists: str) -> str | None:

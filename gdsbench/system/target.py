@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size
 
 SYS_BLOCK = Path("/sys/dev/block")
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")  # domain:bus:device.function
 
 
 @dataclass(frozen=True)
@@ -173,9 +175,12 @@ def pci_placement(sysfs_device: Path) -> dict:
                 "numa_node": int(numa) if numa not in (None, "") else None,
                 "pcie_link_speed": read_sysfs(d / "current_link_speed"),
                 "pcie_link_width": read_sysfs(d / "current_link_width"),
+                "pcie_max_link_speed": read_sysfs(d / "max_link_speed"),
+                "pcie_max_link_width": read_sysfs(d / "max_link_width"),
             }
         d = d.parent
-    return {"pci_address": None, "numa_node": None, "pcie_link_speed": None, "pcie_link_width": None}
+    return {"pci_address": None, "numa_node": None, "pcie_link_speed": None, "pcie_link_width": None,
+            "pcie_max_link_speed": None, "pcie_max_link_width": None}
 
 
 def describe(target: Target) -> dict:

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+class ValidateCommand:
+    name = "validate"
+    help = ("install-time validation: platform, the path each mode takes, integrity and speed, each PASS, WARN, FAIL "
+            "or SKIP with its evidence and a fix; exit 0 pass, 1 a FAIL, 2 not ready, 3 usage")
+    usage_exit_code = 3  # gds-diag's: a bad flag or profile is 3, so 2 means only "not ready"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", nargs="?", metavar="PATH",
+                            help="a file or block device to read, or a directory to make a test file in "
+                                 "(default: gdsbench's scratch file under results/)")
+        parser.add_argument("--profile", help="thresholds: a shipped profile (default, h200-gen5-nvme, disk-tier) or a "
+                                              "TOML file (default: default, which holds no absolute speeds)")
+        parser.add_argument("--json", action="store_true", help="print the whole record as JSON instead of the table")
+        parser.add_argument("--junit", metavar="FILE", help="also write one JUnit testcase per check to FILE")
+        parser.add_argument("--baseline", metavar="RUN", help="a saved `gdsbench validate --json`: FAIL a figure worse "
+                                                              "than it by more than the profile allows")
+        parser.add_argument("--quick", action="store_true", help="shorter, fewer repeats: about 15 s instead of 60")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.validate import output, profile
+        from gdsbench.validate.judge import load_baseline
+        from gdsbench.validate.session import NotReady, validate
+
+        chosen = profile.load(args.profile)
+        baseline = load_baseline(args.baseline) if args.baseline else None
+        if args.path == "":
+            raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
+        v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "")
+        if args.junit:
+            try:
+                output.junit(v, args.junit)
+            except OSError as e:
+                print(f"gdsbench: error: --junit {args.junit}: {e.strerror}", file=sys.stderr)
+        if args.json:
+            json.dump(v.to_dict(), sys.stdout, indent=1, default=str)
+            print()
+        else:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+            text = output.table(v, color=console.is_terminal)
+            console.print(text) if console.is_terminal else print(text)
+        return v.exit_code

@@ -1,0 +1,49 @@
+"""TOML files users write (sweep files, validate profiles): read with errors
+that name the file and line, since tomllib gives values without positions."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gdsbench.job.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
+_KEY = re.compile(r"^\s*([\"']?)([A-Za-z0-9_.\-]+)\1\s*=")
+
+
+def read(path: str, flag: str, error=UsageError) -> tuple[dict[str, Any], str]:
+    """The parsed file and its text; `error` (one line, naming the flag or line) if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode()
+    except OSError as e:
+        raise error(f"{flag} {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise error(f"{flag} {path}: not a text file (TOML, UTF-8)") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as e:  # its message ends "(at line N, column M)"
+        raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def line_of(text: str, key: str, table: str = "") -> int | None:
+    """The line where `key` is set (key = ...) inside [table] ("" for the top
+    level), or where [table.key] is opened."""
+    current = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1).replace('"', "").replace("'", "")
+            if current == (f"{table}.{key}" if table else key):
+                return number
+            continue
+        found = _KEY.match(line)
+        if found and current == table and found.group(2) == key:
+            return number
+    return None

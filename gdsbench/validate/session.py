@@ -1,0 +1,222 @@
+"""One validation, start to end: find the target, run every check in order
+(platform, path, integrity, performance), and keep what was found so far
+even when it is interrupted."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from gdsbench import __version__
+from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
+from gdsbench.job.modes import MODES
+from gdsbench.job.units import format_size
+from gdsbench.system import gpu
+from gdsbench.system.environment import host_environment
+from gdsbench.system.pattern import has_pattern
+from gdsbench.system.prepare import prepare
+from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
+from gdsbench.system.target import Target, describe, inspect
+from gdsbench.validate import judge, measure, platform
+from gdsbench.validate.checks import FAIL, GROUPS, Check, counts
+from gdsbench.validate.profile import Profile
+
+SCRATCH_NAME = "gdsbench-validate.dat"  # the file validate prepares in a directory it is given, or beside PATH
+
+
+class NotReady(GdsbenchError):
+    """The environment is not ready to validate (PATH missing, nothing to read): exit 2, as gds-diag has it."""
+
+    exit_code = 2
+
+
+@dataclass
+class Validation:
+    """Everything one validation found: the checks, and the figures behind them."""
+
+    profile: Profile
+    quick: bool
+    target: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what validate did to the filesystem, or skipped, and why
+    checks: list[Check] = field(default_factory=list)
+    measurements: dict[str, measure.Measurement] = field(default_factory=dict)
+    started: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    seconds: float = 0.0
+    interrupted: bool = False
+    baseline: str | None = None
+    options: dict = field(default_factory=dict)  # as given on the command line
+
+    @property
+    def exit_code(self) -> int:
+        """gds-diag's: 1 on any FAIL, else 0 (WARN allowed); 130 after Ctrl-C."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return 1 if any(c.status == FAIL for c in self.checks) else 0
+
+    def ordered(self) -> list[Check]:
+        return sorted(self.checks, key=lambda c: GROUPS.index(c.group))
+
+    def to_dict(self) -> dict:
+        return {
+            "gdsbench": __version__, "options": self.options, "started": self.started,
+            "seconds": round(self.seconds, 2), "host": os.uname().nodename,
+            "quick": self.quick, "interrupted": self.interrupted, "exit_code": self.exit_code,
+            "summary": counts(self.checks), "profile": self.profile.to_dict(), "baseline": self.baseline,
+            "target": self.target, "notes": self.notes, "checks": [c.to_dict() for c in self.ordered()],
+            "measurements": {name: m.to_dict() for name, m in self.measurements.items()},
+            "environment": host_environment(),
+        }
+
+
+class Targets:
+    """What validate reads: PATH (or a file it makes in the directory PATH
+    names, or the default scratch file), and the pattern file integrity reads,
+    which it prepares beside PATH where PATH is not one and it may write there."""
+
+    def __init__(self, path: str | None, size: int, notes: list[str]):
+        self.made: list[str] = []  # files this validation created, removed at the end
+        self.notes = notes
+        if path is None:
+            ensure_scratch()
+            path = SCRATCH_PATH
+        elif os.path.isdir(path):
+            path = self._make(os.path.join(path, SCRATCH_NAME), size, fatal=True)
+        self.target = self._inspect(path)
+        self.prepared = self._pattern_file(self.target, size)
+
+    @staticmethod
+    def _inspect(path: str) -> Target:
+        try:
+            return inspect(path)
+        except UsageError as e:
+            raise NotReady(str(e)) from None
+
+    def _make(self, path: str, size: int, fatal: bool = False) -> str | None:
+        existed = os.path.exists(path)
+        try:
+            prepare(path, size)
+        except UsageError as e:
+            if fatal:
+                raise NotReady(f"PATH {os.path.dirname(path)}: cannot write a test file there ({e}); give a file "
+                               "to read, or a directory validate may write in") from None
+            self.notes.append(f"integrity: no pattern file, and none could be made: {e}")
+            return None
+        if not existed:
+            self.made.append(path)
+        self.notes.append(f"prepared {path} ({format_size(size)}) to read{'' if existed else '; removed afterwards'}")
+        return path
+
+    def _pattern_file(self, target: Target, size: int) -> str | None:
+        if target.kind == "file" and has_pattern(target.path, 0):
+            return target.path
+        if target.kind == "block":
+            self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "
+                              "a filesystem on it to check integrity")
+            return None
+        return self._make(os.path.join(os.path.dirname(os.path.abspath(target.path)), SCRATCH_NAME), size)
+
+    def remove_made(self) -> None:
+        for path in self.made:
+            try:
+                if stat.S_ISREG(os.stat(path).st_mode):
+                    os.unlink(path)
+            except OSError as e:
+                self.notes.append(f"could not remove {path}: {e.strerror}")
+
+
+class _Progress:
+    """A rich bar on a terminal, else one line per step on stderr (a provisioning log)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.bar = total, 0, None
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                transient=True)
+            self.task = self.bar.add_task("validate", total=total)
+            self.bar.start()
+
+    def step(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=label)
+        else:
+            print(f"[{self.done + 1}/{self.total}] {label}", file=sys.stderr, flush=True)
+        self.done += 1
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def validate(path: str | None, profile: Profile, *, quick: bool = False, baseline: dict | None = None,
+             baseline_source: str = "") -> Validation:
+    """Run every check; Ctrl-C stops early with the checks made so far (interrupted=True)."""
+    began = time.monotonic()
+    if quick:
+        profile = profile.for_quick()
+    v = Validation(profile, quick, baseline=baseline_source or None,
+                   options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None})
+    targets = Targets(path, profile.integrity_bytes, v.notes)
+    target = targets.target
+    v.target = describe(target)
+    modes = measure.runnable_modes(target.path)
+    points = profile.points
+    rounds = profile.repeats
+    progress = _Progress(1 + 2 * len(modes) + rounds * len(points))
+    facts = platform.Facts(gpu.status(), target, profile.require_gds)
+    links_under_load: dict[str, dict] = {}
+    try:
+        progress.step("platform")
+        v.checks += _timed(platform.checks, facts)
+        for mode, why_not in modes.items():
+            progress.step(f"path: {mode}")
+            v.checks += _timed(measure.path_check, mode, target, why_not, profile.require_gds)
+        size = os.stat(targets.prepared).st_size if targets.prepared else 0
+        for mode, why_not in modes.items():
+            progress.step(f"integrity: {mode}")
+            v.checks += _timed(measure.integrity_check, mode, targets.prepared, why_not, _point_for(mode, profile),
+                               profile.integrity_bytes, size)
+        v.measurements = {name: measure.Measurement(p, why_not=modes[p.mode]) for name, p in points.items()}
+        for r in range(rounds):  # A B C A B C: drift over the run falls on every point alike
+            for name, m in v.measurements.items():
+                progress.step(f"performance: {name} ({r + 1}/{rounds})")
+                if m.why_not or m.error:
+                    continue
+                spec = measure.point_spec(m.point, target.path, profile.runtime_ns, profile.ramp_ns)
+                sample = None
+                if m.point.engine == "null" and facts.gpus:  # copies only: read the GPUs' links while they are busy
+                    def sample(nbytes, elapsed_ns):
+                        links_under_load.update(platform.sample_links(facts.gpus))
+                measure.measure_once(m, spec, sample)
+    except KeyboardInterrupt:
+        v.interrupted = True
+    finally:
+        progress.close()
+        targets.remove_made()
+    v.checks += platform.gpu_links(facts, links_under_load)
+    v.checks += judge.performance_checks(v.measurements, profile, baseline, baseline_source)
+    v.seconds = time.monotonic() - began
+    return v
+
+
+def _timed(make, *args) -> list[Check]:
+    """The check(s) `make` returns, each with the time they took (JUnit's time)."""
+    began = time.monotonic()
+    made = make(*args)
+    made = made if isinstance(made, list) else [made]
+    for check in made:
+        check.seconds = (time.monotonic() - began) / len(made)
+    return made
+
+
+def _point_for(mode: str, profile: Profile):
+    """The reference point whose depth an integrity read in `mode` uses."""
+    for point in profile.points.values():
+        if point.mode == mode and point.engine == "auto":
+            return point
+    return profile.points["storage_seq"] if not MODES[mode].gpu else profile.points["bounce"]
