@@ -269,3 +269,27 @@ def test_a_gpu_read_is_called_gpudirect_only_where_nothing_says_otherwise(monkey
                           "in its compatibility mode))", target)
     monkeypatch.setattr(gpu, "gds_is_direct", lambda status, t: (False, "no nvidia-fs (planted)"))
     assert not went_gpudirect("cuFile GPUDirect Storage reads into GPU memory", target)
+
+
+def test_ctrl_c_keeps_the_checks_made_so_far(gdsbench, tmp_path, pattern_file, monkeypatch):
+    from gdsbench.validate import measure
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(measure, "measure_once", interrupted)
+    junit = tmp_path / "partial.xml"
+    r = gdsbench("validate", pattern_file, "--profile", write_profile(tmp_path), "--junit", junit)
+    assert r.code == 130 and "INTERRUPTED" in r.out and "PASS  integrity.cpu" in r.out
+    assert ET.parse(junit).getroot().find("testsuite/properties/property[@name='interrupted']").get("value") == "true"
+
+
+def test_the_docs_describe_every_check_a_run_makes(gdsbench, tmp_path, pattern_file):
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "validate.md")).read()
+    r = gdsbench("validate", pattern_file, "--profile", write_profile(tmp_path), "--json")
+    for name in checks(r.out):
+        group, _, rest = name.partition(".")
+        if group in ("platform",):
+            assert f"`{name}`" in doc, name
+    for flag in ("--profile", "--json", "--junit", "--baseline", "--quick"):
+        assert flag in doc
