@@ -19,7 +19,7 @@ from gdsbench.system import gpu
 from gdsbench.system.environment import host_environment
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
-from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
+from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
 from gdsbench.system.target import Target, describe, inspect
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, Check, counts
@@ -98,7 +98,7 @@ class Targets:
     def _make(self, path: str, size: int, fatal: bool = False) -> str | None:
         existed = os.path.exists(path)
         try:
-            prepare(path, size)
+            prepare(path, size, progress=progress_printer(f"preparing {path}"))
         except UsageError as e:
             if fatal:
                 raise NotReady(f"PATH {os.path.dirname(path)}: cannot write a test file there ({e}); give a file "
