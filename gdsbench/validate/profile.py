@@ -81,11 +81,11 @@ class Profile:
     source: str = ""  # the file it came from
     require_gds: bool = False  # a GPU read served by cuFile's compatibility mode: FAIL (else WARN)
     max_spread: float = 0.05  # (max - min) / median of a point's repeats above this: WARN
-    runtime_ns: int = 3_000_000_000
+    runtime_ns: int = 2_000_000_000
     ramp_ns: int = 300_000_000
     repeats: int = 3
-    integrity_bytes: int = 1 << 30
-    quick_runtime_ns: int = 600_000_000
+    integrity_bytes: int = 512 * MiB
+    quick_runtime_ns: int = 400_000_000
     quick_repeats: int = 3
     quick_integrity_bytes: int = 256 * MiB
     points: dict[str, Point] = field(default_factory=lambda: dict(POINTS))
