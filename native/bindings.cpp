@@ -16,6 +16,8 @@
 #include "offsets.hpp"
 #include "pattern.hpp"
 #include "runner.hpp"
+#include "sample_reader.hpp"
+#include "step_barrier.hpp"
 
 namespace py = pybind11;
 using gds::LatencyHistogram;
@@ -334,6 +336,46 @@ PYBIND11_MODULE(_native, m) {
             return out;
           },
           py::arg("count"), "The next `count` byte offsets.");
+
+  // gdsbench train: one SampleReader per read thread; reads run without the GIL.
+  py::class_<gds::SampleReader>(m, "SampleReader",
+                                "Reads whole samples (file regions) in chunks of job.bs, job.qd in flight.")
+      .def(py::init([](const gds::Job& job, int gpu, const py::object& verify_device) {
+             return std::make_unique<gds::SampleReader>(job, gpu, device_verifier(verify_device));
+           }),
+           py::arg("job"), py::arg("gpu") = 0, py::arg("verify_device") = py::none())
+      .def(
+          "read",
+          [](gds::SampleReader& r, const std::string& path, uint64_t offset, uint64_t length) {
+            gds::SampleRead out;
+            {
+              py::gil_scoped_release release;
+              out = r.read(path, offset, length);
+            }
+            return py::make_tuple(out.bytes, out.chunks, out.ns);
+          },
+          py::arg("path"), py::arg("offset"), py::arg("length"),
+          "Read one sample: (bytes, chunks, ns from the first chunk issued to the last landed).")
+      .def_property_readonly("latency", &gds::SampleReader::latency, "Per-chunk latency, issue to landing.")
+      .def_property_readonly("verified_blocks", &gds::SampleReader::verified_blocks)
+      .def_property_readonly("verify_mismatches", &gds::SampleReader::verify_mismatches)
+      .def_property_readonly("first_mismatch_offset", &gds::SampleReader::first_mismatch_offset)
+      .def_property_readonly("first_mismatch_path", &gds::SampleReader::first_mismatch_path);
+
+  py::class_<gds::StepBarrier>(m, "StepBarrier", "A barrier for processes, in memory they all map.")
+      .def(py::init([](py::buffer memory, uint32_t parties) {
+             py::buffer_info info = contiguous(memory, true);
+             GDS_EXPECT(size_t(info.size * info.itemsize) >= sizeof(gds::BarrierState),
+                        "the step barrier needs " + std::to_string(sizeof(gds::BarrierState)) + " bytes of memory");
+             return std::make_unique<gds::StepBarrier>(info.ptr, parties);
+           }),
+           py::arg("memory"), py::arg("parties") = 0, py::keep_alive<1, 2>(),
+           "parties > 0: initialise the shared memory for that many; 0: join one made by another process.")
+      .def("wait", &gds::StepBarrier::wait, py::call_guard<py::gil_scoped_release>(),
+           "Wait for every party; the nanoseconds waited. IoFailure once aborted.")
+      .def("abort", &gds::StepBarrier::abort, "Release every waiter with an error (a party failed).")
+      .def_property_readonly("parties", &gds::StepBarrier::parties);
+  m.attr("BARRIER_BYTES") = sizeof(gds::BarrierState);
 
 #define GDS_NAME(name) #name,
   m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_FIELDS(GDS_NAME) "timeline_bytes"});

@@ -21,62 +21,30 @@ Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
 
 Worker::~Worker() { release(); }
 
-// Engine first (cuFile deregisters its buffers), then the copy stream (it
-// waits for copies in flight), then the memory those used. Called on the
-// worker thread at the end of run(), where the device is current.
+// Engine first (cuFile deregisters its buffers), then the buffers (the copy
+// stream waits for copies in flight). Called on the worker thread at the end
+// of run(), where the device is current.
 void Worker::release() noexcept {
   try {
     engine_.reset();
-    copies_.reset();
-    staging_.reset();
-    device_memory_.reset();
-    host_.reset();
+    slots_.reset();
   } catch (...) {
   }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 
-// Buffers per mode:
-//   cpu            qd slots in host memory (buffers.hpp)
-//   bounce         2 x qd slots, each a pinned staging buffer and its twin in
-//                  device memory: while one slot's bytes are copied to the GPU,
-//                  another is being read, so reads and copies overlap
-//   gds            qd slots in device memory, read by cuFile directly
 void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
-  const unsigned slots = job_.staged() ? 2 * job_.qd : job_.qd;
-  const size_t bytes = size_t(job_.bs) * slots;
-  requests_.resize(slots);
-  if (job_.on_gpu()) {
-    device_ = gpu::open_device(job_.gpu_backend, plan_.gpu);
-    device_->make_current();  // this thread's allocations, streams and cuFile calls use it
-    result_.gpu = plan_.gpu;
-    device_memory_ = device_->alloc_device(bytes);
-    if (job_.staged()) {
-      staging_ = device_->alloc_pinned(bytes);
-      copies_ = device_->stream(slots);
-    }
-    if (job_.verify && !device_->simulated() && !control_.verify_device)
-      throw InputError(std::string("--verify in --mode ") + mode_name(job_.mode) +
-                       " checks GPU memory with cupy, which is not installed");
-  } else {
-    host_ = std::make_unique<HostBuffers>(bytes);
-  }
-  char* read_base = host_ ? host_->data() : staging_ ? staging_.get() : device_memory_.get();
-  for (unsigned i = 0; i < slots; ++i) {
-    requests_[i].slot = i;
-    requests_[i].buf = read_base + size_t(i) * job_.bs;
-    requests_[i].device_dst = staging_ ? device_memory_.get() + size_t(i) * job_.bs : nullptr;
-    requests_[i].length = uint32_t(job_.bs);
-  }
+  slots_ = std::make_unique<ReadSlots>(job_, plan_.gpu, bool(control_.verify_device));
+  if (job_.on_gpu()) result_.gpu = plan_.gpu;
   if (engine.reads_file) {
     int flags = O_RDONLY | O_CLOEXEC | (job_.direct ? O_DIRECT : 0);
     fd_ = ::open(job_.path.c_str(), flags);
     if (fd_ < 0) throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
   }
   engine_ = engine.make(fd_, job_.qd);
-  if (job_.gds_register) engine_->register_buffer(device_memory_.get(), bytes);
+  if (job_.gds_register) slots_->register_with(*engine_);
 }
 
 void Worker::run() noexcept {
@@ -109,31 +77,11 @@ void Worker::run() noexcept {
   release();
 }
 
-void Worker::check_read(const IoRequest& r) {
-  if (r.result == int64_t(r.length)) return;
-  std::string where =
-      " reading " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) + " of " + job_.path;
-  if (r.result < 0) {
-    std::string hint = (r.result == -EINVAL && job_.direct)
-                           ? " (O_DIRECT needs --bs, --offset and buffers aligned to the "
-                             "device's logical block size)"
-                           : "";
-    throw IoError(errno_text(int(r.result)) + where + hint);
-  }
-  throw IoError("short read: got " + std::to_string(r.result) + " bytes" + where +
-                " (was the file truncated during the run?)");
-}
-
 // Checks the bytes where they finally landed: host memory, or GPU memory
 // (natively for the simulated device, through the cupy hook for a real GPU).
 // A block read again (the run loops over its region) counts once.
 void Worker::verify(const IoRequest& r) {
-  const char* landed = r.device_dst ? r.device_dst : r.buf;
-  std::vector<uint64_t> bad;
-  if (host_ || device_->simulated())
-    pattern::check(landed, r.length, r.offset, &bad);
-  else
-    control_.verify_device(landed, r.length, r.offset, plan_.gpu, &bad);
+  std::vector<uint64_t> bad = slots_->bad_blocks(r, r.length, control_.verify_device);
   bad_blocks_.insert(bad.begin(), bad.end());
   result_.verify_mismatches = bad_blocks_.size();
   if (!bad_blocks_.empty()) result_.first_mismatch_offset = *bad_blocks_.begin();
@@ -141,25 +89,6 @@ void Worker::verify(const IoRequest& r) {
 }
 
 namespace {
-
-// Slots whose bytes are on their way to the GPU, oldest first (bounce modes).
-class CopyRing {
- public:
-  explicit CopyRing(unsigned slots) : ring_(slots) {}
-  unsigned size() const { return n_; }
-  IoRequest* oldest() const { return ring_[head_]; }
-  void push(IoRequest* r) { ring_[(head_ + n_++) % ring_.size()] = r; }
-  IoRequest* pop() {
-    IoRequest* r = ring_[head_];
-    head_ = (head_ + 1) % unsigned(ring_.size());
-    --n_;
-    return r;
-  }
-
- private:
-  std::vector<IoRequest*> ring_;
-  unsigned head_ = 0, n_ = 0;
-};
 
 // The measured window of one worker, and what completes inside it. The window
 // opens when the ramp ends, noticed at the next issue or completion. What
@@ -237,11 +166,13 @@ void Worker::loop() {
   started_ns_ = now_ns();
   Window window(result_, progress_bytes_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns);
   const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
-  const unsigned depth = job_.qd, slots = unsigned(requests_.size());
+  std::vector<IoRequest>& requests = slots_->requests();
+  gpu::CopyStream* copies = slots_->copies();
+  const unsigned depth = job_.qd, slots = unsigned(requests.size());
   OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
                                                       job_.seed, plan_.index);
   std::vector<IoRequest*> idle(slots), done(depth);
-  for (unsigned i = 0; i < slots; ++i) idle[i] = &requests_[i];
+  for (unsigned i = 0; i < slots; ++i) idle[i] = &requests[i];
   unsigned n_idle = slots, reading = 0, unsubmitted = 0;
   CopyRing copying(slots);
   // room for the timeline of an ordinary run up front; a very long one grows it as it goes
@@ -286,9 +217,9 @@ void Worker::loop() {
       for (unsigned i = 0; i < n; ++i) {
         IoRequest* r = done[i];
         --reading;
-        check_read(*r);
-        if (copies_) {
-          copies_->copy_to_device(r->device_dst, r->buf, r->length, r->slot);
+        check_read(*r, job_.path, job_.direct);
+        if (copies) {
+          copies->copy_to_device(r->device_dst, r->buf, r->length, r->slot);
           copying.push(r);
         } else {
           complete(r, now);
@@ -296,10 +227,10 @@ void Worker::loop() {
       }
     } else {  // nothing being read: every free slot waits on a copy
       IoRequest* r = copying.pop();
-      complete(r, copies_->wait(r->slot));
+      complete(r, copies->wait(r->slot));
     }
     uint64_t when = 0;
-    while (copying.size() && copies_->poll(copying.oldest()->slot, &when)) complete(copying.pop(), when);
+    while (copying.size() && copies->poll(copying.oldest()->slot, &when)) complete(copying.pop(), when);
   }
   if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
     uint64_t expected = 0;

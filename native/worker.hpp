@@ -15,19 +15,11 @@
 #include <set>
 #include <vector>
 
-#include "buffers.hpp"
 #include "engine.hpp"
-#include "gpu/device.hpp"
 #include "job.hpp"
+#include "read_slots.hpp"
 
 namespace gds {
-
-// Checks bytes that landed in GPU memory against the prepare pattern: returns
-// the number of bad 4 KiB blocks and appends their file offsets to
-// *bad_offsets. Supplied by the Python layer (cupy, on the GPU); the simulated
-// device is checked natively.
-using DeviceVerifyFn = std::function<uint64_t(const void* device_ptr, size_t length, uint64_t file_offset, int gpu,
-                                              std::vector<uint64_t>* bad_offsets)>;
 
 // Shared between the runner and every worker of one run.
 struct RunControl {
@@ -95,7 +87,6 @@ class Worker {
   void setup();
   void loop();
   void release() noexcept;
-  void check_read(const IoRequest& r);
   void verify(const IoRequest& r);
   std::set<uint64_t> bad_blocks_;  // --verify: distinct bad blocks, so a block read again counts once
 
@@ -103,11 +94,7 @@ class Worker {
   const WorkerPlan plan_;
   RunControl& control_;
   int fd_ = -1;
-  std::unique_ptr<HostBuffers> host_;    // cpu mode: reads land here
-  std::unique_ptr<gpu::Device> device_;  // GPU modes
-  gpu::Memory staging_, device_memory_;  // bounce: pinned staging -> device; gds: device only
-  std::unique_ptr<gpu::CopyStream> copies_;
-  std::vector<IoRequest> requests_;
+  std::unique_ptr<ReadSlots> slots_;  // buffers and requests, by mode
   std::unique_ptr<Engine> engine_;
   ThreadResult result_;
   std::exception_ptr error_;

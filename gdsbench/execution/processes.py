@@ -58,64 +58,89 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, parent_pid: int) -> None:
-    """Body of one worker process (spawned: a fresh interpreter)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent turns Ctrl-C into "cancel"
-    _die_with_parent(parent_pid)
-    info = {"host": socket.gethostname(), "pid": os.getpid(), "gpu": spec.gpu[0] if spec.on_gpu else None}
-    state = {"stonewall": False, "cancel": False, "sent_done": False, "progress_at": 0}
+class ParentLink:
+    """A child's two pipes to its parent: what it says, and what it is told."""
 
-    def listen(block: bool) -> None:
-        """Take the parent's messages; a closed pipe means the parent is gone."""
+    def __init__(self, control, report, parent_pid: int):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent turns Ctrl-C into "cancel"
+        _die_with_parent(parent_pid)
+        self.control, self.report = control, report
+        self.cancelled = self.stonewalled = False
+
+    def send(self, message) -> None:
+        _send(self.report, message)
+
+    def listen(self, block: bool) -> None:
+        """Take the parent's messages (until "go" when blocking); a closed pipe means the parent is gone."""
         try:
-            while block or control.poll():
-                message = control.recv()
+            while block or self.control.poll():
+                message = self.control.recv()
                 block = False
                 if message == "cancel":
-                    state["cancel"] = True
+                    self.cancelled = True
                 elif message == "stonewall":
-                    state["stonewall"] = True
+                    self.stonewalled = True
                 elif message == "go":
                     return
         except (EOFError, OSError):
             raise _ParentGone from None
 
-    def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
-        try:
-            listen(block=False)
-        except _ParentGone:
-            state["cancel"] = True
-        if elapsed_ns >= state["progress_at"]:
-            state["progress_at"] = elapsed_ns + PROGRESS_PERIOD_NS
-            _send(report, ("progress", nbytes))
-        if spec.stonewall and worker_done and not state["sent_done"]:
-            state["sent_done"] = True
-            _send(report, ("first_done",))
-        if state["cancel"]:
-            return POLL_CANCEL
-        return POLL_STONEWALL if spec.stonewall and state["stonewall"] else POLL_CONTINUE
-
-    def on_ready() -> None:  # every worker thread here is set up: wait for the others
-        _send(report, ("ready",))
-        listen(block=True)
-        if state["cancel"]:
+    def ready_then_wait(self) -> None:
+        """Say this process is set up, and wait until every other is: "go" (or _Cancelled)."""
+        self.send(("ready",))
+        self.listen(block=True)
+        if self.cancelled:
             raise _Cancelled
 
-    try:
+    def cancel_asked(self) -> bool:
+        """Whether the parent has asked this process to stop (or is gone); never blocks."""
+        try:
+            self.listen(block=False)
+        except _ParentGone:
+            self.cancelled = True
+        return self.cancelled
+
+    def report_failures(self, body, info: dict) -> None:
+        """Run body() -> (record, info); send ("ok", ...) or ("error", kind, message, info). Never raises."""
+        try:
+            record = body()
+            info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            self.send(("ok", record, info))
+        except _ParentGone:
+            os._exit(1)
+        except GdsbenchError as e:
+            self.send(("error", type(e).__name__, str(e), info))
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
+            self.send(("error", "IoFailure", f"{type(e).__name__}: {e}", info))
+
+
+def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, parent_pid: int) -> None:
+    """Body of one worker process (spawned: a fresh interpreter)."""
+    link = ParentLink(control, report, parent_pid)
+    info = {"host": socket.gethostname(), "pid": os.getpid(), "gpu": spec.gpu[0] if spec.on_gpu else None}
+    state = {"sent_done": False, "progress_at": 0}
+
+    def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
+        link.cancel_asked()
+        if elapsed_ns >= state["progress_at"]:
+            state["progress_at"] = elapsed_ns + PROGRESS_PERIOD_NS
+            link.send(("progress", nbytes))
+        if spec.stonewall and worker_done and not state["sent_done"]:
+            state["sent_done"] = True
+            link.send(("first_done",))
+        if link.cancelled:
+            return POLL_CANCEL
+        return POLL_STONEWALL if spec.stonewall and link.stonewalled else POLL_CONTINUE
+
+    def body() -> RunRecord:
         target = inspect(spec.path) if spec.path and spec.engine != "null" else None
         info["cpus"] = pin_cpus(pin, index, nparts, spec, target)
         try:
-            record = run_part(spec, poll, on_ready)
+            return run_part(spec, poll, link.ready_then_wait)
         except _Cancelled:  # stopped before the start: nothing measured, nothing wrong here
-            record = RunRecord.nothing_measured()
-        info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        _send(report, ("ok", record, info))
-    except _ParentGone:
-        os._exit(1)
-    except GdsbenchError as e:
-        _send(report, ("error", type(e).__name__, str(e), info))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, never lost
-        _send(report, ("error", "IoFailure", f"{type(e).__name__}: {e}", info))
+            return RunRecord.nothing_measured()
+
+    link.report_failures(body, info)
 
 
 def _send(connection, message) -> None:
@@ -132,23 +157,22 @@ def _describe_exit(proc) -> str:
     return f"exited with code {code} without a result"
 
 
-class _Children:
-    """The spawned processes, their pipes, and what each has said."""
+class Children:
+    """Spawned processes, their pipes, and what each has said. Each runs
+    target(*args, control, report, parent_pid) and talks through a ParentLink."""
 
-    def __init__(self, parts: list[Part]):
+    def __init__(self, target, args: list[tuple]):
         ctx = mp.get_context("spawn")
-        self.n = len(parts)
+        self.n = len(args)
         self.procs, self.controls, self.reports = [], [], []
-        pin = parts[0].spec.pin
         # Started with SIGINT ignored (inherited through exec): Ctrl-C reaches the
         # parent, which stops the children with "cancel", never kills them.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            for p in parts:
+            for child_args in args:
                 control_r, control_w = ctx.Pipe(duplex=False)
                 report_r, report_w = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(p.index, self.n, p.spec, pin, control_r, report_w, os.getpid()),
-                                   daemon=True)
+                proc = ctx.Process(target=target, args=(*child_args, control_r, report_w, os.getpid()), daemon=True)
                 proc.start()
                 control_r.close()  # the parent keeps only its own ends, so a child's death closes the pipe
                 report_w.close()
@@ -202,63 +226,81 @@ class _Children:
         for c in self.controls + self.reports:
             c.close()
 
+    def supervise(self, on_message=None, tick=None, on_failure=None) -> list[tuple]:
+        """Start every process together once all are ready, and collect what each
+        ends with: ("ok", record, info) per process, in order. Other messages go
+        to on_message(i, message); tick() runs a few times a second. A process
+        that fails, crashes or is killed ends the whole run within seconds
+        (on_failure() first, then "cancel" to the rest) with an error naming it;
+        none is left behind."""
+        failure: tuple | None = None  # (index, kind, message, info)
+        failed_at = 0.0
+        started = False
+        interrupts = 0
+
+        def fail(index: int, kind: str, message: str, info: dict) -> None:
+            nonlocal failure, failed_at
+            if failure is None:
+                failure, failed_at = (index, kind, message, info), time.monotonic()
+                if on_failure:
+                    on_failure()
+                self.tell("cancel")  # the others stop at once, whether waiting to start or running
+
+        try:
+            while len(self.final) < self.n:
+                try:
+                    for i, message in self.take(0.05):
+                        kind = message[0]
+                        if kind == "ready":
+                            self.ready.add(i)
+                        elif kind in ("ok", "error", "lost") and i not in self.final:
+                            self.final[i] = message
+                            if kind == "error":
+                                fail(i, message[1], message[2], message[3])
+                            elif kind == "lost":
+                                fail(i, "IoFailure", message[1], {"host": socket.gethostname(), "pid": self.procs[i].pid})
+                        elif on_message:
+                            on_message(i, message)
+                    if not started and failure is None and len(self.ready) == self.n:
+                        started = True
+                        self.tell("go")  # every process is set up: all start together
+                    if failure and time.monotonic() - failed_at > FAILURE_GRACE_S:
+                        break
+                    if tick:
+                        tick()
+                except KeyboardInterrupt:
+                    interrupts += 1
+                    self.tell("cancel")  # they stop promptly and send what they have
+                    if interrupts > 1:  # a second Ctrl-C: stop waiting for them
+                        raise
+        finally:
+            self.stop()
+        if failure is not None:
+            index, kind, message, info = failure
+            cls = getattr(errors, kind, IoFailure)
+            raise cls(f"process {index} (pid {info.get('pid')}) on {info.get('host')}: {message}")
+        return [self.final[i] for i in range(self.n)]
+
 
 def run_local(parts: list[Part], progress=None) -> RunRecord:
-    """Run the parts in that many spawned processes; aggregate their results.
-
-    A process that fails, crashes or is killed ends the whole run within a few
-    seconds with an error naming it; none is left behind."""
-    children = _Children(parts)
-    n = children.n
-    failure: tuple | None = None  # (index, kind, message, info)
-    failed_at = 0.0
-    started = stonewalled = False
-    interrupts = 0
+    """Run the parts in that many spawned processes; aggregate their results."""
+    children = Children(_child, [(p.index, len(parts), p.spec, parts[0].spec.pin) for p in parts])
+    stonewalled = False
     last_progress, start = 0.0, time.monotonic()
 
-    def fail(index: int, kind: str, message: str, info: dict) -> None:
-        nonlocal failure, failed_at
-        if failure is None:
-            failure, failed_at = (index, kind, message, info), time.monotonic()
-            children.tell("cancel")  # the others stop at once, whether waiting to start or measuring
+    def on_message(i: int, message: tuple) -> None:
+        nonlocal stonewalled
+        if message[0] == "progress":
+            children.progress[i] = message[1]
+        elif message[0] == "first_done" and not stonewalled:
+            stonewalled = True
+            children.tell("stonewall")
 
-    try:
-        while len(children.final) < n:
-            try:
-                for i, message in children.take(0.05):
-                    kind = message[0]
-                    if kind == "ready":
-                        children.ready.add(i)
-                    elif kind == "progress":
-                        children.progress[i] = message[1]
-                    elif kind == "first_done" and not stonewalled:
-                        stonewalled = True
-                        children.tell("stonewall")
-                    elif kind in ("ok", "error", "lost") and i not in children.final:
-                        children.final[i] = message
-                        if kind == "error":
-                            fail(i, message[1], message[2], message[3])
-                        elif kind == "lost":
-                            fail(i, "IoFailure", message[1], {"host": socket.gethostname(),
-                                                                "pid": children.procs[i].pid})
-                if not started and failure is None and len(children.ready) == n:
-                    started = True
-                    children.tell("go")  # every process is set up: all start together
-                if failure and time.monotonic() - failed_at > FAILURE_GRACE_S:
-                    break
-                if progress and time.monotonic() - last_progress > 0.2:
-                    last_progress = time.monotonic()
-                    progress(sum(children.progress), int((last_progress - start) * 1e9))
-            except KeyboardInterrupt:
-                interrupts += 1
-                children.tell("cancel")  # they stop promptly and send what they measured
-                if interrupts > 1:  # a second Ctrl-C: stop waiting for them
-                    raise
-    finally:
-        children.stop()
-    if failure is not None:
-        index, kind, message, info = failure
-        cls = getattr(errors, kind, IoFailure)
-        raise cls(f"process {index} (pid {info.get('pid')}) on {info.get('host')}: {message}")
-    ordered = [children.final[i] for i in range(n)]
+    def tick() -> None:
+        nonlocal last_progress
+        if progress and time.monotonic() - last_progress > 0.2:
+            last_progress = time.monotonic()
+            progress(sum(children.progress), int((last_progress - start) * 1e9))
+
+    ordered = children.supervise(on_message, tick)
     return aggregate([m[1] for m in ordered], [m[2] for m in ordered], parts[0].spec.interval_ns)

@@ -1,0 +1,75 @@
+#include "read_slots.hpp"
+
+#include "error.hpp"
+#include "pattern.hpp"
+
+namespace gds {
+
+ReadSlots::ReadSlots(const Job& job, int gpu, bool have_device_verify) : gpu_(gpu) {
+  const unsigned slots = job.staged() ? 2 * job.qd : job.qd;
+  bytes_ = size_t(job.bs) * slots;
+  requests_.resize(slots);
+  if (job.on_gpu()) {
+    device_ = gpu::open_device(job.gpu_backend, gpu);
+    device_->make_current();  // this thread's allocations, streams and cuFile calls use it
+    device_memory_ = device_->alloc_device(bytes_);
+    if (job.staged()) {
+      staging_ = device_->alloc_pinned(bytes_);
+      copies_ = device_->stream(slots);
+    }
+    if (job.verify && !device_->simulated() && !have_device_verify)
+      throw InputError(std::string("--verify in --mode ") + mode_name(job.mode) +
+                       " checks GPU memory with cupy, which is not installed");
+  } else {
+    host_ = std::make_unique<HostBuffers>(bytes_);
+  }
+  char* read_base = host_ ? host_->data() : staging_ ? staging_.get() : device_memory_.get();
+  for (unsigned i = 0; i < slots; ++i) {
+    requests_[i].slot = i;
+    requests_[i].buf = read_base + size_t(i) * job.bs;
+    requests_[i].device_dst = staging_ ? device_memory_.get() + size_t(i) * job.bs : nullptr;
+    requests_[i].length = uint32_t(job.bs);
+  }
+}
+
+// The copy stream first (it waits for copies in flight), then the memory it used.
+ReadSlots::~ReadSlots() {
+  copies_.reset();
+  staging_.reset();
+  device_memory_.reset();
+  host_.reset();
+}
+
+void ReadSlots::make_current() const {
+  if (device_) device_->make_current();
+}
+
+void ReadSlots::register_with(Engine& engine) const { engine.register_buffer(device_memory_.get(), bytes_); }
+
+std::vector<uint64_t> ReadSlots::bad_blocks(const IoRequest& r, uint64_t length,
+                                            const DeviceVerifyFn& verify_device) const {
+  const char* landed = r.device_dst ? r.device_dst : r.buf;
+  std::vector<uint64_t> bad;
+  if (host_ || device_->simulated())
+    pattern::check(landed, length, r.offset, &bad);
+  else
+    verify_device(landed, length, r.offset, gpu_, &bad);
+  return bad;
+}
+
+void check_read(const IoRequest& r, const std::string& path, bool direct, uint64_t end_of_file) {
+  if (r.result == int64_t(r.length)) return;
+  if (r.result >= 0 && r.offset + uint64_t(r.result) == end_of_file) return;
+  std::string where =
+      " reading " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) + " of " + path;
+  if (r.result < 0) {
+    std::string hint = (r.result == -EINVAL && direct) ? " (O_DIRECT needs --bs, --offset and buffers aligned to the "
+                                                         "device's logical block size)"
+                                                       : "";
+    throw IoError(errno_text(int(r.result)) + where + hint);
+  }
+  throw IoError("short read: got " + std::to_string(r.result) + " bytes" + where +
+                " (was the file truncated during the run?)");
+}
+
+}  // namespace gds

@@ -1,0 +1,62 @@
+// Reads whole samples for the training emulation (gdsbench train): one reader
+// per read thread, as DLIO's data-loader workers each read one sample at a
+// time. A sample is a region of a file, read in chunks of job.bs with up to
+// job.qd chunks in flight, through the same engines and into the same memory
+// as a benchmark worker's reads (read_slots.hpp): host memory, or GPU memory
+// directly (gds) or through pinned staging (bounce). Buffers are sized once;
+// the engine is opened per file, as a data loader opens each file it reads.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine.hpp"
+#include "histogram.hpp"
+#include "job.hpp"
+#include "read_slots.hpp"
+
+namespace gds {
+
+struct SampleRead {
+  uint64_t bytes = 0;  // read (a sample's last chunk may stop short at the end of its file)
+  uint64_t chunks = 0;
+  uint64_t ns = 0;  // first chunk issued to the last one landed
+};
+
+class SampleReader {
+ public:
+  // job: mode, engine, bs (chunk size), qd (chunks in flight), direct, verify,
+  // gpu_backend, gds_register; gpu: the GPU index in GPU modes.
+  SampleReader(const Job& job, int gpu, DeviceVerifyFn verify_device);
+  ~SampleReader();
+  SampleReader(const SampleReader&) = delete;
+  SampleReader& operator=(const SampleReader&) = delete;
+
+  // Read [offset, offset + length) of path. Throws IoError (a failed or short
+  // read) or InputError (the file cannot be opened).
+  SampleRead read(const std::string& path, uint64_t offset, uint64_t length);
+
+  const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing
+  uint64_t verified_blocks() const { return verified_blocks_; }
+  uint64_t verify_mismatches() const { return verify_mismatches_; }
+  uint64_t first_mismatch_offset() const { return first_mismatch_offset_; }
+  const std::string& first_mismatch_path() const { return first_mismatch_path_; }
+
+ private:
+  void open(const std::string& path);
+  void close() noexcept;
+
+  Job job_;
+  int gpu_;
+  DeviceVerifyFn verify_device_;
+  ReadSlots slots_;
+  std::string path_;  // the file open now
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  std::unique_ptr<Engine> engine_;
+  LatencyHistogram latency_;
+  uint64_t verified_blocks_ = 0, verify_mismatches_ = 0, first_mismatch_offset_ = 0;
+  std::string first_mismatch_path_;
+};
+
+}  // namespace gds
