@@ -37,3 +37,54 @@ def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict
     with open(json_path, "w") as f:
         json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1, default=str)
     return md_path, json_path
+
+
+BLKIO = "/sys/fs/cgroup/blkio"
+
+
+class Throttle:
+    """A real slower tier: a blkio cgroup (v1) that reads the disk holding
+    `path` at `bytes_per_s` (None: unthrottled, commands run as they are).
+    wrap(cmd) runs a command, and everything it starts, inside the cgroup."""
+
+    def __init__(self, path: str, bytes_per_s: int | None, name: str):
+        self.group = None
+        if bytes_per_s is None:
+            return
+        if not os.access(BLKIO, os.W_OK):
+            raise SystemExit(f"needs a writable blkio cgroup (v1) at {BLKIO} (root) to slow the disk down")
+        st = os.stat(path)
+        self.device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+        self.group = os.path.join(BLKIO, f"gdsbench-{name}-{os.getpid()}")
+        os.makedirs(self.group, exist_ok=True)
+        try:
+            with open(os.path.join(self.group, "blkio.throttle.read_bps_device"), "w") as f:
+                f.write(f"{self.device} {bytes_per_s}\n")
+        except OSError:
+            self.close()
+            raise
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        if self.group is None:
+            return cmd
+        return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]
+
+    def close(self) -> None:
+        if self.group is not None:
+            try:
+                os.rmdir(self.group)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def drop_caches() -> None:
+    """Drop the whole page cache (root), as MLPerf Storage's runs do before each."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")

@@ -58,26 +58,15 @@ def disk_file(tmp_path):
 
 @pytest.fixture
 def throttle(disk_file):
-    """A blkio cgroup that reads the disk at 20 MB/s: a real slower tier, not a faked number."""
+    """A blkio cgroup that reads the disk at 20 MB/s: a real slower tier, not a faked number.
+    Its wrap(cmd) runs a command, and what it starts, inside the cgroup."""
+    from benchmarks.common import Throttle
+
     if not os.path.isdir(BLKIO) or not os.access(BLKIO, os.W_OK):
         pytest.skip(f"no writable blkio cgroup (v1) at {BLKIO}: cannot make a slower tier here")
-    group = os.path.join(BLKIO, f"gdsbench-test-{os.getpid()}")
-    os.makedirs(group, exist_ok=True)
     try:
-        with open(os.path.join(group, "blkio.throttle.read_bps_device"), "w") as f:
-            f.write(f"{disk_file[1]} {20 * MiB}\n")
+        tier = Throttle(disk_file[0], 20 * MiB, "test")
     except OSError as e:
-        os.rmdir(group)
         pytest.skip(f"the blkio throttle refused {disk_file[1]}: {e.strerror}")
-    yield Throttle(group)
-    os.rmdir(group)
-
-
-class Throttle:
-    """A blkio cgroup; wrap(cmd) runs a command (and what it starts) inside it."""
-
-    def __init__(self, group: str):
-        self.group = group
-
-    def wrap(self, cmd: list[str]) -> list[str]:
-        return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]
+    yield tier
+    tier.close()

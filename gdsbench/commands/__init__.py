@@ -11,6 +11,8 @@ from gdsbench.commands.prepare import PrepareCommand
 from gdsbench.commands.report import ReportCommand
 from gdsbench.commands.run import RunCommand
 from gdsbench.commands.sweep import SweepCommand
+from gdsbench.commands.train import PredictCommand, TrainCommand
 from gdsbench.commands.validate import ValidateCommand
 
-COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand]
+COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand, TrainCommand,
+            PredictCommand]

@@ -20,15 +20,17 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
                         help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False) -> None:
-    """One flag per job option (PATH aside). Every default is None so only
-    what the user wrote is passed on. With lists=True, sweepable options take
-    comma lists (--bs 4K,64K) and boolean ones an optional list (--direct true,false)."""
+def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False, only: tuple[str, ...] = (),
+                      title: str = "job options") -> None:
+    """One flag per job option (PATH aside; only those named, if `only`). Every
+    default is None so only what the user wrote is passed on. With lists=True,
+    sweepable options take comma lists (--bs 4K,64K) and boolean ones an
+    optional list (--direct true,false)."""
     defaults = JobSpec()
-    group = parser.add_argument_group("job options" + (" (comma lists make sweep dimensions)" if lists else ""))
+    group = parser.add_argument_group(title + (" (comma lists make sweep dimensions)" if lists else ""))
     for opt in OPTIONS:
         name = opt.name
-        if name == "path":
+        if name == "path" or (only and name not in only):
             continue
         default = opt.format(getattr(defaults, name))
         listable = lists and opt.sweep
@@ -105,3 +107,47 @@ def options_markdown() -> str:
         lines.append(f"| {flags} | `{opt.key}` | `{opt.column}` | {KIND_UNITS[opt.kind]} | {default} | {allowed} | "
                      f"{'yes' if opt.sweep else 'no'} | {help_text} |")
     return "\n".join(lines) + "\n"
+
+
+# ---- training workloads (train, predict, prepare --workload) ----
+
+WORKLOAD_FLAGS = (  # field, flag, metavar, help
+    ("files", "--files", "N", "files in the dataset"),
+    ("samples_per_file", "--samples-per-file", "N", "samples in each file"),
+    ("record_bytes", "--record-bytes", "SIZE", "mean sample size"),
+    ("record_stdev", "--record-stdev", "SIZE", "standard deviation of DLIO's sample size (see docs/train.md)"),
+    ("batch", "--batch", "N", "samples per step, per accelerator"),
+    ("read_threads", "--read-threads", "N", "reader threads per accelerator"),
+    ("prefetch", "--prefetch", "N", "DLIO's prefetch_size: batches held ahead = read threads x ceil(prefetch / read threads)"),
+    ("transfer_size", "--transfer-size", "SIZE", "each sample is read in chunks of this size"),
+    ("compute_s", "--compute-time", "TIME", "emulated compute per step (a sleep)"),
+    ("compute_stdev_s", "--compute-stdev", "TIME", "standard deviation of the compute time (normal distribution)"),
+    ("au_threshold", "--au", "FRACTION", "the accelerator utilisation a run must reach to pass, e.g. 0.9"),
+)
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """--workload and a flag per workload field, to change a built-in or file workload."""
+    from gdsbench.train.workloads import BUILT_IN
+
+    group = parser.add_argument_group("workload (any field overrides the workload's own)")
+    group.add_argument("--workload", required=True, metavar="NAME|FILE.toml",
+                       help=f"a built-in workload ({', '.join(BUILT_IN)}) or a TOML file describing one")
+    for field, flag, metavar, text in WORKLOAD_FLAGS:
+        if field not in skip:
+            group.add_argument(flag, dest=field, metavar=metavar, default=None, help=text)
+
+
+def workload_from_args(args: argparse.Namespace):
+    """The workload named by --workload, with every field given on the command line in place of its own."""
+    from gdsbench.train import workloads
+
+    base = workloads.load(args.workload)
+    overrides = {}
+    for field, flag, _, _ in WORKLOAD_FLAGS:
+        value = getattr(args, field, None)
+        if value is not None:
+            overrides[field] = workloads.parse_field(field, value, flag)
+    if getattr(args, "seed", None) is not None:
+        overrides["seed"] = args.seed
+    return workloads.with_overrides(base, overrides)

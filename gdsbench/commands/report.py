@@ -15,10 +15,14 @@ class ReportCommand:
                             help="point whose throughput timeline to draw (default: the best bandwidth point)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gdsbench.reporting import report
-        from gdsbench.results.store import resolve_run
+        from gdsbench.reporting import report, train_report
+        from gdsbench.results.store import RunStore, resolve_run
 
-        built = report.build(resolve_run(args.run, args.results), args.out, args.point)
+        run_dir = resolve_run(args.run, args.results)
+        if RunStore.open(run_dir).info().get("kind") == "train":
+            print(f"report: {train_report.build(run_dir, args.out)}")
+            return 0
+        built = report.build(run_dir, args.out, args.point)
         for what, value in built.summary.items():
             print(f"{what}: {value}")
         print(f"report: {built.html_path}")

@@ -276,6 +276,8 @@ class Children:
         finally:
             self.stop()
         if failure is not None:
+            if interrupts:  # the failures are the processes stopping as told
+                raise KeyboardInterrupt
             index, kind, message, info = failure
             cls = getattr(errors, kind, IoFailure)
             raise cls(f"process {index} (pid {info.get('pid')}) on {info.get('host')}: {message}")

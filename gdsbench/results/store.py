@@ -47,7 +47,6 @@ POINTS_JSONL = "points.jsonl"
 POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
 LOCK_FILE = "lock"
-LIST_COLUMNS = ("hist_index", "hist_count", "timeline_bytes")
 FINAL_STATUSES = ("complete", "failed", "interrupted")
 
 
@@ -307,7 +306,9 @@ class RunStore:
 
     def write_tables(self, table: pa.Table) -> None:
         _write_atomic(os.path.join(self.path, POINTS_PARQUET), lambda tmp: pq.write_table(table, tmp), durable=False)
-        flat = table.drop_columns([c for c in LIST_COLUMNS if c in table.column_names])
+        # CSV has no lists: the histograms, timelines and per-step series stay in the Parquet file
+        flat = table.drop_columns([f.name for f in table.schema if pa.types.is_list(f.type)
+                                   or pa.types.is_large_list(f.type)])
         _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: pa_csv.write_csv(flat, tmp), durable=False)
 
 

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gdsbench.commands.options import add_job_arguments, add_workload_arguments, job_values, workload_from_args
+
+# The job options a training reader takes (the rest are the workload's, or the emulation's own)
+READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register")
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="DIR", help="the dataset: a directory `gdsbench prepare --workload` wrote, or any "
+                                                   "directory of files (each file one sample, as DLIO's npz)")
+    add_workload_arguments(parser)
+    add_job_arguments(parser, only=READER_OPTIONS, title="how samples are read (--qd: chunks in flight per reader)")
+    parser.add_argument("--allow-cached", action="store_true",
+                        help="--buffered with a dataset under 5x this host's memory (its pages are dropped before each run)")
+
+
+def open_inputs(args: argparse.Namespace):
+    """The workload, the dataset and the readers' job, from the command line."""
+    from gdsbench.train.dataset import open_dataset
+    from gdsbench.train.session import reader_spec
+
+    workload = workload_from_args(args)
+    dataset = open_dataset(args.path)
+    return workload, dataset, reader_spec(workload, dataset, job_values(args))
+
+
+def parse_counts(text: str) -> list[int]:
+    from gdsbench.job.errors import UsageError
+
+    try:
+        counts = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--accelerators {text}: give a number, or a comma list such as 1,2,4,8") from None
+    if not counts or min(counts) < 1:
+        raise UsageError(f"--accelerators {text}: each count must be at least 1")
+    return counts
+
+
+class TrainCommand:
+    name = "train"
+    help = "emulate training input: N accelerators read batches, compute (sleep) and wait for each other; AU as DLIO"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_dataset_arguments(parser)
+        parser.add_argument("--accelerators", default=None, metavar="N[,...]",
+                            help="emulated accelerators (processes; under mpirun, the ranks); a comma list walks the AU "
+                                 "curve (default: 1, or the number of MPI ranks)")
+        parser.add_argument("--epochs", type=int, default=1, metavar="E", help="epochs (default: 1)")
+        parser.add_argument("--steps", type=int, default=0, metavar="S",
+                            help="at most S steps per epoch (default: DLIO's, files x samples / batch / accelerators)")
+        parser.add_argument("--repeat", type=int, default=1, metavar="K", help="emulate each count K times (default: 1)")
+        parser.add_argument("--warm", action="store_true", help="keep the dataset's pages in the page cache")
+        parser.add_argument("--predict", action="store_true",
+                            help="also predict (gdsbench predict) and show the predicted AU beside each emulated one")
+        parser.add_argument("--probe-seconds", type=float, default=3.0, metavar="S", help="with --predict: each probe's length")
+        parser.add_argument("--name", default=None, help="run name (default: train-WORKLOAD)")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.execution import mpi
+        from gdsbench.job.errors import UsageError
+        from gdsbench.reporting import train_report
+        from gdsbench.train import predict, session
+
+        for flag, value in (("--epochs", args.epochs), ("--repeat", args.repeat)):
+            if value < 1:
+                raise UsageError(f"{flag} {value}: must be at least 1")
+        if args.steps < 0:
+            raise UsageError(f"--steps {args.steps}: must be 0 (DLIO's) or more")
+        workload, dataset, spec = open_inputs(args)
+        comm = mpi.world()
+        counts = parse_counts(args.accelerators) if args.accelerators else [comm.Get_size() if comm else 1]
+        run = session.TrainRun(workload, dataset, spec, counts, args.epochs, args.steps, args.repeat, args.warm)
+        session.check_counts(run)
+        session.cache_and_dataset_notes(run, args.allow_cached)
+        if args.predict and mpi.is_root():
+            run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
+                                             probe_seconds=args.probe_seconds, progress=_say)
+            print(train_report.prediction_text(run.prediction))
+        store = session.start_store(run, args.results, args.name)
+        status = "failed"
+        show = mpi.is_root() and not args.json
+        if show:
+            print(train_report.header(run))
+        try:
+            session.train(run, store, on_point=(lambda row: print(train_report.point_line(row, workload), flush=True))
+                          if show else None)
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            print("gdsbench: interrupted; the counts finished so far are saved", file=sys.stderr)
+        finally:
+            session.finish_store(store, status)
+        if not mpi.is_root():
+            return 0
+        if args.json:
+            json.dump(run.rows, sys.stdout, indent=1, default=float)
+            print()
+        else:
+            print(train_report.verdict(run.rows, workload.name, workload.au_threshold))
+        if store is not None and run.rows:
+            try:
+                built = train_report.build(store.path)
+                print(f"run: {store.path}\nreport: {built}", file=sys.stderr if args.json else sys.stdout)
+            except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
+                print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
+        return 130 if status == "interrupted" else 0
+
+
+def _say(text: str) -> None:
+    print(f"gdsbench: {text}", file=sys.stderr, flush=True)
+
+
+class PredictCommand:
+    name = "predict"
+    help = "predict, from a short probe and a model of the pipeline, the most accelerators a dataset's storage keeps busy"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_dataset_arguments(parser)
+        parser.add_argument("--steps", type=int, default=0, metavar="S", help="at most S steps per epoch, as in train")
+        parser.add_argument("--also", default=None, metavar="N[,...]", help="also predict AU at these counts")
+        parser.add_argument("--probe-seconds", type=float, default=3.0, metavar="S", help="each probe's length (default: 3)")
+        parser.add_argument("--json", action="store_true", help="print the prediction and every figure it used as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.job.errors import UsageError
+        from gdsbench.reporting import train_report
+        from gdsbench.train import predict
+        from gdsbench.train.dataset import check_cache
+
+        if args.probe_seconds <= 0:
+            raise UsageError(f"--probe-seconds {args.probe_seconds}: must be more than 0")
+        workload, dataset, spec = open_inputs(args)
+        check_cache(dataset, spec.direct, args.allow_cached)
+        result = predict.predict(workload, dataset, spec, steps=args.steps,
+                                 also=parse_counts(args.also) if args.also else None, probe_seconds=args.probe_seconds,
+                                 progress=None if args.json else _say)
+        if args.json:
+            json.dump(result.to_dict(), sys.stdout, indent=1, default=float)
+            print()
+        else:
+            print(train_report.prediction_text(result))
+        return 0

@@ -1,0 +1,10 @@
+"""`gdsbench train` and `gdsbench predict`: will this storage keep my GPUs busy?
+
+    workloads.py     what a training job reads: unet3d, resnet50, cosmoflow (DLIO's H100 configs), or a TOML file
+    dataset.py       a file set in a workload's shape (prepare --workload), and how samples are dealt to accelerators
+    pipeline.py      one emulated accelerator: read threads, prefetch, compute as sleep, the step barrier
+    accelerators.py  N of them: processes held by a shared-memory barrier, or MPI ranks
+    metrics.py       AU as DLIO computes it, throughput, step and wait times, the cost of stragglers
+    session.py       a train run: one emulation per accelerator count, saved as a run folder
+    predict.py       the answer in minutes: a short probe of the storage and a model of the pipeline
+"""

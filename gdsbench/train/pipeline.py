@@ -1,0 +1,213 @@
+"""One emulated accelerator: the input pipeline of a data-parallel training
+job, with compute replaced by sleep, as DLIO runs it.
+
+    read threads   each takes whole batches, round-robin (batch b goes to
+                   thread b mod R), and reads their samples one after another
+                   with its own native SampleReader: whole, in transfer-size
+                   chunks, into host or GPU memory
+    prefetch       at most read_threads x ceil(prefetch / read_threads)
+                   batches are asked for ahead of the accelerator (PyTorch's
+                   DataLoader, as DLIO configures it)
+    step           wait for the next batch, sleep the compute time, then wait
+                   at the step barrier for every other accelerator
+
+Every time is taken on the monotonic clock: the step's start (the previous
+barrier's release), the batch's arrival, the end of compute, and the release.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gdsbench import _native
+from gdsbench.job.errors import GdsbenchError, IoFailure
+from gdsbench.train.dataset import Dataset, shard, steps_per_epoch
+from gdsbench.train.workloads import Workload
+
+
+@dataclass
+class EpochRecord:
+    """One accelerator's epoch, step by step (ns on the monotonic clock)."""
+
+    start_ns: int
+    end_ns: int  # after the last step's barrier
+    step_start_ns: np.ndarray  # previous barrier's release (the epoch's start for step 0)
+    loaded_ns: np.ndarray  # the batch was there
+    computed_ns: np.ndarray  # compute (sleep) over
+    released_ns: np.ndarray  # every accelerator had finished the step
+    compute_s: np.ndarray  # the compute time asked for, per step (what AU counts, as DLIO)
+    barrier_wait_ns: np.ndarray  # how long this accelerator waited at the barrier
+    batch_bytes: np.ndarray
+
+    def to_dict(self) -> dict:
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EpochRecord:
+        arrays = {k: np.asarray(v) for k, v in d.items() if isinstance(v, list)}
+        return cls(start_ns=d["start_ns"], end_ns=d["end_ns"], **arrays)
+
+
+@dataclass
+class AcceleratorRecord:
+    rank: int
+    host: str
+    epochs: list[EpochRecord] = field(default_factory=list)
+    bytes_read: int = 0
+    samples_read: int = 0
+    latency: object = None  # _native.LatencyHistogram: every chunk, issue to landing
+    verified_blocks: int = 0
+    verify_mismatches: int = 0
+    first_mismatch: str | None = None  # "path at offset N"
+    cpu_s: float = 0.0  # this process, the whole run
+    cached_fraction: float | None = None
+
+
+class Loader:
+    """The batches of one epoch, read ahead by the read threads."""
+
+    def __init__(self, readers: list, dataset: Dataset, batches: list[np.ndarray], in_flight: int, stop: threading.Event):
+        self.readers, self.dataset, self.batches, self.in_flight = readers, dataset, batches, in_flight
+        self.stop = stop
+        self.queues = [queue.SimpleQueue() for _ in readers]
+        self.ready: dict[int, int] = {}  # batch -> bytes read
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.bytes = self.samples = 0
+        self.threads = [threading.Thread(target=self._read, args=(w,), daemon=True) for w in range(len(readers))]
+        for t in self.threads:
+            t.start()
+        for b in range(min(in_flight, len(batches))):
+            self._ask(b)
+
+    def _ask(self, b: int) -> None:
+        self.queues[b % len(self.readers)].put(b)
+
+    def _read(self, w: int) -> None:
+        reader = self.readers[w]
+        while True:
+            b = self.queues[w].get()
+            if b is None or self.stop.is_set():
+                return
+            try:
+                total = 0
+                for i in self.batches[b]:
+                    path, offset, length = self.dataset.sample(int(i))
+                    total += reader.read(path, offset, length)[0]
+            except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
+                with self.cond:
+                    self.error = e
+                    self.cond.notify_all()
+                return
+            with self.cond:
+                self.ready[b] = total
+                self.bytes += total
+                self.samples += len(self.batches[b])
+                self.cond.notify_all()
+
+    def take(self, b: int) -> int:
+        """Wait for batch b; ask for the one `in_flight` batches after it. Its bytes."""
+        with self.cond:
+            while b not in self.ready and self.error is None and not self.stop.is_set():
+                self.cond.wait(0.1)
+            if self.error is not None:
+                raise self.error if isinstance(self.error, GdsbenchError) else IoFailure(str(self.error))
+            nbytes = self.ready.pop(b, 0)
+        if b + self.in_flight < len(self.batches):
+            self._ask(b + self.in_flight)
+        return nbytes
+
+    def close(self) -> None:
+        self.stop.set()
+        for q in self.queues:
+            q.put(None)
+        for t in self.threads:
+            t.join()
+
+
+class Accelerator:
+    """One rank: its readers, and its steps through each epoch."""
+
+    def __init__(self, rank: int, ranks: int, workload: Workload, dataset: Dataset, readers: list, barrier,
+                 max_steps: int = 0, should_stop=lambda: False):
+        self.rank, self.ranks, self.workload, self.dataset = rank, ranks, workload, dataset
+        self.readers, self.barrier, self.max_steps = readers, barrier, max_steps
+        self.should_stop = should_stop
+        self.rng = np.random.default_rng(workload.seed + 7919 * rank)
+
+    def steps(self) -> int:
+        steps = steps_per_epoch(self.dataset.samples, self.workload.batch, self.ranks)
+        return min(steps, self.max_steps) if self.max_steps else steps
+
+    def compute_time(self) -> float:
+        w = self.workload
+        if w.compute_stdev_s > 0:  # DLIO: random.normal(computation_time, computation_time_stdev)
+            return max(0.0, float(self.rng.normal(w.compute_s, w.compute_stdev_s)))
+        return w.compute_s
+
+    def run_epoch(self, epoch: int) -> tuple[EpochRecord, int, int]:
+        """One epoch; the record, and the bytes and samples read."""
+        w, n = self.workload, self.steps()
+        mine = shard(self.dataset.samples, self.rank, self.ranks, epoch, w.seed)
+        batches = [mine[s * w.batch:(s + 1) * w.batch] for s in range(n)]
+        cols = {k: np.zeros(n, dtype=np.int64) for k in ("step_start_ns", "loaded_ns", "computed_ns", "released_ns",
+                                                          "barrier_wait_ns", "batch_bytes")}
+        compute = np.zeros(n)
+        stop = threading.Event()
+        start = time.monotonic_ns()
+        loader = Loader(self.readers, self.dataset, batches, w.batches_in_flight, stop)
+        try:
+            step_start = start
+            for s in range(n):
+                if self.should_stop():
+                    raise KeyboardInterrupt
+                cols["step_start_ns"][s] = step_start
+                cols["batch_bytes"][s] = loader.take(s)
+                cols["loaded_ns"][s] = time.monotonic_ns()
+                compute[s] = self.compute_time()
+                time.sleep(compute[s])
+                cols["computed_ns"][s] = time.monotonic_ns()
+                cols["barrier_wait_ns"][s] = self.barrier.wait()
+                step_start = cols["released_ns"][s] = time.monotonic_ns()
+        finally:
+            loader.close()
+        record = EpochRecord(start_ns=start, end_ns=int(step_start), compute_s=compute, **cols)
+        return record, loader.bytes, loader.samples
+
+
+class SoloBarrier:
+    """The step barrier of a single accelerator: nobody to wait for."""
+
+    parties = 1
+
+    def wait(self) -> int:
+        return 0
+
+    def abort(self) -> None:
+        pass
+
+
+class MpiBarrier:
+    """The step barrier across MPI ranks (one accelerator per rank)."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.parties = comm.Get_size()
+
+    def wait(self) -> int:
+        began = time.monotonic_ns()
+        self.comm.Barrier()
+        return time.monotonic_ns() - began
+
+    def abort(self) -> None:
+        self.comm.Abort(1)
+
+
+def shared_barrier(memory, parties: int = 0):
+    """The native step barrier in shared memory (parties > 0: create it; 0: join it)."""
+    return _native.StepBarrier(memory, parties)

@@ -1,0 +1,137 @@
+"""`gdsbench train` from start to end: the job the readers run, the dataset's
+page cache, one emulation per accelerator count (and repeat), each saved as
+a point of a run folder as it completes, and the prediction beside them."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from gdsbench.execution import mpi
+from gdsbench.execution.runner import resolve_engine
+from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.spec import JobSpec, spec_from_values
+from gdsbench.results.store import RunStore
+from gdsbench.system import gpu
+from gdsbench.system.environment import host_environment
+from gdsbench.system.target import check_direct, inspect
+from gdsbench.train import accelerators, metrics
+from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch
+from gdsbench.train.predict import Prediction
+from gdsbench.train.workloads import Workload
+
+
+def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
+    """The job every SampleReader runs: the mode, engine and cache choice asked
+    for, chunks of the workload's transfer size, `qd` chunks in flight."""
+    values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
+    # (a reader reads the samples it is given: the job's runtime is never used)
+    spec = spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)).validate()
+    if not spec.transfer.native:
+        raise UsageError(f"--mode {spec.mode}: train reads through gdsbench's native readers; choose one of cpu, "
+                         "bounce, cached-bounce, gds")
+    spec = spec.replace(engine=resolve_engine(spec), direct=spec.is_direct, runtime_ns=spec.runtime_ns or 0)
+    gpu.require(spec)
+    if spec.verify and not dataset.patterned:
+        raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
+    if spec.direct:
+        check_direct(inspect(dataset.paths[0]), spec.bs, 0)
+    return spec
+
+
+@dataclass
+class TrainRun:
+    workload: Workload
+    dataset: Dataset
+    spec: JobSpec
+    counts: list[int]
+    epochs: int = 1
+    max_steps: int = 0
+    repeat: int = 1
+    warm: bool = False
+    cache_note: str | None = None
+    rows: list[dict] = field(default_factory=list)
+    prediction: Prediction | None = None
+
+    def info(self) -> dict:
+        return {"kind": "train", "workload": self.workload.to_dict(), "dataset": self.dataset.describe(),
+                "reader": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "verify", "gpu")},
+                "accelerators": self.counts, "epochs": self.epochs, "max_steps": self.max_steps, "repeat": self.repeat,
+                "environment": {"host": host_environment()}, "cache_note": self.cache_note,
+                "prediction": self.prediction.to_dict() if self.prediction else None}
+
+    def steps(self, n: int) -> int:
+        per_epoch = steps_per_epoch(self.dataset.samples, self.workload.batch, n)
+        return min(per_epoch, self.max_steps) if self.max_steps else per_epoch
+
+
+def check_counts(run: TrainRun) -> None:
+    for n in run.counts:
+        if n < 1:
+            raise UsageError(f"--accelerators {n}: must be at least 1")
+        if run.steps(n) < 2:
+            raise UsageError(f"--accelerators {n}: {run.dataset.samples} samples give each of {n} accelerators "
+                             f"{run.steps(n)} step(s) of {run.workload.batch}; AU needs at least 2 (the first is left "
+                             "out): prepare more files (--files)")
+
+
+def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
+    """One emulation of n accelerators: its summary row and the accelerators' records."""
+    if not run.warm:
+        accelerators.evict(run.dataset)
+    cached = accelerators.cached_fraction(run.dataset)
+    config = accelerators.TrainConfig(run.workload, run.dataset, run.spec, n, run.epochs, run.max_steps)
+    records = accelerators.run(config)
+    if records is None:  # an MPI rank other than 0
+        return {}, []
+    row = metrics.summarise(records, run.workload)
+    at, au = metrics.au_over_time(records)
+    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0])),
+               au_time_s=at.tolist(), au_time=au.tolist(),
+               step_time_s_all=[float(x) for r in records for e in r.epochs
+                                for x in ((e.released_ns - e.step_start_ns)[1:] / 1e9)])
+    if run.prediction is not None:
+        row["predicted_au_percent"] = run.prediction.au_at(n)
+    return row, records
+
+
+def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
+    """Every accelerator count, `repeat` times, each row saved as it completes."""
+    check_counts(run)
+    for point, n in enumerate(run.counts):
+        for r in range(run.repeat):
+            row, _ = emulate(run, n)
+            if not row:
+                continue
+            row.update(point=point, point_key=f"accelerators={n}", repeat=r)
+            run.rows.append(row)
+            if store is not None:
+                store.append(row)
+            if on_point:
+                on_point(row)
+            if row["verify_mismatches"]:  # saved and shown first: the figures are not lost
+                raise VerifyFailure(f"--verify: {row['verify_mismatches']} blocks read did not match the pattern "
+                                    f"(the first in {row['first_mismatch']})")
+    return run.rows
+
+
+def start_store(run: TrainRun, results: str, name: str | None) -> RunStore | None:
+    if not mpi.is_root():
+        return None
+    store = RunStore.create(results, name or f"train-{run.workload.name}", run.info())
+    store.lock()
+    return store
+
+
+def finish_store(store: RunStore | None, status: str) -> None:
+    if store is not None:
+        store.update_info(status=status)
+        store.unlock()
+
+
+def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> None:
+    run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached)
+    if run.cache_note:
+        print(f"gdsbench: note: {run.cache_note}", file=sys.stderr)
+    if run.dataset.note and not run.dataset.patterned:
+        print(f"gdsbench: note: {run.dataset.directory}: {run.dataset.note}", file=sys.stderr)

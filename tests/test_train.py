@@ -1,0 +1,265 @@
+"""gdsbench train and predict: the AU formula as DLIO has it, datasets in a
+workload's shape, the step barrier, the pipeline model, and small runs end to
+end (processes, MPI, a simulated GPU, verification)."""
+
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from gdsbench import _native
+from gdsbench.results.store import load
+from gdsbench.train import metrics, predict, workloads
+from gdsbench.train.dataset import open_dataset, record_sizes, shard, steps_per_epoch
+from gdsbench.train.pipeline import AcceleratorRecord, EpochRecord
+from tests.test_procs import mpirun, needs_mpi
+
+KiB, MiB = 1 << 10, 1 << 20
+SMALL = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2", "--read-threads", "2",
+         "--compute-time", "5ms"]
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    """120 samples of about 64 KiB, written by `gdsbench prepare --workload`."""
+    from gdsbench import cli
+
+    path = str(tmp_path_factory.mktemp("train") / "ds")
+    assert cli.main(["prepare", path, "--files", "120", *SMALL]) == 0
+    return path
+
+
+def epoch(compute, loaded_after, start=0.0, barrier_wait=None) -> EpochRecord:
+    """A synthetic epoch (seconds in, ns out): step k waits loaded_after[k] for data, computes, and is released."""
+    t, rows = start, []
+    for c, wait in zip(compute, loaded_after):
+        step_start = t
+        loaded = step_start + wait
+        computed = loaded + c
+        t = computed
+        rows.append((step_start, loaded, computed, t))
+    arr = (np.array(rows) * 1e9).astype(np.int64)
+    n = len(compute)
+    return EpochRecord(start_ns=int(start * 1e9), end_ns=int(arr[-1, 3]), step_start_ns=arr[:, 0], loaded_ns=arr[:, 1],
+                       computed_ns=arr[:, 2], released_ns=arr[:, 3], compute_s=np.array(compute, dtype=float),
+                       barrier_wait_ns=np.zeros(n, dtype=np.int64) if barrier_wait is None else np.array(barrier_wait),
+                       batch_bytes=np.zeros(n, dtype=np.int64))
+
+
+# ---- the AU formula (DLIO 2.0, utils/statscounter.py) ----
+
+
+def test_au_leaves_the_first_step_out_of_both_sides():
+    e = epoch([0.1] * 5, [2.0, 0.0, 0.1, 0.0, 0.0])  # a slow first step (filling the pipeline), one stall of 0.1 s
+    # compute of steps 2..5 over the time from the end of step 1's compute to the end
+    assert metrics.epoch_au(e) == pytest.approx(0.4 / 0.5)
+    assert metrics.block_au(np.array([0.1]), 0.1, 0, int(0.1e9)) == 0.0  # only the first step: nothing counted
+
+
+def test_au_of_blocks_is_weighted_by_their_steps():
+    e = epoch([0.1] * 6, [0.0, 0.0, 0.0, 0.0, 0.2, 0.0])  # blocks of 3 steps: the second has the stall
+    first = metrics.block_au(e.compute_s[:3], 0.1, 0, int(e.released_ns[2]))
+    second_start = int(e.released_ns[2])
+    second = metrics.block_au(e.compute_s[3:], (e.computed_ns[3] - e.step_start_ns[3]) / 1e9, second_start,
+                              int(e.released_ns[5]))
+    assert first == pytest.approx(1.0) and second == pytest.approx(0.2 / 0.4)
+    assert metrics.epoch_au(e, blocks=2) == pytest.approx((3 * first + 3 * second) / 6)
+
+
+def test_au_is_the_mean_over_ranks_then_over_epochs():
+    per_rank_epoch = np.array([[0.9, 0.5], [0.7, 0.3]])  # 2 ranks x 2 epochs
+    assert metrics.mean_over_ranks_then_epochs(per_rank_epoch) == pytest.approx(np.mean([0.8, 0.4]))
+
+
+def test_summary_counts_stragglers_as_the_longest_wait_at_each_barrier():
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 2})
+    fast = AcceleratorRecord(0, "h", [epoch([0.1] * 4, [0, 0, 0, 0], barrier_wait=[0, 50_000_000, 0, 20_000_000])],
+                             latency=_native.LatencyHistogram())
+    slow = AcceleratorRecord(1, "h", [epoch([0.1] * 4, [0, 0, 0, 0], barrier_wait=[0, 0, 30_000_000, 0])],
+                             latency=_native.LatencyHistogram())
+    row = metrics.summarise([fast, slow], w)
+    assert row["straggler_mean_s"] == pytest.approx((0.05 + 0.03 + 0.02) / 3)
+    assert row["accelerators"] == 2 and row["au_percent"] == pytest.approx(100.0)
+    assert row["samples_per_s"] == pytest.approx(2 * 4 * 2 / 0.4)
+
+
+# ---- datasets ----
+
+
+def test_sample_sizes_are_drawn_as_dlio_draws_them():
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"record_bytes": 8 * MiB, "record_stdev": 2 * MiB})
+    sizes = record_sizes(w, 20_000)
+    assert np.all(sizes % 4096 == 0) and sizes.min() > 0
+    assert sizes.mean() == pytest.approx(8 * MiB, rel=0.01)
+    assert sizes.std() == pytest.approx(2 * MiB / np.sqrt(2), rel=0.03)  # d1 x d2, each of sd stdev / (2 sqrt(mean))
+    fixed = record_sizes(workloads.with_overrides(w, {"record_stdev": 0}), 10)
+    assert len(set(fixed.tolist())) == 1 and abs(int(fixed[0]) - 8 * MiB) < 8192
+
+
+def test_each_accelerator_gets_its_own_share_shuffled_by_epoch():
+    shares = [shard(100, r, 3, epoch=0, seed=5) for r in range(3)]
+    assert sorted(np.concatenate(shares).tolist()) == list(range(100))
+    assert not np.array_equal(shard(100, 0, 3, epoch=0, seed=5), shard(100, 0, 3, epoch=1, seed=5))
+    assert steps_per_epoch(100, 7, 3) == 4
+
+
+def test_prepare_writes_the_shape_and_a_manifest(dataset_dir, gdsbench):
+    d = open_dataset(dataset_dir)
+    assert d.samples == 120 and d.patterned and len(d.paths) == 120
+    assert abs(d.length.mean() - 64 * KiB) < 16 * KiB
+    r = gdsbench("prepare", dataset_dir, "--files", "120", *SMALL[:-2], "--record-bytes", "128K")
+    assert r.code == 2 and "another shape" in r.err
+
+
+def test_a_directory_without_a_manifest_is_one_sample_per_file(tmp_path):
+    for i in range(3):
+        (tmp_path / f"img_{i}.npz").write_bytes(b"x" * (10_000 + i))
+    d = open_dataset(str(tmp_path))
+    assert d.samples == 3 and not d.patterned and d.length.tolist() == [10_000, 10_001, 10_002]
+
+
+def test_a_workload_file_names_the_line_of_an_error(tmp_path, gdsbench, dataset_dir):
+    bad = tmp_path / "mine.toml"
+    bad.write_text('base = "unet3d"\nbatch = 4\ncompute_time = 1\n')
+    r = gdsbench("train", dataset_dir, "--workload", bad)
+    assert r.code == 2 and "line 3" in r.err and "unknown field" in r.err
+    good = tmp_path / "tiny.toml"
+    good.write_text('base = "unet3d"\nrecord_bytes = "64K"\nbatch = 2\ncompute_s = "5ms"\nread_threads = 2\n')
+    w = workloads.load(str(good))
+    assert (w.name, w.batch, w.compute_s, w.record_bytes, w.format) == ("tiny", 2, 0.005, 64 * KiB, "npz")
+
+
+def test_the_built_in_workloads_are_dlio_s_h100_configs():
+    u, r, c = (workloads.BUILT_IN[n] for n in ("unet3d", "resnet50", "cosmoflow"))
+    assert (u.files, u.record_bytes, u.record_stdev, u.batch, u.read_threads, u.compute_s, u.au_threshold) == \
+        (168, 146_600_628, 68_341_808, 7, 4, 0.323, 0.90)
+    assert (r.files, r.samples_per_file, r.record_bytes, r.batch, r.read_threads, r.compute_s) == \
+        (1024, 1251, 114_660, 400, 8, 0.224)
+    assert (c.files, c.record_bytes, c.batch, c.compute_s, c.au_threshold) == (524_288, 2_828_486, 1, 0.0035, 0.70)
+    assert u.demand_bytes_per_s == pytest.approx(3.18e9, rel=0.01)  # shared/workloads.md: 3.18 GB/s per H100
+
+
+# ---- the step barrier ----
+
+
+def test_the_barrier_holds_everyone_for_the_slowest_and_can_be_aborted():
+    import mmap
+
+    memory = mmap.mmap(-1, _native.BARRIER_BYTES)
+    _native.StepBarrier(memory, 3)
+    waited = {}
+
+    def party(name: str, delay: float) -> None:
+        time.sleep(delay)
+        waited[name] = _native.StepBarrier(memory).wait() / 1e9
+
+    threads = [threading.Thread(target=party, args=(n, d)) for n, d in (("a", 0), ("b", 0.02), ("slow", 0.3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert waited["a"] >= 0.25 and waited["b"] >= 0.2 and waited["slow"] < 0.05
+    stuck = _native.StepBarrier(memory)
+    threading.Timer(0.1, _native.StepBarrier(memory).abort).start()
+    with pytest.raises(Exception, match="aborted"):
+        stuck.wait()
+
+
+# ---- the model ----
+
+
+def fixed_curve(rate: float) -> predict.Curve:
+    return predict.Curve([predict.ProbePoint(readers=c, bytes=0, seconds=1, samples=100, rate=rate, spread=0,
+                                             cpu_share=0) for c in (1, 64)])
+
+
+def test_the_model_matches_the_steady_state_where_it_is_simple():
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 4, "read_threads": 2, "compute_s": 0.1,
+                                                                 "record_stdev": 0})
+    sizes = np.full(1000, float(MiB))
+    need = 4 * MiB / 0.1  # 40 MiB/s per accelerator
+    plenty = fixed_curve(10 * need)
+    assert predict.simulate(w, sizes, plenty, 5, 200) > 0.99
+    scarce = fixed_curve(2 * need)  # 2 accelerators' worth, shared by 4: steady state AU = 50%
+    assert predict.simulate(w, sizes, scarce, 4, 400) == pytest.approx(0.5, abs=0.03)
+
+
+# ---- end to end ----
+
+
+def test_train_emulates_and_saves_a_run_with_its_page(dataset_dir, gdsbench, tmp_path):
+    r = gdsbench("train", dataset_dir, *SMALL, "--accelerators", "1,2", "--results", tmp_path, "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)
+    assert [x["accelerators"] for x in rows] == [1, 2]
+    for x in rows:
+        assert 0 < x["au_percent"] <= 100 and x["steps_per_epoch"] == 120 // 2 // x["accelerators"]
+        assert x["samples_read"] >= x["steps_per_epoch"] * 2 * x["accelerators"]
+        assert "O_DIRECT" in x["data_path"] and x["chunk_latency_p50_ns"] > 0
+    run = os.path.join(tmp_path, os.listdir(tmp_path)[0])
+    df = load(run)
+    assert df.attrs["run"]["kind"] == "train" and len(df) == 2 and df.attrs["run"]["status"] == "complete"
+    assert os.path.exists(os.path.join(run, "report", "report.html"))
+    assert os.path.exists(os.path.join(run, "report", "au_vs_accelerators.png"))
+    again = gdsbench("report", run, "--out", tmp_path / "page")
+    assert again.code == 0 and os.path.exists(tmp_path / "page" / "step_times.png")
+
+
+def test_train_prints_a_pass_or_fail_line(dataset_dir, gdsbench, tmp_path):
+    r = gdsbench("train", dataset_dir, *SMALL, "--results", tmp_path, "--au", "0.5")
+    assert r.code == 0, r.err
+    assert "1 accelerator(s): AU" in r.out and ("PASS" in r.out or "FAIL" in r.out)
+
+
+def test_verify_finds_a_corrupted_sample(tmp_path, gdsbench):
+    from gdsbench import cli
+
+    path = str(tmp_path / "ds")
+    assert cli.main(["prepare", path, "--files", "20", *SMALL]) == 0
+    victim = sorted(p for p in os.listdir(path) if p.endswith(".dat"))[3]
+    with open(os.path.join(path, victim), "r+b") as f:
+        f.seek(5000)
+        f.write(b"\xff")
+    r = gdsbench("train", path, *SMALL, "--verify", "--results", tmp_path)
+    assert r.code == 4 and victim in r.err and "did not match" in r.err
+
+
+def test_gpu_modes_run_on_the_simulated_device_and_say_so(dataset_dir, gdsbench, tmp_path):
+    r = gdsbench("train", dataset_dir, *SMALL, "--mode", "bounce", "--gpu-backend", "sim", "--verify", "--json",
+                 "--results", tmp_path)
+    assert r.code == 0, r.err
+    row = json.loads(r.out)[0]
+    assert "SIMULATED" in row["data_path"] and row["verified_blocks"] > 0 and row["verify_mismatches"] == 0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--mode", "kvikio"], "native readers"),
+    (["--accelerators", "0"], "at least 1"),
+    (["--accelerators", "100"], "step(s)"),
+    (["--buffered"], "--allow-cached"),
+    (["--batch", "0"], "--batch 0"),
+])
+def test_bad_input_is_one_line(dataset_dir, gdsbench, tmp_path, args, words):
+    r = gdsbench("train", dataset_dir, *SMALL, *args, "--results", tmp_path)
+    assert r.code == 2 and words in r.err and "Traceback" not in r.err
+
+
+def test_predict_gives_the_answer_and_the_figures_it_used(dataset_dir, gdsbench):
+    r = gdsbench("predict", dataset_dir, *SMALL, "--probe-seconds", "0.3", "--json")
+    assert r.code == 0, r.err
+    p = json.loads(r.out)
+    assert p["max_accelerators"] >= 1 and p["probe"][0]["readers"] == 2
+    assert all(q["rate_bytes_per_s"] > 0 for q in p["probe"])
+    assert any(a["accelerators"] == p["max_accelerators"] for a in p["au"])
+    assert p["demand_bytes_per_s"] == pytest.approx(2 * open_dataset(dataset_dir).length.mean() / 0.005)
+
+
+@needs_mpi
+def test_mpi_ranks_are_the_accelerators(dataset_dir, tmp_path):
+    proc = mpirun(2, "train", dataset_dir, *SMALL, "--results", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert rows[0]["accelerators"] == 2 and len(os.listdir(tmp_path)) == 1
