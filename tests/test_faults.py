@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import is_root
+from conftest import MPI_ENV, is_root, mpirun, mpirun_command, needs_mpi
 
 from gdsbench import JobSpec, UsageError, load, prepare, run
 from gdsbench.job.spec import OPTIONS
@@ -101,6 +101,53 @@ def test_the_parent_killed_leaves_no_process_behind(tmp_path):
     while time.monotonic() < deadline and any(alive(c) for c in everyone):
         time.sleep(0.1)
     assert set(workers) <= set(everyone) and not [c for c in everyone if alive(c)], "orphans left behind"
+
+
+def rank_processes(launcher: int, n: int, timeout: float = 20) -> dict[int, int]:
+    """{rank: pid} of the gdsbench ranks an mpirun started, from their environment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ranks, todo = {}, [launcher]
+        while todo:
+            pid = todo.pop()
+            todo += children_of(pid)
+            if "-m gdsbench" in cmdline(pid) and "prterun" not in cmdline(pid) and "mpirun" not in cmdline(pid):
+                try:
+                    env = dict(v.split("=", 1) for v in open(f"/proc/{pid}/environ").read().split("\0") if "=" in v)
+                except OSError:
+                    continue
+                if "OMPI_COMM_WORLD_RANK" in env:
+                    ranks[int(env["OMPI_COMM_WORLD_RANK"])] = pid
+        if len(ranks) >= n:
+            return ranks
+        time.sleep(0.05)
+    raise AssertionError(f"{n} MPI ranks did not start")
+
+
+@needs_mpi
+def test_a_rank_killed_under_mpirun_gets_a_line_from_gdsbench_and_leaves_nothing():
+    launcher = subprocess.Popen(mpirun_command(2, "run", "--engine", "null", "--runtime", "60s"), cwd=ROOT,
+                                env=MPI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ranks = rank_processes(launcher.pid, 2)
+    time.sleep(2.0)  # measuring: both ranks are inside the native run
+    os.kill(ranks[1], signal.SIGKILL)
+    killed = time.monotonic()
+    _, err = launcher.communicate(timeout=30)
+    assert time.monotonic() - killed < 15 and launcher.returncode != 0
+    ours = [line for line in err.splitlines() if line.startswith("gdsbench: ")]
+    assert len(ours) == 1 and "rank 0 on " in ours[0] and "ended by SIGTERM" in ours[0], err
+    assert "Traceback" not in err and not alive(ranks[0])
+
+
+@needs_mpi
+def test_a_missing_per_rank_file_is_reported_by_the_rank_that_reads_it(tmp_path):
+    base = str(tmp_path / "pr.dat")
+    prepare(f"{base}.0", 4 * MiB)  # rank 1's file, pr.dat.1, is missing
+    proc = mpirun(2, "run", base, "--layout", "per-proc", "--runtime", "1s", timeout=60)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("gdsbench: error: ")]
+    assert proc.returncode != 0 and errors, proc.stderr
+    assert "rank 1 on " in errors[0] and f"{base}.1" in errors[0] and "does not exist" in errors[0]
+    assert not any("does not exist" in line for line in errors if "rank 0 on " in line), errors
 
 
 # ---- results lost, hidden or wrong ----

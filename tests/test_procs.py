@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import mpirun, needs_mpi
 from test_histogram import exact_percentile
 
 from gdsbench import JobSpec, _native, load, run
@@ -20,7 +20,6 @@ from gdsbench.job.result import Result
 
 MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = os.path.join(os.path.dirname(sys.executable), "mpirun")
 
 
 def fake_part(samples, start_ns, nbytes=4096, stonewall_bytes=0):
@@ -158,21 +157,6 @@ def test_procs_is_a_sweep_dimension(gdsbench, tmp_path):
 
 
 # ---- MPI, on this host ----
-
-def mpi_env():
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-    return env
-
-
-needs_mpi = pytest.mark.skipif(not os.path.exists(MPIRUN) and not shutil.which("mpirun"),
-                               reason="mpirun not installed (pip install gdsbench[mpi])")
-
-
-def mpirun(n, *args, timeout=120):
-    launcher = MPIRUN if os.path.exists(MPIRUN) else shutil.which("mpirun")
-    return subprocess.run([launcher, "-n", str(n), "--oversubscribe", sys.executable, "-m", "gdsbench", *args],
-                          cwd=ROOT, env=mpi_env(), capture_output=True, text=True, timeout=timeout)
-
 
 @needs_mpi
 def test_mpirun_four_ranks(pattern_file):

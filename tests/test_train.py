@@ -9,13 +9,13 @@ import time
 
 import numpy as np
 import pytest
+from conftest import mpirun, needs_mpi
 
 from gdsbench import _native
 from gdsbench.results.store import load
 from gdsbench.train import metrics, predict, workloads
 from gdsbench.train.dataset import open_dataset, record_sizes, shard, steps_per_epoch
 from gdsbench.train.pipeline import AcceleratorRecord, EpochRecord
-from tests.test_procs import mpirun, needs_mpi
 
 KiB, MiB = 1 << 10, 1 << 20
 SMALL = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2", "--read-threads", "2",

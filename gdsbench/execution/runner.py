@@ -141,7 +141,7 @@ def _check_pattern(specs: list[JobSpec]) -> None:
     """--verify needs pattern files. A file counts as one if the first block of
     any region read from it, or its first block, carries the pattern: a region
     that starts at a corrupt block is what --verify is for (exit 4, naming it)."""
-    if not specs[0].verify:
+    if not specs or not specs[0].verify:
         return
     for path in dict.fromkeys(s.path for s in specs):
         offsets = {0} | {s.offset for s in specs if s.path == path}
@@ -170,7 +170,8 @@ def plan(spec: JobSpec) -> Plan:
     target = None
     if ENGINE_INFO[spec.engine]["reads_file"]:
         if nparts > 1:
-            target = inspect(spec.path + ".0" if spec.layout == "per-proc" else spec.path)
+            first = comm.Get_rank() if comm is not None else 0  # under MPI, a rank sizes the job from its own file
+            target = inspect(f"{spec.path}.{first}" if spec.layout == "per-proc" else spec.path)
             size = part_size(spec, target, nparts)
         else:
             target = inspect(spec.path)
@@ -186,8 +187,8 @@ def plan(spec: JobSpec) -> Plan:
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
-        parts = tuple(plan_parts(resolved, nparts, shift, resolve_region))
-        _check_pattern([part.spec for part in parts])
+        parts = tuple(plan_parts(resolved, nparts, shift, resolve_region, comm.Get_rank() if comm is not None else None))
+        _check_pattern([part.spec for part in parts if part.target is not None])
     return Plan(resolved, target, parts)
 
 
