@@ -165,6 +165,32 @@ def finished_run(tmp_path) -> str:
     return os.path.join(results, os.listdir(results)[0])
 
 
+def test_a_failed_sweep_and_an_interrupted_report_say_how_to_go_on(tmp_path, gdsbench, monkeypatch):
+    from gdsbench.execution import runner
+    from gdsbench.job.errors import IoFailure
+    from gdsbench.reporting import report
+
+    execute, calls = runner.execute, []
+
+    def fails_on_the_second_point(plan, **kw):
+        calls.append(plan)
+        if len(calls) == 2:
+            raise IoFailure("read failed at offset 0 (stand-in for a disk error)")
+        return execute(plan, **kw)
+
+    monkeypatch.setattr(runner, "execute", fails_on_the_second_point)
+    results = str(tmp_path / "r")
+    failed = gdsbench(*null_sweep_args(results))
+    run_id = os.listdir(results)[0]
+    assert failed.code == 3 and len(load(os.path.join(results, run_id))) == 1
+    assert f"points measured before it are saved, finish with: gdsbench sweep --resume {run_id}" in failed.err
+
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(report, "build", lambda path: (_ for _ in ()).throw(KeyboardInterrupt))
+    done = gdsbench("sweep", "--resume", run_id, "--results", results)
+    assert done.code == 130 and f"Write it with: gdsbench report {run_id}" in done.err, done.err
+
+
 def test_a_second_writer_of_the_same_run_is_refused_naming_the_first(tmp_path):
     run_dir = finished_run(tmp_path)
     holder = RunStore(run_dir)
