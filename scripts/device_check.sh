@@ -2,9 +2,10 @@
 # One command for a machine with an NVIDIA GPU and no internet (the project's
 # H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed; Python 3.12). It
 # builds gdsbench into a private prefix, then runs the steps named in
-# $DEVICE_STEPS (default all three): "modes" verifies and measures every GPU
+# $DEVICE_STEPS (default all four): "modes" verifies and measures every GPU
 # mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
-# `gdsbench validate` twice, "tests" runs the GPU-marked tests.
+# `gdsbench validate` twice, "train" emulates a scaled unet3d in each GPU mode
+# (verified) and predicts it, "tests" runs the GPU-marked tests.
 #
 #   scripts/device_carry.sh      # FIRST, in the checkout the device command is sent from:
 #                                # it fills .whl/ and .dev/, which the call must carry
@@ -13,8 +14,9 @@
 #   or, in a shorter call: DEVICE_STEPS="validate tests" scripts/device_check.sh   (timeout_s 300)
 #
 # Every step has a time limit: 7 s + 20 + 120 + 45, then modes 210, validate
-# 150 + 60, tests 50, and 10 to pack the logs: 672 s at worst for all three,
-# about 4 minutes in a normal run; "validate tests" alone about 2.
+# 150 + 60, train 20 + 4 x 45 + 40, tests 50, and 10 to pack the logs: 912 s
+# at worst for all four (more than one call allows: name fewer steps), about
+# 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (the device tool's folder), else results/device/. It
 # writes at most these files, so all of them come back:
@@ -24,6 +26,8 @@
 #   gpu_modes.json      every measured value, the platform facts, each child's end
 #   validate-default.json, validate-default.xml   the default profile's record and JUnit file
 #   validate-h200.txt, validate-h200.xml          the H200 example profile's table and JUnit file
+#   train-MODE.json     train rows of 1 and 2 accelerators in each mode (cpu, bounce, gds, kvikio)
+#   predict-gds.json    the prediction for the same workload in gds mode
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
 set -uo pipefail
@@ -36,7 +40,7 @@ prefix=/tmp/gdsbench-prefix   # the build goes here, never into the image's Pyth
 logs=/tmp/gdsbench-logs
 started=$(date +%s)
 
-steps=${DEVICE_STEPS:-modes validate tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
+steps=${DEVICE_STEPS:-modes validate train tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
 
 step() { echo; echo "== $* (+$(( $(date +%s) - started )) s, $(date -u +%H:%M:%S) UTC)"; }
 wants() { [[ " $steps " == *" $1 "* ]]; }
@@ -146,6 +150,21 @@ EOF
       --baseline "$out/validate-default.json" --junit "$out/validate-h200.xml" > "$out/validate-h200.txt"
     echo "validate (h200-gen5-nvme, --quick): exit $?"
     cat "$out/validate-h200.txt"
+  fi
+
+  if wants train; then
+    step "gdsbench train: scaled unet3d (256 files of 4 MiB) in each mode, verified; then predict"
+    local ds="$repo/results/scratch/train-unet3d" shape=(--workload unet3d --record-bytes 4M --record-stdev 1M)
+    timeout -k 5 20 $python -m gdsbench prepare "$ds" --files 256 "${shape[@]}" || echo "prepare: exit $?"
+    for mode in cpu bounce gds kvikio; do
+      timeout -k 5 45 $python -m gdsbench train "$ds" "${shape[@]}" --compute-time 50ms --mode "$mode" --verify \
+        --accelerators 1,2 --steps 30 --json > "$out/train-$mode.json"
+      echo "train --mode $mode: exit $?"
+    done
+    timeout -k 5 40 $python -m gdsbench predict "$ds" "${shape[@]}" --compute-time 50ms --mode gds --json \
+      > "$out/predict-gds.json"
+    echo "predict --mode gds: exit $?"
+    rm -rf "$ds"
   fi
 
   if wants tests; then

@@ -244,9 +244,8 @@ def fake_kvikio_modules(monkeypatch):
     driver.get = settings.__getitem__
     monkeypatch.setitem(sys.modules, "kvikio.defaults", defaults)
     monkeypatch.setitem(sys.modules, "kvikio.cufile_driver", driver)
-    cupy = types.ModuleType("cupy")
-    cupy.uint8 = np.uint8
-    cupy.empty = np.empty
+    cupy = types.ModuleType("cupy")  # TEST DOUBLE: numpy stands in for cupy, host memory for the GPU's
+    cupy.__getattr__ = lambda name: getattr(np, name)  # uint8, empty, arange, ... as numpy has them
     cupy.cuda = types.SimpleNamespace(Device=lambda i: contextlib.nullcontext())
     monkeypatch.setitem(sys.modules, "kvikio", kvikio)
     monkeypatch.setitem(sys.modules, "cupy", cupy)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 from conftest import mpirun, needs_mpi
+from test_gpu import fake_kvikio_modules, needs_gpu
 
 from gdsbench import _native
 from gdsbench.results.store import load
@@ -236,7 +237,7 @@ def test_gpu_modes_run_on_the_simulated_device_and_say_so(dataset_dir, gdsbench,
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--mode", "kvikio"], "native readers"),
+    (["--mode", "kvikio"], "kvikio"),  # no GPU, or no kvikio, here: said in one line
     (["--accelerators", "0"], "at least 1"),
     (["--accelerators", "100"], "step(s)"),
     (["--buffered"], "--allow-cached"),
@@ -263,3 +264,51 @@ def test_mpi_ranks_are_the_accelerators(dataset_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert rows[0]["accelerators"] == 2 and len(os.listdir(tmp_path)) == 1
+
+
+def test_kvikio_mode_reads_whole_samples_against_a_test_double(dataset_dir, monkeypatch):
+    """--mode kvikio's reader and its place in the pipeline, with TEST DOUBLES of
+    kvikio and cupy (plain pread into numpy, tests/test_gpu.py): untested on a GPU."""
+    from gdsbench.execution import kvikio_mode
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.train import accelerators
+    from gdsbench.train.pipeline import SoloBarrier
+
+    fake_kvikio_modules(monkeypatch)
+    ds = open_dataset(dataset_dir)
+    spec = JobSpec(path=ds.paths[0], mode="kvikio", engine="kvikio", bs=MiB, verify=True, direct=True)
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 2, "read_threads": 2, "compute_s": 0.002})
+    config = accelerators.TrainConfig(w, ds, spec, 1, max_steps=10)
+    readers = accelerators.make_readers(config, 0)
+    assert all(isinstance(r, kvikio_mode.SampleReader) for r in readers)
+    record = accelerators.run_accelerator(config, 0, SoloBarrier(), readers)
+    assert record.samples_read == 20 and record.latency.count == 20  # one pread, one latency sample, per sample
+    assert record.verified_blocks * 4 * KiB == record.bytes_read and record.verify_mismatches == 0
+
+    path, offset, length = ds.sample(0)
+    with open(path, "r+b") as f:  # one flipped byte, read three times: one bad block
+        f.seek(offset + 5000)
+        byte = f.read(1)
+        f.seek(offset + 5000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    reader = kvikio_mode.SampleReader(spec, 0)
+    for _ in range(3):
+        assert reader.read(path, offset, length)[0] == length
+    assert reader.verify_mismatches == 1 and (reader.first_mismatch_path, reader.first_mismatch_offset) == (
+        path, offset + 4 * KiB)
+    with pytest.raises(Exception, match="short read"):
+        reader.read(path, os.path.getsize(path) - 4 * KiB, 8 * KiB)
+    assert "NOT GPUDirect" in kvikio_mode.sample_data_path(spec, length)  # the double is in compatibility mode
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("mode", ["bounce", "gds", "kvikio"])
+def test_real_gpu_train_modes_land_correct_samples(dataset_dir, gdsbench, tmp_path, mode):
+    r = gdsbench("train", dataset_dir, *SMALL, "--mode", mode, "--verify", "--accelerators", "1,2", "--steps", "10",
+                 "--json", "--results", tmp_path)
+    if r.code == 2:  # e.g. cuFile or kvikio missing on this GPU machine: say so, do not fake it
+        pytest.skip(r.err.strip())
+    assert r.code == 0, r.err
+    for row in json.loads(r.out):
+        assert row["verified_blocks"] > 0 and row["verify_mismatches"] == 0 and "SIMULATED" not in row["data_path"]

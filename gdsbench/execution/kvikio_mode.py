@@ -23,7 +23,7 @@ from gdsbench import _native
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.pattern import check_device
+from gdsbench.system.pattern import bad_blocks, check_device
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
                "(to pread() returning, for reads kvikio did inside it)")
@@ -278,13 +278,18 @@ class _Loop:
                          wall_ns=time.monotonic_ns() - self.t0, start_realtime_ns=0, first_done_ns=0)
 
 
-def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
-    """Measure a resolved kvikio job; returns its record and the data path kvikio took."""
+def _import_kvikio():
     try:
         import cupy
         import kvikio
     except ImportError as e:
         raise UsageError(f"--mode kvikio needs {e.name}: pip install gdsbench[cu13]") from None
+    return cupy, kvikio
+
+
+def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
+    """Measure a resolved kvikio job; returns its record and the data path kvikio took."""
+    cupy, kvikio = _import_kvikio()
     run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
     defaults, _ = _modules()
     direct_posix = _configure(defaults, spec)
@@ -307,3 +312,69 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
             handle.close()
         record = loop.record(run_cpu0)
     return record, compat_description(kvikio, spec.bs, direct_posix, backends)
+
+
+class SampleReader:
+    """--mode kvikio in `gdsbench train`: the native SampleReader's interface,
+    reading each sample whole with one CuFile.pread into a cupy buffer on this
+    accelerator's GPU; kvikio splits it into --kvikio-task-size tasks on its
+    thread pool, as a RAPIDS data loader would. A sample is one latency sample
+    (pread to its future returning). Verification checks the blocks on the GPU."""
+
+    def __init__(self, spec: JobSpec, gpu: int):
+        self.cupy, self.kvikio = _import_kvikio()
+        defaults, _ = _modules()
+        self.direct_posix = _configure(defaults, spec)
+        self.spec, self.gpu = spec, gpu
+        self.files: dict[str, object] = {}  # path -> kvikio.CuFile, opened on first read
+        self.buffer = None  # grown to the largest sample read so far
+        self.latency = _native.LatencyHistogram()
+        self.verified_blocks = 0
+        self._bad: set[tuple[str, int]] = set()  # distinct bad blocks: read again, counted once
+        self.first_mismatch_path: str | None = None
+        self.first_mismatch_offset = 0
+
+    @property
+    def verify_mismatches(self) -> int:
+        return len(self._bad)
+
+    def read(self, path: str, offset: int, length: int) -> tuple[int, int, int]:
+        """Read one sample: (bytes, 1, ns from pread() to its future returning)."""
+        with self.cupy.cuda.Device(self.gpu):
+            if self.buffer is None or self.buffer.size < length:
+                self.buffer = self.cupy.empty(length, dtype=self.cupy.uint8)
+            handle = self.files.get(path)
+            if handle is None:
+                try:
+                    handle = self.files[path] = self.kvikio.CuFile(path, "r")
+                except RuntimeError as e:
+                    raise IoFailure(f"kvikio cannot open {path}: {e}") from None
+            started = time.monotonic_ns()
+            try:
+                got = handle.pread(self.buffer, length, offset).get()
+            except RuntimeError as e:
+                raise IoFailure(f"kvikio read of {length} bytes at offset {offset} of {path}: {e}") from None
+            took = time.monotonic_ns() - started
+            if got != length:
+                raise IoFailure(f"short read: kvikio read {got} of {length} bytes at offset {offset} of {path}")
+            if self.spec.verify:
+                bad = bad_blocks(self.cupy, self.buffer[:length], offset)
+                self.verified_blocks += length // _native.PATTERN_BLOCK
+                if bad and self.first_mismatch_path is None:
+                    self.first_mismatch_path, self.first_mismatch_offset = path, min(bad)
+                self._bad.update((path, b) for b in bad)
+        self.latency.add(np.asarray([took], dtype=np.uint64))
+        return got, 1, took
+
+    def close(self) -> None:
+        for handle in self.files.values():
+            handle.close()
+        self.files.clear()
+
+
+def sample_data_path(spec: JobSpec, typical_read: int) -> str:
+    """How kvikio reads samples of about this size, from its settings (train's
+    readers run in other processes, so its statistics are not at hand here)."""
+    _, kvikio = _import_kvikio()
+    defaults, _ = _modules()
+    return compat_description(kvikio, typical_read, _configure(defaults, spec))

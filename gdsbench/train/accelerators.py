@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution import mpi
+from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.native import to_native
 from gdsbench.execution.processes import Children, ParentLink, _Cancelled
 from gdsbench.job.errors import UsageError
@@ -40,12 +40,18 @@ class TrainConfig:
 
 
 def make_readers(config: TrainConfig, rank: int) -> list:
-    """One native SampleReader per read thread, its buffers on this accelerator's GPU in GPU modes."""
+    """One sample reader per read thread, its buffers on this accelerator's GPU in GPU modes."""
     spec = config.spec
-    gpu = spec.gpu[rank % len(spec.gpu)]
+    return sample_readers(spec, spec.gpu[rank % len(spec.gpu)], config.workload.read_threads)
+
+
+def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
+    """`count` readers of whole samples: native SampleReaders, or kvikio's in --mode kvikio."""
+    if not spec.transfer.native:
+        return [kvikio_mode.SampleReader(spec, gpu) for _ in range(count)]
     check = check_device if spec.real_gpu and spec.verify else None
     job = to_native(spec)
-    return [_native.SampleReader(job, gpu, check) for _ in range(config.workload.read_threads)]
+    return [_native.SampleReader(job, gpu, check) for _ in range(count)]
 
 
 def run_accelerator(config: TrainConfig, rank: int, barrier, readers=None, should_stop=lambda: False

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gdsbench import _native
-from gdsbench.execution.native import to_native
 from gdsbench.job.spec import JobSpec
+from gdsbench.train.accelerators import sample_readers
 from gdsbench.train.dataset import Dataset, steps_per_epoch
 from gdsbench.train.workloads import Workload
 
@@ -60,9 +59,7 @@ class ProbePoint:
 
 def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_SECONDS, seed: int = 1) -> ProbePoint:
     """X(readers): `readers` threads reading random samples of the dataset as fast as they can."""
-    job = to_native(spec)
-    gpu = spec.gpu[0]
-    pool = [_native.SampleReader(job, gpu, None) for _ in range(readers)]
+    pool = sample_readers(spec.replace(verify=False), spec.gpu[0], readers)
     rng = np.random.default_rng(seed)
     picks = [rng.integers(0, dataset.samples, 100_000) for _ in range(readers)]
     interval = max(seconds / 6, 0.05)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from gdsbench.execution import mpi
+from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.runner import resolve_engine
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.spec import JobSpec, spec_from_values
@@ -27,14 +27,11 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
     # (a reader reads the samples it is given: the job's runtime is never used)
     spec = spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)).validate()
-    if not spec.transfer.native:
-        raise UsageError(f"--mode {spec.mode}: train reads through gdsbench's native readers; choose one of cpu, "
-                         "bounce, cached-bounce, gds")
     spec = spec.replace(engine=resolve_engine(spec), direct=spec.is_direct, runtime_ns=spec.runtime_ns or 0)
     gpu.require(spec)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
-    if spec.direct:
+    if spec.direct and spec.transfer.native:  # kvikio chooses its own flags
         check_direct(inspect(dataset.paths[0]), spec.bs, 0)
     return spec
 
@@ -86,7 +83,9 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
         return {}, []
     row = metrics.summarise(records, run.workload)
     at, au = metrics.au_over_time(records)
-    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0])),
+    kvikio_path = None if run.spec.transfer.native else kvikio_mode.sample_data_path(
+        run.spec, int(run.dataset.length.mean()))
+    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0]), kvikio_path),
                au_time_s=at.tolist(), au_time=au.tolist(),
                step_time_s_all=[float(x) for r in records for e in r.epochs
                                 for x in ((e.released_ns - e.step_start_ns)[1:] / 1e9)])
