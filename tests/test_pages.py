@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from gdsbench import cli
 from gdsbench.reporting import compare, report
 from gdsbench.results.sweep import SweepSpec, run, start
 
@@ -42,7 +43,15 @@ def pages(tmp_path_factory):
         dirs.append(store.path)
     rep = report.build(dirs[0]).html_path
     cmp = compare.write(compare.compare(dirs), os.path.join(results, "cmp"))
-    return {"report": rep, "compare": cmp}
+    # a train run of 1 and 2 accelerators on a small dataset, with the prediction beside it
+    shape = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2",
+             "--read-threads", "2", "--compute-time", "5ms"]
+    dataset = os.path.join(results, "ds")
+    assert cli.main(["prepare", dataset, "--files", "60", *shape]) == 0
+    assert cli.main(["train", dataset, *shape, "--accelerators", "1,2", "--steps", "10", "--predict",
+                     "--probe-seconds", "0.3", "--name", "pages", "--results", os.path.join(results, "train")]) == 0
+    run_dir = os.path.join(results, "train", os.listdir(os.path.join(results, "train"))[0])
+    return {"report": rep, "compare": cmp, "train": os.path.join(run_dir, "report", "report.html")}
 
 
 def open_page(browser, path, size):
@@ -58,7 +67,7 @@ def open_page(browser, path, size):
     return page, problems
 
 
-@pytest.mark.parametrize("which", ["report", "compare"])
+@pytest.mark.parametrize("which", ["report", "compare", "train"])
 @pytest.mark.parametrize("width", list(WIDTHS))
 def test_page_loads_clean_and_is_readable(browser, pages, which, width):
     page, problems = open_page(browser, pages[which], WIDTHS[width])

@@ -19,7 +19,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom:
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
-td:first-child { overflow-wrap: normal; }
+td, th { overflow-wrap: normal; }  /* a table scrolls sideways (.scroll): never break inside a word */
 th { background: #f3f3f3; } .headline { font-size: 1.2em; font-weight: 600; margin: 1em 0; }
 .notice { border-left: 4px solid #c60; background: #fff6ec; padding: 0.4em 0.8em; margin: 0.5em 0; }
 .rule { color: #555; font-size: 0.9em; }

@@ -148,7 +148,13 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                  _s(r["step_time_p99_s"]), _s(r["wait_p99_s"]), _s(r["straggler_mean_s"]),
                  f"{r['cached_fraction']:.0%}"]
                 for _, r in df.sort_values(["accelerators", "repeat"]).iterrows()]
-        workload_rows = [[k, v] for k, v in w.items()]
+        ds = info["dataset"]
+        # the dataset read, as found on disk; then the workload's other fields (its file count only shapes `prepare`)
+        workload_rows = [["dataset", ds["directory"]], ["files", ds["files"]], ["samples", ds["samples"]],
+                         ["sample size (mean, sd)", f"{format_size(ds['mean_sample_bytes'])}, "
+                                                    f"{format_size(ds['stdev_sample_bytes'])}"]]
+        workload_rows += [[k, format_size(v) if k in ("record_bytes", "record_stdev", "transfer_size") else v]
+                          for k, v in w.items() if k not in ("files", "samples_per_file")]
         sections = [
             ("Answer", f"<p class='headline'>{html.esc(verdict(df.to_dict('records'), w['name'], w['au_threshold']))}</p>"
                        "<p class='rule'>AU as DLIO computes it: compute of every step but the first, over the time "
