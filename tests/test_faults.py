@@ -124,12 +124,24 @@ def rank_processes(launcher: int, n: int, timeout: float = 20) -> dict[int, int]
     raise AssertionError(f"{n} MPI ranks did not start")
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (SigCgt in /proc/PID/status)."""
+    try:
+        caught = next(line for line in open(f"/proc/{pid}/status") if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
 @needs_mpi
 def test_a_rank_killed_under_mpirun_gets_a_line_from_gdsbench_and_leaves_nothing():
     launcher = subprocess.Popen(mpirun_command(2, "run", "--engine", "null", "--runtime", "60s"), cwd=ROOT,
                                 env=MPI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ranks = rank_processes(launcher.pid, 2)
-    time.sleep(2.0)  # measuring: both ranks are inside the native run
+    deadline = time.monotonic() + 30
+    while not catches_sigterm(ranks[0]) and time.monotonic() < deadline:  # rank 0 has found MPI and said how to end
+        time.sleep(0.05)
+    time.sleep(1.0)  # then into the run: both ranks inside the native run or MPI's barrier
     os.kill(ranks[1], signal.SIGKILL)
     killed = time.monotonic()
     _, err = launcher.communicate(timeout=30)
