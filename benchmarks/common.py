@@ -8,6 +8,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "benchmarks")
 
@@ -70,11 +71,17 @@ class Throttle:
         return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]
 
     def close(self) -> None:
-        if self.group is not None:
+        """Remove the cgroup; processes that are still exiting (a run's children) keep it busy a moment."""
+        if self.group is None:
+            return
+        for _ in range(50):
             try:
                 os.rmdir(self.group)
-            except OSError:
-                pass
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # EBUSY while a process is still in it
+                time.sleep(0.05)
 
     def __enter__(self):
         return self
