@@ -4,6 +4,7 @@ end (processes, MPI, a simulated GPU, verification)."""
 
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -266,7 +267,7 @@ def test_mpi_ranks_are_the_accelerators(dataset_dir, tmp_path):
     assert rows[0]["accelerators"] == 2 and len(os.listdir(tmp_path)) == 1
 
 
-def test_kvikio_mode_reads_whole_samples_against_a_test_double(dataset_dir, monkeypatch):
+def test_kvikio_mode_reads_whole_samples_against_a_test_double(dataset_dir, monkeypatch, tmp_path):
     """--mode kvikio's reader and its place in the pipeline, with TEST DOUBLES of
     kvikio and cupy (plain pread into numpy, tests/test_gpu.py): untested on a GPU."""
     from gdsbench.execution import kvikio_mode
@@ -285,7 +286,9 @@ def test_kvikio_mode_reads_whole_samples_against_a_test_double(dataset_dir, monk
     assert record.samples_read == 20 and record.latency.count == 20  # one pread, one latency sample, per sample
     assert record.verified_blocks * 4 * KiB == record.bytes_read and record.verify_mismatches == 0
 
-    path, offset, length = ds.sample(0)
+    original, offset, length = ds.sample(0)
+    path = str(tmp_path / "copy.dat")  # the dataset is shared by other tests: corrupt a copy
+    shutil.copyfile(original, path)
     with open(path, "r+b") as f:  # one flipped byte, read three times: one bad block
         f.seek(offset + 5000)
         byte = f.read(1)

@@ -323,8 +323,7 @@ class SampleReader:
 
     def __init__(self, spec: JobSpec, gpu: int):
         self.cupy, self.kvikio = _import_kvikio()
-        defaults, _ = _modules()
-        self.direct_posix = _configure(defaults, spec)
+        _configure(_modules()[0], spec)  # kvikio's settings are global: the same for every reader
         self.spec, self.gpu = spec, gpu
         self.files: dict[str, object] = {}  # path -> kvikio.CuFile, opened on first read
         self.buffer = None  # grown to the largest sample read so far
@@ -365,11 +364,6 @@ class SampleReader:
                 self._bad.update((path, b) for b in bad)
         self.latency.add(np.asarray([took], dtype=np.uint64))
         return got, 1, took
-
-    def close(self) -> None:
-        for handle in self.files.values():
-            handle.close()
-        self.files.clear()
 
 
 def sample_data_path(spec: JobSpec, typical_read: int) -> str:

@@ -141,7 +141,7 @@ def _check_pattern(specs: list[JobSpec]) -> None:
     """--verify needs pattern files. A file counts as one if the first block of
     any region read from it, or its first block, carries the pattern: a region
     that starts at a corrupt block is what --verify is for (exit 4, naming it)."""
-    if not specs or not specs[0].verify:
+    if not specs or not specs[0].verify:  # none: the null engine's parts read no file
         return
     for path in dict.fromkeys(s.path for s in specs):
         offsets = {0} | {s.offset for s in specs if s.path == path}
@@ -163,6 +163,7 @@ def plan(spec: JobSpec) -> Plan:
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
     nparts = comm.Get_size() if comm is not None else spec.procs
+    own = comm.Get_rank() if comm is not None else None  # the part this process checks: under MPI, its rank's only
     check_memory_for(spec, 1 if comm is not None else nparts)
     gpu.require(spec)
     # a run with no time limit has runtime 0, here and in the native core; None only means "not given"
@@ -170,8 +171,8 @@ def plan(spec: JobSpec) -> Plan:
     target = None
     if ENGINE_INFO[spec.engine]["reads_file"]:
         if nparts > 1:
-            first = comm.Get_rank() if comm is not None else 0  # under MPI, a rank sizes the job from its own file
-            target = inspect(f"{spec.path}.{first}" if spec.layout == "per-proc" else spec.path)
+            # per-proc: sized from this process's own file (rank 0's locally; under MPI, the rank's)
+            target = inspect(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path)
             size = part_size(spec, target, nparts)
         else:
             target = inspect(spec.path)
@@ -187,7 +188,7 @@ def plan(spec: JobSpec) -> Plan:
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
-        parts = tuple(plan_parts(resolved, nparts, shift, resolve_region, comm.Get_rank() if comm is not None else None))
+        parts = tuple(plan_parts(resolved, nparts, shift, resolve_region, own))
         _check_pattern([part.spec for part in parts if part.target is not None])
     return Plan(resolved, target, parts)
 
