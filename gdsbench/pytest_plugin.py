@@ -9,19 +9,23 @@ Installed with gdsbench (the `pytest11` entry point), so a test writes
 and pytest-benchmark reports it, saves it (--benchmark-json, --benchmark-autosave) and compares it
 (--benchmark-compare, --benchmark-compare-fail) as it does any other benchmark.
 
-How the figures become pytest-benchmark's samples. They are measured natively, not by
-timing a Python call: each measurement's throughput timeline (one value per --interval,
-100 ms by default) gives one sample per full interval, over every repeat. A sample is the
-time that interval took per GiB read, or per read when the block size is under 64 KiB, so
-that:
-  - `ops` (1/mean) reads as GiB/s, or as IOPS;
-  - a slower storage is a larger sample, which `--benchmark-compare-fail=mean:10%` catches
-    (pytest-benchmark flags only increases);
-  - stddev and iqr say how steady the reads were within and between runs.
-The per-read latency percentiles, bandwidth, IOPS, CPU per GB, page cache state, data
-path and the job itself go in `extra_info`. pytest-benchmark has no public way to feed
-samples; this uses its fixture's `_make_stats` and `Metadata.update`, pinned to 5.x, and a
-test fails loudly if they change.
+How the figures become pytest-benchmark's statistics. A sample is a round of real work: one
+native run of a fixed number of reads (the same in every round), timed natively from the first
+read issued to the last completed. pytest-benchmark divides a round's time by its iterations,
+as it does for any benchmark; here the iterations of a round are its reads. So:
+  - min, mean, median, stddev and iqr are seconds per read, each averaged over one round;
+  - `ops` (iterations per second) is reads per second: IOPS, on every row;
+  - a slower storage is a longer round, which `--benchmark-compare-fail=mean:X%` catches
+    once bandwidth drops by X/(100+X) (20% fires at a 16.7% drop).
+A round holds as many reads as fill about 1/10 of --gdsbench-runtime, found by a warm-up run
+(the ramp) and rounded down to a power of two, and at least 4 times the reads in flight; an
+`io_size` given to storage_bench fixes it instead (per process, as in `gdsbench run`).
+Rounds run until --gdsbench-runtime is measured, and never fewer than pytest-benchmark's
+--benchmark-min-rounds (5). `extra_info` holds GiB/s, IOPS and the latency percentiles of
+each round and of the whole, the round's size, CPU per GB, page cache state, data path and
+the job. pytest-benchmark has no public way to feed samples; this uses its fixture's
+`_make_stats`, `_min_rounds` and `Metadata.update`, pinned to 5.x, and a test fails loudly if
+they change.
 
 Under pytest-xdist storage tests would run at once and measure each other: the fixture
 refuses to run in an xdist worker (pytest-benchmark itself turns off there).
@@ -32,13 +36,17 @@ from __future__ import annotations
 import pytest
 
 from gdsbench.job.errors import GdsbenchError, UsageError
-from gdsbench.job.spec import BY_KEY, ENGINE_INFO, JobSpec, spec_from_values
+from gdsbench.job.result import PERCENTILES, Result, back_to_back, percentile_key
+from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, ENGINE_INFO, JobSpec, spec_from_values
 
 PREFIX = "--gdsbench-"
 # Job options whose defaults a session sets from the command line, under the prefix.
 SESSION_OPTIONS = ("path", "runtime", "ramp", "mode", "gpu")
-IOPS_BELOW = 64 * 1024  # block sizes under this are IOPS tests: samples per read, not per GiB
 GIB = 1 << 30
+ROUNDS_WANTED = 10  # a round is sized to fill this share of --gdsbench-runtime
+PIPES_PER_ROUND = 4  # at least this many times the reads in flight, so filling and draining the queue is a small part
+WARMUP_NS = 200_000_000  # the warm-up when the job has no --ramp: long enough to size a round
+MAX_ROUNDS = 10_000
 
 
 def pytest_addoption(parser):
@@ -48,13 +56,21 @@ def pytest_addoption(parser):
         group.addoption(f"{PREFIX}{key.replace('_', '-')}", dest=f"gdsbench_{key}", default=None,
                         metavar=key.upper(), help=f"default for every storage_bench call: {opt.help}")
     group.addoption(f"{PREFIX}repeat", dest="gdsbench_repeat", type=int, default=1, metavar="N",
-                    help="measure each storage_bench call N times; every repeat's intervals are samples (default 1)")
+                    help="measure each storage_bench call N times over, each a warm-up and its rounds; every round "
+                         "is a sample (default 1)")
     group.addoption(f"{PREFIX}unavailable", dest="gdsbench_unavailable", choices=("skip", "fail"), default="skip",
                     help="a GPU mode (or engine) this machine cannot run: skip with the reason (default), or fail")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gdsbench(**job_options): defaults for storage_bench in this test or module")
+    # a bad session option is one usage error, before any test runs, not a failure in every test
+    try:
+        spec_from_values({k: v for k in SESSION_OPTIONS if (v := config.getoption(f"gdsbench_{k}")) is not None})
+    except UsageError as e:
+        raise pytest.UsageError(f"{PREFIX}{str(e).lstrip('-')}") from None
+    if config.getoption("gdsbench_repeat") < 1:
+        raise pytest.UsageError(f"{PREFIX}repeat {config.getoption('gdsbench_repeat')}: must be at least 1")
 
 
 def _defaults(request) -> dict:
@@ -70,37 +86,71 @@ def _defaults(request) -> dict:
     return values
 
 
-def _samples(result) -> tuple[list[float], str]:
-    """Seconds per GiB (or per read) of each full timeline interval, and the unit."""
-    spec = result.spec
-    per_read = spec.bs < IOPS_BELOW
-    interval_s = spec.interval_ns / 1e9
-    intervals = list(result.timeline_bytes)
-    if intervals and result.elapsed_ns - (len(intervals) - 1) * spec.interval_ns < spec.interval_ns:
-        intervals = intervals[:-1]  # the last one ends with the run, part-way through
-    samples = []
-    for nbytes in intervals:
-        nbytes = max(nbytes, spec.bs)  # an interval that completed nothing still counts, as one block's worth
-        samples.append(interval_s * spec.bs / nbytes if per_read else interval_s * GIB / nbytes)
-    if not samples and result.bytes:  # a run shorter than an interval: one sample for the whole of it
-        samples = [result.seconds * (spec.bs if per_read else GIB) / result.bytes]
-    return samples, "seconds per read" if per_read else "seconds per GiB"
+def _floor_power_of_two(n: float) -> int:
+    return 1 << (int(n).bit_length() - 1) if n >= 1 else 1
 
 
-def _extra_info(result, unit: str, repeats: int) -> dict:
-    s = result.summary()
+def round_reads(spec: JobSpec, warmup: Result | None, probe: Result | None, budget_ns: int) -> int:
+    """Reads per process in one round: what fills budget/ROUNDS_WANTED at the rate the warm-up
+    (or, where it completed too few reads, a natively timed probe) measured, rounded down to a
+    power of two so that small changes in speed keep the same round; at least PIPES_PER_ROUND
+    times the reads in flight. `io_size` in the job fixes it instead."""
+    per_process_depth = spec.qd * spec.threads
+    if spec.io_size:
+        return spec.io_size // spec.bs
+    measured = probe if probe is not None else warmup
+    rate = measured.iops / spec.procs if measured is not None and measured.ops else 0.0
+    wanted = rate * budget_ns / 1e9 / ROUNDS_WANTED
+    return max(PIPES_PER_ROUND * per_process_depth, _floor_power_of_two(wanted))
+
+
+def measure_rounds(spec: JobSpec, run, budget_ns: int, min_rounds: int) -> tuple[list[Result], int]:
+    """Warm up, size a round, and run rounds until budget_ns is measured (at least min_rounds):
+    the rounds' results and the reads per process in each. Ctrl-C: KeyboardInterrupt, so pytest
+    stops and no partial measurement is saved as if it were whole."""
+    def checked(result: Result) -> Result:
+        if result.interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    warmup = probe = None
+    if spec.ramp_ns or not spec.io_size:
+        warmup = checked(run(spec.replace(runtime_ns=spec.ramp_ns or WARMUP_NS, ramp_ns=0, io_size=0)))
+        if not spec.io_size and warmup.ops < spec.qd * spec.threads * spec.procs:  # too few reads to give a rate
+            probe = checked(run(spec.replace(runtime_ns=0, ramp_ns=0, io_size=spec.qd * spec.threads * spec.bs)))
+    reads = round_reads(spec, warmup, probe, budget_ns)
+    one_round = spec.replace(runtime_ns=0, ramp_ns=0, io_size=reads * spec.bs)
+    rounds: list[Result] = []
+    measured = 0
+    while len(rounds) < min_rounds or (measured < budget_ns and len(rounds) < MAX_ROUNDS):
+        rounds.append(checked(run(one_round)))
+        measured += rounds[-1].elapsed_ns
+    return rounds, reads
+
+
+def _figures(r: Result) -> dict:
+    """GiB/s, IOPS and the latency percentiles of one run (a round, or all of them)."""
+    lat = r.latency
+    return {"seconds": r.seconds, "bytes": r.bytes, "reads": r.ops, "gib_per_s": r.bandwidth / GIB,
+            "bandwidth_bytes_per_s": r.bandwidth, "iops": r.iops, "lat_min_ns": lat.min, "lat_mean_ns": lat.mean,
+            **{f"lat_{percentile_key(p)}_ns": r.percentile(p) for p in PERCENTILES}, "lat_max_ns": lat.max}
+
+
+def _extra_info(whole: Result, rounds: list[Result], reads_per_round: int, repeats: int) -> dict:
     return {
-        "sample_unit": unit,
-        "ops_unit": "IOPS" if unit == "seconds per read" else "GiB/s",
+        "sample": "one round: a native run of a fixed number of reads, first issue to last completion",
+        "time_unit": "seconds per read (a round's time / its reads, pytest-benchmark's iterations)",
+        "ops_unit": "reads per second (IOPS)",
+        "round_reads": reads_per_round,
+        "round_bytes": reads_per_round * whole.spec.bs,
         "repeats": repeats,
-        "bandwidth_bytes_per_s": s["bandwidth_bytes_per_s"],
-        "iops": s["iops"],
-        **{k: s[k] for k in s if k.startswith("lat_")},
-        "cpu_s_per_gb": s["cpu_s_per_gb"],
-        "cached_fraction": s["cached_fraction"],
-        "data_path": s["data_path"],
-        "warnings": result.warnings,
-        "job": {k: (list(v) if isinstance(v, tuple) else v) for k, v in result.to_dict()["spec"].items()},
+        **_figures(whole),
+        "cpu_s_per_gb": whole.cpu_s_per_gb,
+        "cached_fraction": whole.cached_fraction,
+        "data_path": whole.data_path,
+        "warnings": whole.warnings,
+        "rounds": [_figures(r) for r in rounds],
+        "job": {k: (list(v) if isinstance(v, tuple) else v) for k, v in whole.to_dict()["spec"].items()},
     }
 
 
@@ -115,7 +165,8 @@ def _benchmark(request):
 @pytest.fixture
 def storage_bench(request):
     """storage_bench(path=None, **job_options) -> gdsbench.Result: measure one job (the options of
-    `gdsbench run`, e.g. bs="1M", qd=16, pattern="seq") and hand it to pytest-benchmark."""
+    `gdsbench run`, e.g. bs="1M", qd=16, pattern="seq") in rounds and hand them to pytest-benchmark.
+    The Result is every round's as one: bytes and time summed, latency histograms merged."""
     from gdsbench.execution.runner import resolve_engine, run  # here: a pytest session that never asks pays nothing
     from gdsbench.system import gpu
 
@@ -134,7 +185,7 @@ def storage_bench(request):
         if path is not None:
             values["path"] = path
         try:
-            spec: JobSpec = spec_from_values(values)
+            spec: JobSpec = spec_from_values(values).validate()
             if not spec.path and ENGINE_INFO[resolve_engine(spec)]["reads_file"]:  # no target given: the scratch file
                 from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
 
@@ -142,27 +193,35 @@ def storage_bench(request):
                 spec = spec.replace(path=SCRATCH_PATH)
             if spec.on_gpu:  # what this machine cannot run: skipped with the reason, never faked
                 try:
-                    gpu.require(spec.replace(engine=resolve_engine(spec)))
+                    gpu.require(spec)
+                    resolve_engine(spec)
                 except UsageError as e:
                     if unavailable == "skip":
                         pytest.skip(f"cannot run here: {e}")
                     raise
             benchmark = _benchmark(request)  # only now: a test skipped above never touched it
-            results = [run(spec) for _ in range(1 if benchmark.disabled else max(1, repeats))]
+            if benchmark.disabled:  # --benchmark-disable: run it once, as a plain test
+                result = run(spec, record_environment=False)
+                if result.interrupted:
+                    raise KeyboardInterrupt
+                return result
+            budget = spec.runtime_ns or DEFAULT_RUNTIME_NS
+            rounds: list[Result] = []
+            for _ in range(repeats):
+                more, reads = measure_rounds(spec, lambda s: run(s, record_environment=False), budget,
+                                             benchmark._min_rounds)
+                if spec.io_size == 0:  # later repeats keep the first one's round
+                    spec = spec.replace(io_size=reads * spec.bs)
+                rounds += more
         except GdsbenchError as e:
             pytest.fail(f"gdsbench: {e}", pytrace=False)
-        middle = sorted(results, key=lambda r: r.bandwidth)[len(results) // 2]  # the median run
-        if benchmark.disabled:  # --benchmark-disable: run it, as a plain test
-            return middle
-        samples, unit = [], ""
-        for r in results:
-            more, unit = _samples(r)
-            samples += more
-        benchmark.extra_info.update(_extra_info(middle, unit, len(results)))
+        whole = back_to_back(rounds)
+        iterations = reads * spec.procs  # the reads of one round, every process's
+        benchmark.extra_info.update(_extra_info(whole, rounds, iterations, repeats))
         benchmark._mode = "gdsbench storage_bench"  # the fixture is used: pytest-benchmark must not use it again
-        stats = benchmark._make_stats(1)
-        for sample in samples:
-            stats.update(sample)
-        return middle
+        stats = benchmark._make_stats(iterations)
+        for r in rounds:  # a round's time, as if it had done exactly `iterations` reads (it does)
+            stats.update(r.seconds * iterations / r.ops)
+        return whole
 
     return measure

@@ -168,7 +168,7 @@ class Result:
             "cached_fraction_after": self.cached_fraction_after,
             "passes": self.passes,
             "reads_while_copying": self.reads_while_copying,
-            "processes": len(self.procs) or 1,
+            "processes": len(self.procs) or self.spec.procs,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,
             "stonewall_bandwidth_bytes_per_s": self.stonewall["bandwidth_bytes_per_s"] if self.stonewall else None,
@@ -224,3 +224,33 @@ def _thread_summary(index: int, t) -> dict:
         "cpu_sys_s": t.cpu_sys_s,
         "passes": t.passes,
     }
+
+
+def back_to_back(results: list[Result]) -> Result:
+    """Runs of one job made one after another (the pytest plugin's rounds), as
+    one: bytes, reads, measured time and CPU summed, latency histograms merged
+    exactly, the page cache as the worst run found it. There is no one
+    timeline, per-thread or per-process breakdown across runs: those are left empty."""
+    first = results[0]
+    latency = _native.LatencyHistogram()
+    for r in results:
+        latency.merge(r.latency)
+    cached = [r.cached_fraction for r in results if r.cached_fraction is not None]
+
+    def total(name: str):
+        return sum(getattr(r, name) for r in results)
+
+    mismatched = [r.first_mismatch_offset for r in results if r.first_mismatch_offset is not None]
+    return dataclasses.replace(
+        first, latency=latency, timeline_bytes=[], threads=[], procs=[],
+        **{name: total(name) for name in ("bytes", "ops", "elapsed_ns", "cpu_user_s", "cpu_sys_s", "worker_cpu_user_s",
+                                          "worker_cpu_sys_s", "process_cpu_user_s", "process_cpu_sys_s", "wall_ns",
+                                          "verified_blocks", "verify_mismatches", "reads_while_copying")},
+        passes=max(r.passes for r in results), interrupted=any(r.interrupted for r in results),
+        cached_fraction=max(cached) if cached else None,
+        cached_fraction_after=max((r.cached_fraction_after for r in results if r.cached_fraction_after is not None),
+                                  default=None),
+        first_mismatch_offset=min(mismatched) if mismatched else None,
+        start_skew_ns=max(r.start_skew_ns for r in results),
+        warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
+    )
