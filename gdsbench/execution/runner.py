@@ -14,7 +14,7 @@ from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
 from gdsbench.job.units import format_duration, format_size
-from gdsbench.system import gpu, pagecache
+from gdsbench.system import gpu, nvfs, pagecache
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import created_by_gdsbench
@@ -156,6 +156,7 @@ def plan(spec: JobSpec) -> Plan:
     """Check everything that can be checked without reading: options, target,
     O_DIRECT, memory. Raises UsageError; a sweep calls this for every point first."""
     spec = spec.validate()
+    gpu.require(spec)  # first: a GPU mode on a machine without one says that, not which engine is missing
     spec = spec.replace(engine=resolve_engine(spec))
     comm = mpi.world()
     if comm is not None and not spec.transfer.native:
@@ -165,7 +166,6 @@ def plan(spec: JobSpec) -> Plan:
     nparts = comm.Get_size() if comm is not None else spec.procs
     own = comm.Get_rank() if comm is not None else None  # the part this process checks: under MPI, its rank's only
     check_memory_for(spec, 1 if comm is not None else nparts)
-    gpu.require(spec)
     # a run with no time limit has runtime 0, here and in the native core; None only means "not given"
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (0 if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
@@ -228,6 +228,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             warnings += cache_warnings(spec, target, cached_before)
 
         kvikio_path = None
+        watched = gpu.cufile_serves(spec)
+        nvfs_before = nvfs.counters() if watched else None
         if not spec.transfer.native:
             run, kvikio_path = kvikio_mode.run(spec, progress)
             warnings.append(kvikio_mode.TIMING_NOTE)
@@ -241,6 +243,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         else:
             run = run_part(spec, progress_poll(progress), None)
         cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
+        seen = nvfs.observe(nvfs_before, sum(t.bytes for t in run.threads)) if watched else None
 
     environment = {}
     gpus = _after_run("environment.gpus", lambda: gpu.status()["gpus"], [], warnings) if spec.real_gpu else []
@@ -259,7 +262,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         run,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
-        data_path=_after_run("data_path", lambda: gpu.data_path(spec, target, kvikio_path), "unavailable", warnings),
+        data_path=_after_run("data_path", lambda: gpu.data_path(spec, target, kvikio_path, seen), "unavailable",
+                            warnings),
         warnings=warnings,
         environment=environment,
     )

@@ -21,9 +21,11 @@ from pathlib import Path
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
+from gdsbench.system import nvfs
 from gdsbench.system.target import Target, describe, pci_placement, read_sysfs
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
+NO_GPU = "no NVIDIA GPU on the PCI bus"  # why every GPU mode, check and test is skipped on a machine without one
 PCI_DEVICES = Path("/sys/bus/pci/devices")
 NVIDIA_VENDOR = "0x10de"
 
@@ -129,6 +131,16 @@ def status() -> dict:
     }
 
 
+def why_no_gpu() -> str | None:
+    """Why CUDA cannot be used here, in one line, or None where it can: on a machine with no
+    NVIDIA device on the PCI bus, that plain fact, not the CUDA runtime's error about drivers."""
+    configure_libraries()
+    error = _native.gpu_status()["cudart_error"]
+    if error and not pci_gpus():
+        return NO_GPU
+    return error or None
+
+
 def require(spec: JobSpec) -> None:
     """UsageError, one line naming what is missing, unless spec's mode can run here."""
     mode = spec.transfer
@@ -136,11 +148,10 @@ def require(spec: JobSpec) -> None:
         return
     if spec.simulated:  # job/spec.py refuses modes the simulation cannot stand in for
         return
-    configure_libraries()
-    native = _native.gpu_status()
-    if native["cudart_error"]:
-        raise UsageError(f"--mode {spec.mode} needs a GPU: {native['cudart_error']}")
-    count = len(native["devices"])
+    missing = why_no_gpu()
+    if missing:
+        raise UsageError(f"--mode {spec.mode} needs a GPU: {missing}")
+    count = len(_native.gpu_status()["devices"])
     for index in spec.gpu:
         if index >= count:
             raise UsageError(f"--gpu {','.join(map(str, spec.gpu))}: this machine has {count} GPU(s), "
@@ -160,35 +171,69 @@ def _importable(module: str) -> bool:
     return True
 
 
-def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
-    """Whether cuFile reads of target go GPUDirect, and why (or why not).
-    GPUDirect is claimed only for the case known to support it: nvidia-fs
-    loaded, no forced compatibility mode, ext4 or xfs on an NVMe device."""
-    fs = info["nvidia_fs"]
-    if not fs["loaded"]:
-        return False, "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
+def cufile_serves(spec: JobSpec) -> bool:
+    """Whether cuFile serves this job's reads on a real GPU: then nvidia-fs's counters,
+    read around the run (system/nvfs.py), are the evidence of the path they took."""
+    return spec.real_gpu and spec.transfer.path_from != "engine"
+
+
+def compat_forced(info: dict) -> str | None:
+    """Why cuFile cannot read GPUDirect here whatever the file (no nvidia-fs, compat mode
+    forced), or None where it may."""
+    if not info["nvidia_fs"]["loaded"]:
+        return "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
     if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
-        return False, "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
+        return "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
+    return None
+
+
+def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
+    """Whether cuFile reads of target may go GPUDirect, inferred from the platform, and why
+    (or why not): nvidia-fs loaded, no forced compatibility mode, ext4 or xfs on an NVMe
+    device. Only nvidia-fs's counters (system/nvfs.py) show that a read did."""
+    forced = compat_forced(info)
+    if forced:
+        return False, forced
     storage = describe(target) if target is not None else {}
     local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
     nvme = storage.get("driver") == "nvme" or str(storage.get("block_device") or "").startswith("nvme")
     if not (local and nvme):
         where = target.where if target else "this target"
         return False, (f"cuFile on {where} ({storage.get('block_device') or 'no block device'}) likely uses its "
-                       "compatibility mode; GPUDirect is confirmed here only for ext4/xfs on NVMe")
+                       "compatibility mode; GPUDirect is expected here only for ext4/xfs on NVMe")
+    fs = info["nvidia_fs"]
     return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 
-def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = None) -> str:
-    """What the bytes of this (resolved) job really pass through, in words."""
+def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | None) -> str:
+    """How reads that cuFile served went: GPUDirect observed in nvidia-fs's counters, or its
+    compatibility mode (certain, or observed), or GPUDirect inferred from the platform alone."""
+    forced = compat_forced(info)
+    if forced:
+        return f"in cuFile's COMPATIBILITY mode (not GPUDirect: {forced})"
+    if seen is not None and seen.direct:
+        return f"{nvfs.OBSERVED}: {seen.evidence()}"
+    if seen is not None and seen.direct is False:
+        return f"in cuFile's COMPATIBILITY mode for some or all reads (not GPUDirect; observed: {seen.evidence()})"
+    direct, why = gds_is_direct(info, target)
+    evidence = seen.evidence() if seen is not None else "nvidia-fs's counters were not read"
+    if direct:
+        return f"{nvfs.INFERRED}: {why}; {evidence}"
+    return f"likely in cuFile's COMPATIBILITY mode (not GPUDirect, inferred: {why}; {evidence})"
+
+
+def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = None,
+              seen: nvfs.Observation | None = None) -> str:
+    """What the bytes of this (resolved) job really pass through, in words. `seen` is what
+    nvidia-fs counted during the run, for the modes that read through cuFile."""
     mode = spec.transfer
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
-        direct, why = gds_is_direct(status(), target)
-        return ("cuFile GPUDirect Storage reads into GPU memory" if direct
-                else "cuFile reads in COMPATIBILITY mode (not GPUDirect)") + f" ({why})"
-    if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend
-        return f"kvikio reads into GPU memory ({kvikio_path})"
+        return f"cuFile reads into GPU memory, {_through_cufile(status(), target, seen)}"
+    if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
+        if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
+            return f"kvikio reads into GPU memory ({kvikio_path})"
+        return f"kvikio reads into GPU memory ({kvikio_path}), {_through_cufile(status(), target, seen)}"
     if spec.engine == "null":
         read = "null engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
-SEVERITY = {SKIP: 0, PASS: 1, WARN: 2, FAIL: 3}
+PASS, WARN, FAIL, SKIP, INFO = "PASS", "WARN", "FAIL", "SKIP", "INFO"
+# INFO: a figure or fact recorded but held to nothing (measured only, or true by construction): not a PASS
+SEVERITY = {SKIP: 0, INFO: 1, PASS: 2, WARN: 3, FAIL: 4}
+STATUSES = (PASS, INFO, WARN, FAIL, SKIP)
 GROUPS = ("platform", "path", "integrity", "performance")
-NO_GPU = "no NVIDIA GPU on the PCI bus"  # why every GPU check skips on a machine without one
 
 
 @dataclass
 class Check:
     name: str  # stable, dotted: "platform.nvidia_fs", "performance.storage_seq.gbps"
-    status: str  # PASS, WARN, FAIL or SKIP
+    status: str  # PASS, INFO, WARN, FAIL or SKIP
     measured: str  # what was found, in words and units
     threshold: str = ""  # what it was held against ("" where there is nothing to hold it against)
     evidence: str = ""  # the file read, the counter, the command
@@ -30,6 +31,8 @@ class Check:
             raise ValueError(f"status {self.status!r}")
         if self.status in (WARN, FAIL) and not self.fix:
             raise ValueError(f"{self.name}: a {self.status} needs a fix")
+        if self.status == PASS and not self.threshold:  # a check held to nothing passes nothing: INFO
+            raise ValueError(f"{self.name}: a PASS needs the threshold it met")
 
     @property
     def group(self) -> str:
@@ -48,4 +51,4 @@ def worst(statuses) -> str:
 
 
 def counts(checks: list[Check]) -> dict[str, int]:
-    return {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
+    return {s: sum(c.status == s for c in checks) for s in STATUSES}

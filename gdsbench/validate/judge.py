@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from gdsbench.validate.checks import FAIL, PASS, WARN, Check, skip
+from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
 from gdsbench.validate.measure import Measurement, describe_figures
 from gdsbench.validate.profile import METRIC_WORDS, METRICS, Limit, Profile, ProfileError
 
@@ -69,7 +69,7 @@ def measured_only(point: str, m: Measurement) -> Check:
     name = f"performance.{point}"
     if not m.runs:
         return skip(name, m.why_not or m.error or "not measured")
-    return Check(name, PASS, describe_figures(m), threshold="none in this profile (measured only)", evidence=m.data_path)
+    return Check(name, INFO, describe_figures(m) + " (measured only: this profile sets no limit)", evidence=m.data_path)
 
 
 def spread_check(point: str, m: Measurement, profile: Profile) -> Check:
@@ -104,6 +104,27 @@ def load_baseline(path: str) -> dict:
     return record
 
 
+def require_comparable(baseline: dict, profile: Profile, source: str) -> None:
+    """ProfileError (exit 3) unless the baseline measured each point as this run will: the same
+    time per repeat and ramp (a 400 ms --quick baseline says little about a 2 s run)."""
+    from gdsbench.job.units import format_duration
+
+    then = baseline.get("profile") or {}
+    for key, word in (("runtime_ns", "per repeat"), ("ramp_ns", "of ramp")):
+        if then.get(key) != getattr(profile, key):
+            was = format_duration(then[key]) if isinstance(then.get(key), int) else "unknown"
+            raise ProfileError(f"--baseline {source}: measured with {was} {word}"
+                               f"{' (--quick)' if baseline.get('quick') else ''}, this run with "
+                               f"{format_duration(getattr(profile, key))}: not comparable; run with the baseline's "
+                               "settings (--quick or not, the same profile) or save a new baseline")
+
+
+def _spread(runs: list[dict], metric: str) -> float | None:
+    values = [r[metric] for r in runs or [] if r.get(metric) is not None]
+    middle = sorted(values)[len(values) // 2] if len(values) > 1 else 0
+    return (max(values) - min(values)) / middle if middle else None
+
+
 def baseline_checks(point: str, m: Measurement, baseline: dict, profile: Profile, source: str) -> list[Check]:
     before = baseline["measurements"].get(point) or {}
     out = []
@@ -126,12 +147,20 @@ def baseline_checks(point: str, m: Measurement, baseline: dict, profile: Profile
                       else (profile.baseline_fail_rise, profile.baseline_warn_rise))
         status = FAIL if worse > fail else WARN if worse > warn else PASS
         word = "lower" if change < 0 else "higher"
+        measured = f"{_fmt(new)} {METRIC_WORDS[metric]}, {abs(change):.1%} {word} than {_fmt(old)} in the baseline"
+        fix = "" if status == PASS else ("this node is slower than when the baseline was saved: look above for a cause; "
+                                         "if the change is meant, save a new baseline with --json")
+        # a limit tighter than the repeats' own spread cannot tell a change from noise
+        noise = max((x for x in (m.spread(metric), _spread(before.get("runs"), metric)) if x is not None), default=None)
+        if noise is not None and noise > fail and worse <= noise:
+            status = WARN
+            measured += f"; not judged: the repeats spread {noise:.1%}, more than the {fail:.0%} limit"
+            fix = ("raise repeats or runtime in the profile until repeats agree within the limit, or set fail_drop/"
+                   "fail_rise above the spread")
         out.append(Check(
-            name, status, f"{_fmt(new)} {METRIC_WORDS[metric]}, {abs(change):.1%} {word} than {_fmt(old)} in the baseline",
-            threshold=f"worse by at most {fail:.0%} (WARN over {warn:.0%})", value=change,
-            evidence=f"{source} ({baseline.get('started', 'undated')}, host {baseline.get('host', '?')})",
-            fix="" if status == PASS else "this node is slower than when the baseline was saved: look above for a cause; "
-                                          "if the change is meant, save a new baseline with --json"))
+            name, status, measured, threshold=f"worse by at most {fail:.0%} (WARN over {warn:.0%}), beyond the "
+                                               "repeats' spread", value=change,
+            evidence=f"{source} ({baseline.get('started', 'undated')}, host {baseline.get('host', '?')})", fix=fix))
     return out
 
 

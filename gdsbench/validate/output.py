@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
-from gdsbench.validate.checks import FAIL, PASS, SKIP, WARN, counts
+from gdsbench.validate.checks import FAIL, INFO, PASS, SKIP, WARN, counts
 from gdsbench.validate.session import Validation
 
-STATUS_STYLE = {PASS: "green", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
+STATUS_STYLE = {PASS: "green", INFO: "cyan", WARN: "yellow", FAIL: "bold red", SKIP: "dim"}
 
 
 def table(v: Validation, color: bool = False) -> str:
@@ -35,7 +35,8 @@ def table(v: Validation, color: bool = False) -> str:
 def summary(v: Validation) -> str:
     n = counts(v.checks)
     how = f"profile {v.profile.name}" + (", --quick" if v.quick else "") + (", INTERRUPTED" if v.interrupted else "")
-    return (f"validate: {n[PASS]} PASS, {n[WARN]} WARN, {n[FAIL]} FAIL, {n[SKIP]} SKIP in {v.seconds:.1f} s "
+    return (f"validate: {n[PASS]} PASS, {n[INFO]} INFO, {n[WARN]} WARN, {n[FAIL]} FAIL, {n[SKIP]} SKIP in "
+            f"{v.seconds:.1f} s "
             f"({how}): exit {v.exit_code}")
 
 

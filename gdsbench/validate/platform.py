@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 
 from gdsbench.job.errors import UsageError
+from gdsbench.system.gpu import NO_GPU
 from gdsbench.system.target import PCI_ADDRESS, Target, check_direct, describe, direct_alignment, read_sysfs
-from gdsbench.validate.checks import FAIL, NO_GPU, PASS, WARN, Check, skip
+from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
+from gdsbench.validate.profile import ANY_NODE, PCIE_GTS, Node
 
 PCI_DEVICES = Path("/sys/bus/pci/devices")
 # Filesystems cuFile reads GPUDirect (NVIDIA GDS documentation, "supported file systems")
@@ -22,10 +24,11 @@ ACS_REDIRECT = {2: "P2P Request Redirect", 3: "P2P Completion Redirect", 6: "Dir
 
 
 class Facts:
-    """What the platform checks read once: gpu.status() and the target's storage."""
+    """What the platform checks read once: gpu.status() and the target's storage; and what
+    the profile says the node must have."""
 
-    def __init__(self, status: dict, target: Target | None, require_gds: bool):
-        self.status, self.target, self.require_gds = status, target, require_gds
+    def __init__(self, status: dict, target: Target | None, require_gds: bool, node: Node = ANY_NODE):
+        self.status, self.target, self.require_gds, self.node = status, target, require_gds, node
         self.gpus = status["gpus"]
         self.cuda = status["cuda"]
         self.storage = describe(target) if target is not None else {}
@@ -37,7 +40,8 @@ class Facts:
 
 def checks(facts: Facts) -> list[Check]:
     """Every platform check but the GPU's PCIe link (read under load: see gpu_links)."""
-    return [driver(facts), cuda_runtime(facts), cufile_library(facts), nvidia_fs(facts), cufile_json(facts),
+    return [driver(facts), gpus_visible(facts), cuda_runtime(facts), cufile_library(facts), nvidia_fs(facts),
+            cufile_json(facts),
             iommu(facts), acs(facts), numa(facts), storage_link(facts), filesystem(facts), o_direct(facts)]
 
 
@@ -50,7 +54,52 @@ def driver(f: Facts) -> Check:
     if not version:
         return Check(name, FAIL, f"{len(f.gpus)} GPU(s) ({models}), no driver loaded",
                      evidence="/proc/driver/nvidia/version: missing", fix="install and load the NVIDIA driver (modprobe nvidia)")
-    return Check(name, PASS, f"driver {version}; {len(f.gpus)} GPU(s): {models}", evidence="/proc/driver/nvidia/version")
+    return Check(name, PASS, f"driver {version}; {len(f.gpus)} GPU(s): {models}", threshold="a driver loaded",
+                 evidence="/proc/driver/nvidia/version")
+
+
+def gpus_visible(f: Facts) -> Check:
+    """Every NVIDIA GPU on the PCI bus must be visible to CUDA, and the node must have what the
+    profile's [node] says: a GPU that fell off the bus is a FAIL, as gds-diag and DCGM have it."""
+    name = "platform.gpus"
+    need = f.node
+    wants = [f"at least {need.gpus} visible to CUDA"] if need.gpus else []
+    wants += [f"model {' or '.join(need.gpu_models)}"] if need.gpu_models else []
+    threshold = "; ".join(["every GPU on the PCI bus visible to CUDA"] + wants)
+    evidence = f"{PCI_DEVICES}/*/vendor (0x10de, display class) against the devices CUDA reports"
+    if not f.gpus:
+        if need.gpus:
+            return Check(name, FAIL, f"{NO_GPU}; the profile requires {need.gpus}", threshold=threshold,
+                         evidence=evidence, fix="check that the GPUs are seated and powered (lspci -d 10de:) and that "
+                                                "this is the node the profile is for")
+        return skip(name, NO_GPU, evidence=evidence)
+    visible = [g for g in f.gpus if g.get("cuda_index") is not None]
+    hidden = [g for g in f.gpus if g.get("cuda_index") is None]
+    models = ", ".join(sorted({g["model"] or "NVIDIA GPU" for g in f.gpus}))
+    measured = f"{len(visible)} of {len(f.gpus)} GPUs on the PCI bus visible to CUDA ({models})"
+    cuda_error = f.cuda["cudart_error"]
+    if cuda_error:
+        evidence += f"; CUDA: {cuda_error}"
+    masked = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden and masked is None:
+        return Check(name, FAIL, f"{len(hidden)} of {len(f.gpus)} GPUs on the PCI bus are not visible to CUDA "
+                                 f"({', '.join(g['pci_address'] for g in hidden)})", threshold=threshold,
+                     evidence=evidence, fix="look for Xid errors and a GPU that fell off the bus (dmesg, nvidia-smi); "
+                                            "a GPU reset (nvidia-smi -r) or a reboot brings back one that did")
+    if need.gpus and len(visible) < need.gpus:
+        return Check(name, FAIL, f"{measured}; the profile requires {need.gpus}", threshold=threshold, evidence=evidence,
+                     fix="this node has fewer GPUs than its profile: check lspci -d 10de:, or use the profile for it")
+    wrong = [g for g in visible if need.gpu_models
+             and not any(m.lower() in (g["model"] or "").lower() for m in need.gpu_models)]
+    if wrong:
+        return Check(name, FAIL, f"{measured}; {', '.join(g['model'] or 'unknown model' for g in wrong)} is not "
+                                 f"{' or '.join(need.gpu_models)}", threshold=threshold,
+                     evidence=evidence + "; /proc/driver/nvidia/gpus/*/information",
+                     fix="this node's GPUs are not the ones its profile is for: use the profile for them")
+    if hidden:  # CUDA_VISIBLE_DEVICES hides them on purpose: said, not failed
+        return Check(name, WARN, f"{measured}; CUDA_VISIBLE_DEVICES={masked} hides {len(hidden)}", threshold=threshold,
+                     evidence=evidence, fix="unset CUDA_VISIBLE_DEVICES to validate every GPU of the node")
+    return Check(name, PASS, measured, threshold=threshold, evidence=evidence)
 
 
 def cuda_runtime(f: Facts) -> Check:
@@ -62,7 +111,7 @@ def cuda_runtime(f: Facts) -> Check:
         return Check(name, FAIL, "CUDA runtime not usable", evidence=c["cudart_error"],
                      fix="install the CUDA runtime (pip install nvidia-cuda-runtime, or the CUDA toolkit) matching the driver")
     return Check(name, PASS, f"runtime {_cuda_version(c['runtime_version'])}, driver API {_cuda_version(c['driver_version'])}, "
-                             f"{len(c['devices'])} device(s)", evidence=c["cudart_path"])
+                             f"{len(c['devices'])} device(s)", threshold="libcudart loads", evidence=c["cudart_path"])
 
 
 def cufile_library(f: Facts) -> Check:
@@ -73,7 +122,8 @@ def cufile_library(f: Facts) -> Check:
     if c["cufile_error"]:
         return Check(name, f.gds_status(), "cuFile not usable: --mode gds cannot run", evidence=c["cufile_error"],
                      fix="install cuFile (pip install nvidia-cufile, or the nvidia-gds package)")
-    return Check(name, PASS, f"cuFile loaded; nvidia-fs as cuFile sees it: {c['nvfs_version']}", evidence=c["cufile_path"])
+    return Check(name, PASS, f"cuFile loaded; nvidia-fs as cuFile sees it: {c['nvfs_version']}",
+                 threshold="libcufile loads", evidence=c["cufile_path"])
 
 
 def nvidia_fs(f: Facts) -> Check:
@@ -85,7 +135,8 @@ def nvidia_fs(f: Facts) -> Check:
         return Check(name, f.gds_status(), "nvidia-fs not loaded: cuFile can only read in compatibility mode",
                      evidence="/sys/module/nvidia_fs: missing",
                      fix="install nvidia-fs (the nvidia-gds package) and modprobe nvidia-fs")
-    return Check(name, PASS, f"loaded, version {fs['version'] or 'unknown'}", evidence="/sys/module/nvidia_fs/version")
+    return Check(name, PASS, f"loaded, version {fs['version'] or 'unknown'}", threshold="nvidia-fs loaded",
+                 evidence="/sys/module/nvidia_fs/version")
 
 
 def cufile_json(f: Facts) -> Check:
@@ -102,6 +153,7 @@ def cufile_json(f: Facts) -> Check:
         if not f.gpus:
             return skip(name, f"{NO_GPU}, and no cufile.json", evidence=f"{where}: not found")
         return Check(name, WARN if f.require_gds else PASS, "not found: cuFile uses its defaults (compat mode allowed)",
+                     threshold="compatibility mode disallowed" if f.require_gds else "compatibility mode not forced",
                      evidence=f"{where}: not found",
                      fix="install cufile.json with allow_compat_mode false, so a read that cannot go GPUDirect fails "
                          "loudly instead of falling back")
@@ -121,6 +173,7 @@ def cufile_json(f: Facts) -> Check:
                      threshold="GPUDirect required", evidence=evidence,
                      fix=f"set \"allow_compat_mode\": false in {path} so a fallback fails loudly")
     return Check(name, PASS, "compatibility mode " + ("allowed as a fallback, not forced" if allowed else "disallowed"),
+                 threshold="compatibility mode disallowed" if f.require_gds else "compatibility mode not forced",
                  evidence=evidence)
 
 
@@ -226,18 +279,29 @@ def numa(f: Facts) -> Check:
     return Check(name, PASS, f"{gpus}; {storage}", threshold="same node (or one node)", evidence=evidence)
 
 
-def link_check(name: str, who: str, device: dict, when: str = "") -> Check:
-    """A PCIe link trained below its maximum speed or width is a WARN."""
+def link_check(name: str, who: str, device: dict, when: str = "", node: Node = ANY_NODE) -> Check:
+    """A PCIe link trained below its maximum speed or width is a WARN; below what the profile's
+    [node] requires (pcie_gen, pcie_width), a FAIL."""
     speed, width = device.get("pcie_link_speed"), device.get("pcie_link_width")
     top_speed, top_width = device.get("pcie_max_link_speed"), device.get("pcie_max_link_width")
     evidence = f"{PCI_DEVICES}/{device.get('pci_address')}/{{current,max}}_link_{{speed,width}}"
+    required = (f"; at least Gen{node.pcie_gen} ({PCIE_GTS[node.pcie_gen]:g} GT/s)" if node.pcie_gen else "") + \
+        (f"; at least x{node.pcie_width}" if node.pcie_width else "")
+    threshold = "current = max" + required
     if not speed or not top_speed or "Unknown" in (speed + top_speed):
+        if required:
+            return Check(name, FAIL, f"{who} reports no PCIe link", threshold=threshold, evidence=evidence,
+                         fix="the profile requires a PCIe link this device does not report: use the profile for it")
         return skip(name, f"{who} reports no PCIe link (a virtual or non-PCIe device)", evidence=evidence)
     measured = f"{who}: {speed} x{width}, max {top_speed} x{top_width}{when}"
+    if (node.pcie_gen and _gts(speed) < PCIE_GTS[node.pcie_gen]) or (node.pcie_width and _int(width) < node.pcie_width):
+        return Check(name, FAIL, measured, threshold=threshold, evidence=evidence,
+                     fix="the link is slower than this node must have: reseat the card, check the slot, riser and BIOS "
+                         "link settings")
     if _gts(speed) < _gts(top_speed) or _int(width) < _int(top_width):
-        return Check(name, WARN, measured, threshold="current = max", evidence=evidence,
+        return Check(name, WARN, measured, threshold=threshold, evidence=evidence,
                      fix="reseat the card or check the slot and BIOS link settings: the link trained below its maximum")
-    return Check(name, PASS, measured, threshold="current = max", evidence=evidence)
+    return Check(name, PASS, measured, threshold=threshold, evidence=evidence)
 
 
 def storage_link(f: Facts) -> Check:
@@ -256,8 +320,9 @@ def gpu_links(f: Facts, under_load: dict[str, dict]) -> list[Check]:
         name = "platform.pcie_link_gpu" + (f".{g['pci_address']}" if len(f.gpus) > 1 else "")
         loaded = under_load.get(g["pci_address"])
         check = link_check(name, f"GPU {g['pci_address']}", {**g, **(loaded or {})},
-                           " (read during host-to-device copies)" if loaded else " (read idle)")
-        if check.status == WARN and not loaded:
+                           " (read during host-to-device copies)" if loaded else " (read idle)", f.node)
+        if check.status in (WARN, FAIL) and not loaded:  # an idle GPU lowers its link speed: no proof either way
+            check.status = WARN
             check.fix = "read while idle, when GPUs lower their link speed: run again where the h2d point can run"
         out.append(check)
     return out
@@ -275,7 +340,7 @@ def filesystem(f: Facts) -> Check:
     if f.target is None:
         return skip(name, "no target")
     if f.target.mount is None:
-        return Check(name, PASS, f"block device {f.target.path} (read raw, no filesystem)",
+        return Check(name, INFO, f"block device {f.target.path} (read raw, no filesystem)",
                      evidence=f"stat {f.target.path}")
     m = f.target.mount
     measured = f"{m.fs_type} at {m.mount_point} from {m.source} ({m.options})"
@@ -283,13 +348,13 @@ def filesystem(f: Facts) -> Check:
     if m.fs_type not in GDS_FILESYSTEMS:
         status = f.gds_status() if f.require_gds else PASS
         if status == PASS:
-            return Check(name, PASS, measured + f"; cuFile reads {m.fs_type} in compatibility mode", evidence=evidence)
+            return Check(name, INFO, measured + f"; cuFile reads {m.fs_type} in compatibility mode", evidence=evidence)
         return Check(name, status, measured, threshold="a filesystem GPUDirect Storage supports", evidence=evidence,
                      fix=f"put the data on {', '.join(GDS_FILESYSTEMS[:2])} on NVMe (or a GDS-enabled network filesystem)")
     if m.fs_type == "ext4" and "data=journal" in m.options:
         return Check(name, f.gds_status(), measured, threshold="data=ordered", evidence=evidence,
                      fix="mount ext4 with data=ordered (the default): cuFile reads data=journal in compatibility mode")
-    return Check(name, PASS, measured, evidence=evidence)
+    return Check(name, PASS, measured, threshold="a filesystem GPUDirect Storage supports", evidence=evidence)
 
 
 def o_direct(f: Facts) -> Check:
@@ -303,7 +368,7 @@ def o_direct(f: Facts) -> Check:
                      evidence=f"open({f.target.path}, O_DIRECT): {e}",
                      fix="the bounce and gds modes need O_DIRECT: put the data on a filesystem that allows it (ext4, xfs)")
     return Check(name, PASS, f"supported; offsets and sizes in multiples of {direct_alignment(f.target)} B",
-                 evidence=f"open({f.target.path}, O_DIRECT), statx DIO alignment")
+                 threshold="O_DIRECT opens and reads", evidence=f"open({f.target.path}, O_DIRECT), statx DIO alignment")
 
 
 def _cuda_version(v: int) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
+from gdsbench.job.modes import MODES
 from gdsbench.job.units import parse_duration, parse_size
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -74,6 +75,25 @@ class Limit:
     line: int | None = None
 
 
+PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}  # PCIe generation -> GT/s per lane
+
+
+@dataclass(frozen=True)
+class Node:
+    """What the node must have ([node] in a profile): nothing, unless the profile says."""
+
+    gpus: int | None = None  # GPUs CUDA must see, at least
+    gpu_models: tuple[str, ...] = ()  # each visible GPU's model must contain one of these ("H100", "H200")
+    pcie_gen: int | None = None  # each GPU's link, read under load, at least this generation...
+    pcie_width: int | None = None  # ...and this many lanes
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v not in (None, ())}
+
+
+ANY_NODE = Node()  # a profile without [node]
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str = "default"
@@ -88,6 +108,7 @@ class Profile:
     quick_runtime_ns: int = 400_000_000
     quick_repeats: int = 3
     quick_integrity_bytes: int = 256 * MiB
+    node: Node = ANY_NODE
     points: dict[str, Point] = field(default_factory=lambda: dict(POINTS))
     limits: tuple[Limit, ...] = ()
     baseline_fail_drop: float = 0.15  # --baseline: GB/s or IOPS lower by more than this: FAIL
@@ -102,11 +123,34 @@ class Profile:
     def to_dict(self) -> dict:
         return {"name": self.name, "about": self.about, "source": self.source, "require_gds": self.require_gds,
                 "max_spread": self.max_spread, "runtime_ns": self.runtime_ns, "ramp_ns": self.ramp_ns,
-                "repeats": self.repeats, "integrity_bytes": self.integrity_bytes,
+                "repeats": self.repeats, "integrity_bytes": self.integrity_bytes, "node": self.node.to_dict(),
                 "points": {n: p.settings() for n, p in self.points.items()},
                 "limits": [{k: v for k, v in vars(lim).items() if v not in (None, ())} for lim in self.limits],
                 "baseline": {"fail_drop": self.baseline_fail_drop, "warn_drop": self.baseline_warn_drop,
                              "fail_rise": self.baseline_fail_rise, "warn_rise": self.baseline_warn_rise}}
+
+
+def in_flight(p: Point) -> int:
+    return p.bs * p.qd * p.threads
+
+
+def matched_references(points: dict[str, Point], limits: tuple[Limit, ...]) -> tuple[dict[str, Point], tuple[Limit, ...]]:
+    """A GPU point judged as a fraction of a storage point is judged against storage read with
+    the same bytes in flight: where the storage point runs at another depth (gds at 32 x 1
+    against storage_seq at 8 x 4), a reference point storage_at_POINT is added at the GPU
+    point's depth and the limit names it instead."""
+    points, out = dict(points), []
+    for lim in limits:
+        judged, refs = points[lim.point], []
+        for name in lim.fraction_of:
+            ref = points[name]
+            if MODES[judged.mode].gpu and not MODES[ref.mode].gpu and in_flight(ref) != in_flight(judged):
+                name = f"storage_at_{lim.point}"
+                points[name] = replace(ref, name=name, about=f"storage to host memory at {lim.point}'s depth",
+                                       bs=judged.bs, qd=judged.qd, threads=judged.threads)
+            refs.append(name)
+        out.append(replace(lim, fraction_of=tuple(refs)))
+    return points, tuple(out)
 
 
 def shipped() -> dict[str, str]:
@@ -160,9 +204,9 @@ class _Reader:
 
     def profile(self, data: dict) -> Profile:
         for key in data:
-            if key not in ("profile", "run", "points", "limits", "baseline"):
-                raise self.fail("", key, "unknown table; a profile has [profile], [run], [points.*], [limits.*], "
-                                         "[baseline]")
+            if key not in ("profile", "node", "run", "points", "limits", "baseline"):
+                raise self.fail("", key, "unknown table; a profile has [profile], [node], [run], [points.*], "
+                                         "[limits.*], [baseline]")
         kw: dict[str, Any] = {"source": self.path}
         head = self.table(data, "profile", ("name", "about", "require_gds", "max_spread"))
         kw["name"] = str(head.get("name", os.path.splitext(os.path.basename(self.path))[0]))
@@ -184,12 +228,32 @@ class _Reader:
         for key in ("repeats", "quick_repeats"):
             if key in run:
                 kw[key] = int(self.number("run", key, run[key], low=1, whole=True))
+        kw["node"] = self.node(self.table(data, "node", ("gpus", "gpu_model", "pcie_gen", "pcie_width")))
         kw["points"] = self.points(self.table(data, "points", tuple(POINTS)))
-        kw["limits"] = self.limits(self.table(data, "limits", tuple(POINTS)))
+        kw["points"], kw["limits"] = matched_references(kw["points"],
+                                                        self.limits(self.table(data, "limits", tuple(POINTS))))
         base = self.table(data, "baseline", ("fail_drop", "warn_drop", "fail_rise", "warn_rise"))
         for key in base:
             kw[f"baseline_{key}"] = self.number("baseline", key, base[key])
         return Profile(**kw)
+
+    def node(self, section: dict) -> Node:
+        kw: dict[str, Any] = {}
+        for key in ("gpus", "pcie_width"):
+            if key in section:
+                kw[key] = int(self.number("node", key, section[key], low=0 if key == "gpus" else 1, whole=True))
+        if "pcie_gen" in section:
+            gen = section["pcie_gen"]
+            if isinstance(gen, bool) or gen not in PCIE_GTS:
+                raise self.fail("node", "pcie_gen", f"{gen!r}: give a PCIe generation, {min(PCIE_GTS)} to {max(PCIE_GTS)}")
+            kw["pcie_gen"] = gen
+        if "gpu_model" in section:
+            models = section["gpu_model"]
+            models = [models] if isinstance(models, str) else models
+            if not isinstance(models, list) or not models or not all(isinstance(m, str) and m.strip() for m in models):
+                raise self.fail("node", "gpu_model", 'give a model name, or a list of them: "H200" or ["H100", "H200"]')
+            kw["gpu_models"] = tuple(m.strip() for m in models)
+        return Node(**kw)
 
     def points(self, section: dict) -> dict[str, Point]:
         points = dict(POINTS)

@@ -22,7 +22,7 @@ from gdsbench.system.prepare import prepare
 from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
 from gdsbench.system.target import Target, describe, inspect
 from gdsbench.validate import judge, measure, platform
-from gdsbench.validate.checks import FAIL, GROUPS, Check, counts
+from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile
 
 SCRATCH_NAME = "gdsbench-validate.dat"  # the file validate prepares in a directory it is given, or beside PATH
@@ -51,11 +51,20 @@ class Validation:
     options: dict = field(default_factory=dict)  # as given on the command line
 
     @property
+    def measured_anything(self) -> bool:
+        """Whether any read was measured or verified: a validation that read nothing proved nothing."""
+        return any(m.runs for m in self.measurements.values()) or \
+            any(c.group == "integrity" and c.status in (PASS, FAIL) for c in self.checks)
+
+    @property
     def exit_code(self) -> int:
-        """gds-diag's: 1 on any FAIL, else 0 (WARN allowed); 130 after Ctrl-C."""
+        """gds-diag's: 1 on any FAIL, else 0 (WARN allowed); 2 (not ready) when nothing could be
+        measured; 130 after Ctrl-C."""
         if self.interrupted:
             return EXIT_INTERRUPTED
-        return 1 if any(c.status == FAIL for c in self.checks) else 0
+        if any(c.status == FAIL for c in self.checks):
+            return 1
+        return 0 if self.measured_anything else NotReady.exit_code
 
     def ordered(self) -> list[Check]:
         return sorted(self.checks, key=lambda c: GROUPS.index(c.group))
@@ -77,7 +86,7 @@ class Targets:
     names, or the default scratch file), and the pattern file integrity reads,
     which it prepares beside PATH where PATH is not one and it may write there."""
 
-    def __init__(self, path: str | None, size: int, notes: list[str]):
+    def __init__(self, path: str | None, size: int, notes: list[str], least: int = 0):
         self.made: list[str] = []  # files this validation created, removed at the end
         self.notes = notes
         if path is None:
@@ -86,6 +95,10 @@ class Targets:
         elif os.path.isdir(path):
             path = self._make(os.path.join(path, SCRATCH_NAME), size, fatal=True)
         self.target = self._inspect(path)
+        if self.target.size < least:  # an empty file, /proc/self/status, a few KiB: nothing could be measured
+            raise NotReady(f"PATH {path}: {format_size(self.target.size)}, too small to measure: the reference points "
+                           f"read at least {format_size(least)}; give a larger file, or a directory validate may "
+                           "write a test file in")
         self.prepared = self._pattern_file(self.target, size)
 
     @staticmethod
@@ -159,16 +172,19 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     began = time.monotonic()
     if quick:
         profile = profile.for_quick()
+    if baseline is not None:
+        judge.require_comparable(baseline, profile, baseline_source)
     v = Validation(profile, quick, baseline=baseline_source or None,
                    options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None})
-    targets = Targets(path, profile.integrity_bytes, v.notes)
+    storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu]
+    targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0))
     target = targets.target
     v.target = describe(target)
     modes = measure.runnable_modes(target.path)
     points = profile.points
     rounds = profile.repeats
     progress = _Progress(1 + 2 * len(modes) + rounds * len(points))
-    facts = platform.Facts(gpu.status(), target, profile.require_gds)
+    facts = platform.Facts(gpu.status(), target, profile.require_gds, profile.node)
     links_under_load: dict[str, dict] = {}
     try:
         progress.step("platform")
@@ -200,6 +216,9 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
         targets.remove_made()
     v.checks += platform.gpu_links(facts, links_under_load)
     v.checks += judge.performance_checks(v.measurements, profile, baseline, baseline_source)
+    if not v.interrupted and not v.measured_anything:
+        v.notes.append("nothing was measured: every reference point and integrity read failed or was skipped "
+                       "(see above), so this node is not validated (exit 2, not ready)")
     v.seconds = time.monotonic() - began
     return v
 
