@@ -1,5 +1,5 @@
 """The logic inside the benchmark scripts that decides their verdicts (the
-scripts themselves take minutes and need fio or a GPU, so they are not run here)."""
+scripts themselves take minutes and need fio, a GPU or a throttle, so they are not run here)."""
 
 import importlib.util
 import os
@@ -60,5 +60,15 @@ def test_bounce_target_is_judged_against_the_cpu_runs_either_side():
     # a disk drifting 3.0 -> 2.0 GB/s under bounce runs at 90% of it: drift cancels
     cpu, bounce = [3.0, 2.75, 2.5, 2.25, 2.0], [0.9 * 2.875, 0.9 * 2.625, 0.9 * 2.375, 0.9 * 2.125]
     assert round(gpu_modes.bounce_ratio(cpu, bounce, 50.0), 6) == 0.9
+    assert [round(r, 6) for r in gpu_modes.bounce_ratios(cpu, bounce, 50.0)] == [0.9] * 4  # each run, as printed
     # where the host-to-device copy is the slower side, it is the ceiling
     assert round(gpu_modes.bounce_ratio([3.0, 3.0], [1.8], 2.0), 6) == 0.9
+
+
+def test_pytest_threshold_expects_a_fire_past_x_over_100_plus_x():
+    script = load("pytest_threshold")
+    # mean:20%: a round takes 1/step as long, so it fires below 1/1.2 = 83.3% of the rate
+    assert [script.expected_to_fire(step, 0.20) for step in (1.0, 0.9, 0.84, 0.83, 0.8, 0.75)] == \
+        [False, False, False, True, True, True]
+    out = "Performance has regressed:\n\ttest_read[4K-16-rand] (0001_baseline) - Field 'mean' has failed ...\n"
+    assert script.regressed_tests(out) == {"test_read[4K-16-rand]"} and script.regressed_tests("4 passed") == set()

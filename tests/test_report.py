@@ -215,3 +215,51 @@ def test_the_last_sliver_of_a_timeline_is_not_a_spike():
     # a last interval of 60 ms is kept, as a rate over its own width: 60 MB in 60 ms is 1 GB/s like the rest
     assert timeline_spread([100_000_000] * 9 + [60_000_000], 100_000_000, 9 * 100_000_000 + 60_000_000) == 0.0
     assert timeline_spread([100_000_000] * 9 + [30_000_000], 100_000_000, 9 * 100_000_000 + 60_000_000) > 0  # 0.5 GB/s
+
+
+def _tier(label, bandwidths, spreads, repeats=3):
+    import pandas as pd
+
+    from gdsbench.reporting.compare import Run
+
+    summary = pd.DataFrame({"bs_bytes": [1 << 20] * len(bandwidths), "qd": [1, 4, 32][:len(bandwidths)],
+                            "bandwidth_bytes_per_s": [b * 2**30 for b in bandwidths],
+                            "iops": [b * 1024 for b in bandwidths], "lat_p99_ns": [1e6, 2e6, 8e6][:len(bandwidths)],
+                            "repeats": repeats, "spread": spreads, "flagged": [s > 0.05 for s in spreads]})
+    return Run(label, pd.DataFrame(), summary)
+
+
+def _headline(a, b):
+    from gdsbench.reporting.compare import headline
+
+    merged = a.summary.merge(b.summary, on=["bs_bytes", "qd"], suffixes=(f" {a.label}", f" {b.label}"))
+    for f in ("bandwidth_bytes_per_s", "iops", "lat_p99_ns"):
+        merged[f"{f} ratio {b.label}"] = merged[f"{f} {b.label}"] / merged[f"{f} {a.label}"]
+    return headline(a, b, merged, ["qd"])
+
+
+def test_a_headline_passes_over_flagged_points_and_says_so():
+    """The fast tier's best point (QD1, 4.85) spread 40%: the headline uses its best unflagged
+    point (QD32, 3.4 GiB/s: 3.4 / 1.42 = 2.4x) and says one was passed over."""
+    disk = _tier("disk", [0.76, 1.2, 1.42], [0.01, 0.02, 0.01])
+    shm = _tier("shm", [4.85, 3.0, 3.4], [0.40, 0.02, 0.03])
+    text = _headline(disk, shm)
+    assert text.startswith("shm/disk: 2.4x bandwidth at 1 MiB, best to best (3.40 GiB/s at qd=32"), text
+    assert "shm: 1 flagged point(s) that measured more passed over" in text and "1 flagged left out" in text
+    # every point flagged: the best of them, and the headline says how far its repeats spread
+    noisy = _headline(_tier("disk", [0.76, 1.2, 1.42], [0.22, 0.3, 12.98]), _tier("shm", [4.85, 3.0, 3.4], [0.4, 0.5, 0.6]))
+    assert "FLAGGED: its repeats spread 1298%" in noisy and "FLAGGED: its repeats spread 40%" in noisy
+    assert "every one flagged" in noisy
+    once = _headline(_tier("disk", [1.42], [float("nan")], repeats=1), _tier("shm", [4.85], [float("nan")], repeats=1))
+    assert "1 repeat: spread not measured" in once
+
+
+def test_a_curve_still_rising_at_its_deepest_queue_has_no_knee():
+    import pandas as pd
+
+    from gdsbench.results.analysis import knee, still_rising
+
+    rising = pd.DataFrame({"qd": [1, 4, 16, 32], "iops": [10e3, 30e3, 60e3, 90e3]})
+    assert knee(rising, "iops") is None and still_rising(rising, "iops")
+    flat = pd.DataFrame({"qd": [1, 4, 16, 32], "iops": [10e3, 30e3, 60e3, 62e3]})
+    assert knee(flat, "iops") == 2 and not still_rising(flat, "iops")

@@ -138,35 +138,59 @@ def _point(row, keys: list[str]) -> str:
     return analysis.describe_point(row, keys) if keys else "its only point"
 
 
+def _notes(a: str, note_a: str, b: str, note_b: str) -> str:
+    """The trust notes of a headline's two best points, where there are any."""
+    notes = [f"{label}: {note}" for label, note in ((b, note_b), (a, note_a)) if note]
+    return f" [{'; '.join(notes)}]" if notes else ""
+
+
+def _trusted(merged: pd.DataFrame, a: str, b: str) -> tuple[pd.DataFrame, str]:
+    """The matched points neither of whose repeats are flagged, for a ratio range; all of them
+    (and a note) where none is unflagged."""
+    flags = [c for c in (f"flagged {a}", f"flagged {b}") if c in merged.columns]
+    if not flags:
+        return merged, ""
+    ok = merged[~merged[flags].astype(bool).any(axis=1)]
+    if len(ok) == len(merged):
+        return merged, ""
+    if len(ok):
+        return ok, f", {len(merged) - len(ok)} flagged left out"
+    return merged, ", every one flagged"
+
+
 def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
     """'shm/disk: 3.4x bandwidth best to best (4.85 GiB/s at bs=1M qd=4 vs 1.42 GiB/s at bs=1M qd=32; 2.4x to 6.4x
-    over matched points), ...': bandwidth at the largest block size, IOPS and p99 at the smallest."""
+    over matched points), ...': bandwidth at the largest block size, IOPS and p99 at the smallest. Each best
+    point is one whose repeats agree where there is one, and a point that is flagged, or was measured once,
+    is said to be (analysis.best_point)."""
     a, b = base.label, other.label
     parts = []
     largest = merged["bs_bytes"].max()
     sa = base.summary[base.summary["bs_bytes"] == largest]
     sb = other.summary[other.summary["bs_bytes"] == largest]
     if len(sa) and len(sb):
-        pa, pb = sa.loc[sa["bandwidth_bytes_per_s"].idxmax()], sb.loc[sb["bandwidth_bytes_per_s"].idxmax()]
-        matched = merged[merged["bs_bytes"] == largest][f"bandwidth_bytes_per_s ratio {b}"]
+        (pa, note_a), (pb, note_b) = (analysis.best_point(s, "bandwidth_bytes_per_s") for s in (sa, sb))
+        matched, left_out = _trusted(merged[merged["bs_bytes"] == largest], a, b)
         parts.append(f"{times(pb['bandwidth_bytes_per_s'] / pa['bandwidth_bytes_per_s'])} bandwidth at "
                      f"{format_size(largest)}, best to best ({format_rate(pb['bandwidth_bytes_per_s'])} at "
                      f"{_point(pb, keys)} vs {format_rate(pa['bandwidth_bytes_per_s'])} at {_point(pa, keys)}; "
-                     f"{_ratio_range(matched)} over matched points)")
+                     f"{_ratio_range(matched[f'bandwidth_bytes_per_s ratio {b}'])} over matched points{left_out})"
+                     + _notes(a, note_a, b, note_b))
     smallest = merged["bs_bytes"].min()
     sa = base.summary[base.summary["bs_bytes"] == smallest]
     sb = other.summary[other.summary["bs_bytes"] == smallest]
     if len(sa) and len(sb):
-        pa, pb = sa.loc[sa["iops"].idxmax()], sb.loc[sb["iops"].idxmax()]
-        small = merged[merged["bs_bytes"] == smallest]
+        (pa, note_a), (pb, note_b) = (analysis.best_point(s, "iops") for s in (sa, sb))
+        small, left_out = _trusted(merged[merged["bs_bytes"] == smallest], a, b)
         parts.append(f"{times(pb['iops'] / pa['iops'])} IOPS at {format_size(smallest)}, best to best "
                      f"({pb['iops']:,.0f} at {_point(pb, keys)} vs {pa['iops']:,.0f} at {_point(pa, keys)}; "
-                     f"{_ratio_range(small[f'iops ratio {b}'])} over matched points)")
+                     f"{_ratio_range(small[f'iops ratio {b}'])} over matched points{left_out})"
+                     + _notes(a, note_a, b, note_b))
         gain = pa["lat_p99_ns"] / pb["lat_p99_ns"]  # > 1: the other tier is faster
         word = "lower" if gain >= 1 else "higher"
         parts.append(f"{times(gain if gain >= 1 else 1 / gain)} {word} p99 at those best-IOPS points "
                      f"({format_duration(pb['lat_p99_ns'])} vs {format_duration(pa['lat_p99_ns'])}; "
-                     f"{_ratio_range(1 / small[f'lat_p99_ns ratio {b}'])} lower over matched points)")
+                     f"{_ratio_range(1 / small[f'lat_p99_ns ratio {b}'])} lower over matched points{left_out})")
     return f"{b}/{a}: " + "; ".join(parts)
 
 
@@ -184,8 +208,8 @@ def compare(run_dirs: list[str]) -> Comparison:
     carried = [c for c in ("bs_bytes", "qd") if c not in keys]
     merged = None
     for run in runs:
-        part = run.summary[keys + figures + carried].rename(
-            columns={f: f"{f} {run.label}" for f in figures}
+        part = run.summary[keys + figures + ["flagged"] + carried].rename(
+            columns={f: f"{f} {run.label}" for f in figures + ["flagged"]}
             | ({} if merged is None else {c: f"{c} {run.label}" for c in carried}))
         if merged is None:
             merged = part

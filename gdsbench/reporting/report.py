@@ -38,22 +38,28 @@ def _spread_text(row) -> str:
 def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: str) -> dict[str, str]:
     info = df.attrs["run"]
     dims = analysis.varying(summary)
-    best_bw = summary.loc[summary["bandwidth_bytes_per_s"].idxmax()]
-    best_iops = summary.loc[summary["iops"].idxmax()]
+    best_bw, bw_note = analysis.best_point(summary, "bandwidth_bytes_per_s")
+    best_iops, iops_note = analysis.best_point(summary, "iops")
     problems = df.attrs.get("problems") or []
     lines = [
         ("run", f"{info['run_id']} ({info['status']}), gdsbench {info['gdsbench']} on {info['host']}"),
         ("points", f"{len(summary)} of {len(info['points'])} measured, {int(summary['repeats'].max())} repeat(s) each"
                    + (f"; {len(info['skipped'])} skipped as nonsensical" if info["skipped"] else "")),
-        ("best bandwidth", f"{format_rate(best_bw['bandwidth_bytes_per_s'])} at {analysis.describe_point(best_bw, dims)}"),
-        ("best IOPS", f"{format_count(best_iops['iops'])} at {analysis.describe_point(best_iops, dims)}"),
+        ("best bandwidth", analysis.with_note(f"{format_rate(best_bw['bandwidth_bytes_per_s'])} at "
+                                              f"{analysis.describe_point(best_bw, dims)}", bw_note)),
+        ("best IOPS", analysis.with_note(f"{format_count(best_iops['iops'])} at "
+                                         f"{analysis.describe_point(best_iops, dims)}", iops_note)),
     ]
     def amount(row) -> str:
         return format_count(row["iops"]) + " IOPS" if column == "iops" else format_rate(row["bandwidth_bytes_per_s"])
 
     for label, df_curve in qd_curves:
         k = knees.get(label)
-        if k is None:
+        if analysis.still_rising(df_curve, column):
+            last = df_curve.iloc[-1]
+            text = (f"none: still rising at QD{int(last['qd'])} ({amount(last)}, p50 {format_duration(last['lat_p50_ns'])}); "
+                    "deeper queues may give more")
+        elif k is None:
             text = "queue depth not swept"
         else:
             row, peak = df_curve.iloc[k], df_curve.loc[df_curve[column].idxmax()]
@@ -61,7 +67,7 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
                     f"p99 {format_duration(row['lat_p99_ns'])} (peak {amount(peak)} at QD{int(peak['qd'])}, "
                     f"p50 {format_duration(peak['lat_p50_ns'])})")
         lines.append((f"knee {label}".strip(), text))
-    if qd_curves and any(k is not None for k in knees.values()):
+    if any(len(curve) >= 2 for _, curve in qd_curves):
         lines.append(("knee rule", analysis.KNEE_RULE))
     cached = df["cached_fraction"].dropna()
     lines.append(("page cache", f"{cached.min():.1%} to {cached.max():.1%} of the region cached at the start of a point"

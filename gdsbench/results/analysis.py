@@ -74,6 +74,27 @@ def describe_point(row: pd.Series | dict, columns: list[str]) -> str:
     return " ".join(f"{opts[c].key}={opts[c].format(row[c])}" for c in columns) or "the only point"
 
 
+def best_point(points: pd.DataFrame, column: str, highest: bool = True) -> tuple[pd.Series, str]:
+    """The best point by `column` among those whose repeats agree, and a note for a headline.
+    A flagged point (repeats more than 5% apart) is passed over for the best unflagged one,
+    and the note counts the flagged points that measured more; where every point is flagged, the best of them, and the note gives
+    its spread; with one repeat, the note says no spread was measured."""
+    usable = points[~points["flagged"].astype(bool)] if "flagged" in points.columns else points
+    pool = usable if len(usable) else points
+    row = pool.loc[pool[column].idxmax() if highest else pool[column].idxmin()]
+    if "repeats" in row and row["repeats"] < 2:
+        return row, "1 repeat: spread not measured"
+    if bool(row.get("flagged", False)):
+        return row, f"FLAGGED: its repeats spread {row['spread']:.0%}, as every point's did"
+    flagged = points.drop(usable.index)[column]
+    passed = int((flagged > row[column]).sum() if highest else (flagged < row[column]).sum())
+    return row, (f"{passed} flagged point(s) that measured more passed over" if passed else "")
+
+
+def with_note(text: str, note: str) -> str:
+    return f"{text} ({note})" if note else text
+
+
 KNEE_SHARE = 0.90
 KNEE_RULE = ("the knee is the smallest queue depth reaching 90% of the curve's peak throughput: deeper "
              "queues buy at most 10% more, and only add latency")
@@ -85,11 +106,20 @@ def knee(curve: pd.DataFrame, throughput: str) -> int | None:
     depend on how finely the grid samples queue depth, as a rule comparing
     neighbouring steps would (with a 4x step, Little's law makes latency grow
     faster than throughput whenever throughput less than doubles). None for a
-    curve of fewer than two points or no throughput."""
+    curve of fewer than two points or no throughput, and for a curve that first
+    reaches it at its deepest point: that curve has not levelled off (still_rising)."""
     t = curve[throughput].to_numpy(float)
     if len(t) < 2 or not np.nanmax(t) > 0:
         return None
-    return int(np.argmax(t >= KNEE_SHARE * np.nanmax(t)))
+    first = int(np.argmax(t >= KNEE_SHARE * np.nanmax(t)))
+    return None if first == len(t) - 1 else first
+
+
+def still_rising(curve: pd.DataFrame, throughput: str) -> bool:
+    """Whether a throughput-latency curve was still rising at its deepest queue depth: it has
+    no knee, and deeper queues may give more."""
+    t = curve[throughput].to_numpy(float)
+    return len(t) >= 2 and np.nanmax(t) > 0 and knee(curve, throughput) is None
 
 
 def timeline_spread(samples, interval_ns: int, elapsed_ns: int) -> float | None:
