@@ -9,23 +9,25 @@ Installed with gdsbench (the `pytest11` entry point), so a test writes
 and pytest-benchmark reports it, saves it (--benchmark-json, --benchmark-autosave) and compares it
 (--benchmark-compare, --benchmark-compare-fail) as it does any other benchmark.
 
-How the figures become pytest-benchmark's statistics. A sample is a round of real work: one
-native run of a fixed number of reads (the same in every round), timed natively from the first
-read issued to the last completed. pytest-benchmark divides a round's time by its iterations,
-as it does for any benchmark; here the iterations of a round are its reads. So:
+How the figures become pytest-benchmark's statistics. A sample is a round of real work: a fixed
+number of reads (the same in every round) completed, timed natively. The rounds run back to
+back in one native run (--round-reads), which never pauses between them: no round drains or
+refills the queue, or gives the storage an idle moment to recover in. pytest-benchmark divides
+a round's time by its iterations, as it does for any benchmark; here the iterations of a round
+are its reads. So:
   - min, mean, median, stddev and iqr are seconds per read, each averaged over one round;
   - `ops` (iterations per second) is reads per second: IOPS, on every row;
   - a slower storage is a longer round, which `--benchmark-compare-fail=mean:X%` catches
     once bandwidth drops by X/(100+X) (20% fires at a 16.7% drop).
-A round holds as many reads as fill about 1/10 of --gdsbench-runtime, found by a warm-up run
-(the ramp) and rounded down to a power of two, and at least 4 times the reads in flight; an
+A round holds as many reads as fill 1/10 of --gdsbench-runtime and 200 ms at least, at the
+rate a warm-up run (the ramp) measured, and at least 4 times the reads in flight; an
 `io_size` given to storage_bench fixes it instead (per process, as in `gdsbench run`).
-Rounds run until --gdsbench-runtime is measured, and never fewer than pytest-benchmark's
---benchmark-min-rounds (5). `extra_info` holds GiB/s, IOPS and the latency percentiles of
-each round and of the whole, the round's size, CPU per GB, page cache state, data path and
-the job. pytest-benchmark has no public way to feed samples; this uses its fixture's
-`_make_stats`, `_min_rounds` and `Metadata.update`, pinned to 5.x, and a test fails loudly if
-they change.
+There are as many rounds as fill --gdsbench-runtime at that rate, and never fewer than
+pytest-benchmark's --benchmark-min-rounds (5). `extra_info` holds GiB/s, IOPS and
+the latency percentiles of each round and of the whole, the round's size, CPU per GB, page
+cache state, data path and the job. pytest-benchmark has no public way to feed samples; this
+uses its fixture's `_make_stats`, `_min_rounds` and `Metadata.update`, pinned to 5.x, and a
+test fails loudly if they change.
 
 Under pytest-xdist storage tests would run at once and measure each other: the fixture
 refuses to run in an xdist worker (pytest-benchmark itself turns off there).
@@ -33,20 +35,26 @@ refuses to run in an xdist worker (pytest-benchmark itself turns off there).
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gdsbench.job.errors import GdsbenchError, UsageError
-from gdsbench.job.result import PERCENTILES, Result, back_to_back, percentile_key
+from gdsbench.job.result import PERCENTILES, Result, percentile_key
 from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, ENGINE_INFO, JobSpec, spec_from_values
 
 PREFIX = "--gdsbench-"
 # Job options whose defaults a session sets from the command line, under the prefix.
 SESSION_OPTIONS = ("path", "runtime", "ramp", "mode", "gpu")
 GIB = 1 << 30
-ROUNDS_WANTED = 10  # a round is sized to fill this share of --gdsbench-runtime
+ROUNDS_WANTED = 10  # a round is sized to fill this share of --gdsbench-runtime...
+MIN_ROUND_NS = 200_000_000  # ...and at least this long: storage that bursts (a token bucket, a cache) in short
+# slices, such as the kernel's blkio throttle with its 100 ms slices, gives rounds shorter than that in turns
 PIPES_PER_ROUND = 4  # at least this many times the reads in flight, so filling and draining the queue is a small part
 WARMUP_NS = 200_000_000  # the warm-up when the job has no --ramp: long enough to size a round
-MAX_ROUNDS = 10_000
+FILL_NS = 10_000_000  # the measuring run's own ramp: its queues are full when the first round starts
+MAX_ROUNDS = 1_000
+UNENDING_ROUND = 2**62  # --round-reads for a warm-up: every read counted, no round ever complete
 
 
 def pytest_addoption(parser):
@@ -86,72 +94,91 @@ def _defaults(request) -> dict:
     return values
 
 
-def _floor_power_of_two(n: float) -> int:
-    return 1 << (int(n).bit_length() - 1) if n >= 1 else 1
-
-
 def round_reads(spec: JobSpec, warmup: Result | None, probe: Result | None, budget_ns: int) -> int:
-    """Reads per process in one round: what fills budget/ROUNDS_WANTED at the rate the warm-up
-    (or, where it completed too few reads, a natively timed probe) measured, rounded down to a
-    power of two so that small changes in speed keep the same round; at least PIPES_PER_ROUND
-    times the reads in flight. `io_size` in the job fixes it instead."""
+    """Reads per process in one round: what fills budget/ROUNDS_WANTED, and MIN_ROUND_NS at
+    least, at the rate the warm-up (or, where it completed too few reads, a natively timed
+    probe) measured; at least PIPES_PER_ROUND times the reads in flight. `io_size` fixes it
+    instead. (Each sample is per read and the rounds run back to back, so a round sized a
+    little differently in another session still compares.)"""
     per_process_depth = spec.qd * spec.threads
     if spec.io_size:
         return spec.io_size // spec.bs
     measured = probe if probe is not None else warmup
     rate = measured.iops / spec.procs if measured is not None and measured.ops else 0.0
-    wanted = rate * budget_ns / 1e9 / ROUNDS_WANTED
-    return max(PIPES_PER_ROUND * per_process_depth, _floor_power_of_two(wanted))
+    wanted = rate * max(budget_ns / ROUNDS_WANTED, MIN_ROUND_NS) / 1e9
+    return max(PIPES_PER_ROUND * per_process_depth, math.ceil(wanted))
 
 
-def measure_rounds(spec: JobSpec, run, budget_ns: int, min_rounds: int) -> tuple[list[Result], int]:
-    """Warm up, size a round, and run rounds until budget_ns is measured (at least min_rounds):
-    the rounds' results and the reads per process in each. Ctrl-C: KeyboardInterrupt, so pytest
-    stops and no partial measurement is saved as if it were whole."""
+def measure_rounds(spec: JobSpec, run, budget_ns: int, min_rounds: int) -> tuple[Result, int]:
+    """Warm up, size a round, then one native run of that many rounds back to back (--round-reads):
+    the run, and the reads per process in a round. As many rounds as fill budget_ns at the
+    warm-up's rate, and at least min_rounds; the run never pauses between rounds, so no round
+    drains or refills the queue or gives the storage an idle moment. Ctrl-C: KeyboardInterrupt,
+    so pytest stops and no partial measurement is saved as if it were whole."""
     def checked(result: Result) -> Result:
         if result.interrupted:
             raise KeyboardInterrupt
         return result
 
+    # the warm-up counts its reads as the rounds will (one round that never ends), so that its
+    # rate is the rate the rounds run at, and they fill the runtime they are sized for
+    counting = spec.replace(ramp_ns=0, round_reads=UNENDING_ROUND)
     warmup = probe = None
     if spec.ramp_ns or not spec.io_size:
-        warmup = checked(run(spec.replace(runtime_ns=spec.ramp_ns or WARMUP_NS, ramp_ns=0, io_size=0)))
+        warmup = checked(run(counting.replace(runtime_ns=spec.ramp_ns or WARMUP_NS, io_size=0)))
         if not spec.io_size and warmup.ops < spec.qd * spec.threads * spec.procs:  # too few reads to give a rate
-            probe = checked(run(spec.replace(runtime_ns=0, ramp_ns=0, io_size=spec.qd * spec.threads * spec.bs)))
+            probe = checked(run(counting.replace(runtime_ns=0, io_size=spec.qd * spec.threads * spec.bs)))
     reads = round_reads(spec, warmup, probe, budget_ns)
-    one_round = spec.replace(runtime_ns=0, ramp_ns=0, io_size=reads * spec.bs)
-    rounds: list[Result] = []
-    measured = 0
-    while len(rounds) < min_rounds or (measured < budget_ns and len(rounds) < MAX_ROUNDS):
-        rounds.append(checked(run(one_round)))
-        measured += rounds[-1].elapsed_ns
-    return rounds, reads
+    measured = probe if probe is not None else warmup
+    rate = measured.iops / spec.procs if measured is not None and measured.ops else 0.0
+    rounds = max(min_rounds, math.ceil(budget_ns / 1e9 * rate / reads) if rate else min_rounds)
+    rounds = min(rounds, max(min_rounds, MAX_ROUNDS))
+    result = checked(run(spec.replace(runtime_ns=0, ramp_ns=FILL_NS, io_size=rounds * reads * spec.bs,
+                                      round_reads=reads)))
+    return result, reads
 
 
-def _figures(r: Result) -> dict:
-    """GiB/s, IOPS and the latency percentiles of one run (a round, or all of them)."""
-    lat = r.latency
-    return {"seconds": r.seconds, "bytes": r.bytes, "reads": r.ops, "gib_per_s": r.bandwidth / GIB,
-            "bandwidth_bytes_per_s": r.bandwidth, "iops": r.iops, "lat_min_ns": lat.min, "lat_mean_ns": lat.mean,
-            **{f"lat_{percentile_key(p)}_ns": r.percentile(p) for p in PERCENTILES}, "lat_max_ns": lat.max}
+def _figures(r: Result, seconds: float, reads: int, latency) -> dict:
+    """GiB/s, IOPS and the latency percentiles of a span of reads (a round, or all of them)."""
+    nbytes = reads * r.spec.bs
+    figures = {"seconds": seconds, "bytes": nbytes, "reads": reads, "gib_per_s": nbytes / seconds / GIB if seconds else 0.0,
+               "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0, "iops": reads / seconds if seconds else 0.0}
+    if latency is not None:
+        figures.update({"lat_min_ns": latency.min, "lat_mean_ns": latency.mean,
+                        **{f"lat_{percentile_key(p)}_ns": latency.percentile(p) for p in PERCENTILES},
+                        "lat_max_ns": latency.max})
+    return figures
 
 
-def _extra_info(whole: Result, rounds: list[Result], reads_per_round: int, repeats: int) -> dict:
+def _extra_info(runs: list[Result], reads_per_round: int, repeats: int) -> dict:
+    whole = runs[0]
+    rounds = [(r, t, r.round_latency[k] if r.round_latency else None) for r in runs for k, t in enumerate(r.round_ns)]
+    total_s = sum(t for _, t, _ in rounds) / 1e9
     return {
-        "sample": "one round: a native run of a fixed number of reads, first issue to last completion",
+        "sample": "one round: a fixed number of reads, timed natively, the rounds back to back in one run",
         "time_unit": "seconds per read (a round's time / its reads, pytest-benchmark's iterations)",
         "ops_unit": "reads per second (IOPS)",
         "round_reads": reads_per_round,
         "round_bytes": reads_per_round * whole.spec.bs,
         "repeats": repeats,
-        **_figures(whole),
+        **_figures(whole, total_s, reads_per_round * len(rounds), _merged([r.latency for r in runs])),
         "cpu_s_per_gb": whole.cpu_s_per_gb,
-        "cached_fraction": whole.cached_fraction,
+        "cached_fraction": max((r.cached_fraction for r in runs if r.cached_fraction is not None), default=None),
         "data_path": whole.data_path,
-        "warnings": whole.warnings,
-        "rounds": [_figures(r) for r in rounds],
+        "warnings": list(dict.fromkeys(w for r in runs for w in r.warnings)),
+        "rounds": [_figures(r, t / 1e9, reads_per_round, h) for r, t, h in rounds],
+        "round_latency_kept": all(r.round_latency for r in runs),
         "job": {k: (list(v) if isinstance(v, tuple) else v) for k, v in whole.to_dict()["spec"].items()},
     }
+
+
+def _merged(histograms: list):
+    from gdsbench import _native
+
+    out = _native.LatencyHistogram()
+    for h in histograms:
+        out.merge(h)
+    return out
 
 
 def _benchmark(request):
@@ -166,7 +193,8 @@ def _benchmark(request):
 def storage_bench(request):
     """storage_bench(path=None, **job_options) -> gdsbench.Result: measure one job (the options of
     `gdsbench run`, e.g. bs="1M", qd=16, pattern="seq") in rounds and hand them to pytest-benchmark.
-    The Result is every round's as one: bytes and time summed, latency histograms merged."""
+    The Result is the run that measured the rounds (the median one of --gdsbench-repeat); its
+    round_ns and round_latency hold each round."""
     from gdsbench.execution.runner import resolve_engine, run  # here: a pytest session that never asks pays nothing
     from gdsbench.system import gpu
 
@@ -206,22 +234,22 @@ def storage_bench(request):
                     raise KeyboardInterrupt
                 return result
             budget = spec.runtime_ns or DEFAULT_RUNTIME_NS
-            rounds: list[Result] = []
+            runs: list[Result] = []
             for _ in range(repeats):
-                more, reads = measure_rounds(spec, lambda s: run(s, record_environment=False), budget,
-                                             benchmark._min_rounds)
+                result, reads = measure_rounds(spec, lambda s: run(s, record_environment=False), budget,
+                                               benchmark._min_rounds)
                 if spec.io_size == 0:  # later repeats keep the first one's round
                     spec = spec.replace(io_size=reads * spec.bs)
-                rounds += more
+                runs.append(result)
         except GdsbenchError as e:
             pytest.fail(f"gdsbench: {e}", pytrace=False)
-        whole = back_to_back(rounds)
         iterations = reads * spec.procs  # the reads of one round, every process's
-        benchmark.extra_info.update(_extra_info(whole, rounds, iterations, repeats))
+        benchmark.extra_info.update(_extra_info(runs, iterations, repeats))
         benchmark._mode = "gdsbench storage_bench"  # the fixture is used: pytest-benchmark must not use it again
         stats = benchmark._make_stats(iterations)
-        for r in rounds:  # a round's time, as if it had done exactly `iterations` reads (it does)
-            stats.update(r.seconds * iterations / r.ops)
-        return whole
+        for r in runs:
+            for ns in r.round_ns:  # pytest-benchmark divides by the iterations: seconds per read
+                stats.update(ns / 1e9)
+        return runs[len(runs) // 2]
 
     return measure

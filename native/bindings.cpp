@@ -38,10 +38,10 @@ py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
 #define GDS_THREAD_FIELDS(X)                                                                               \
   X(gpu) X(latency) X(bytes) X(ops) X(first_submit_ns) X(last_complete_ns) X(cpu_user_s) X(cpu_sys_s)     \
   X(verified_blocks) X(verify_mismatches) X(first_mismatch_offset) X(passes) X(reads_while_copying)       \
-  X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns)
+  X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns) X(round_latency)
 #define GDS_JOB_FIELDS(X)                                                                                  \
   X(interrupted) X(start_skew_ns) X(process_cpu_user_s) X(process_cpu_sys_s) X(window_cpu_user_s)         \
-  X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns)
+  X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns) X(round_end_ns)
 // clang-format on
 
 py::dict thread_dict(const gds::ThreadResult& t) {
@@ -189,6 +189,7 @@ PYBIND11_MODULE(_native, m) {
   GDS_FIELD(gpu_backend);
   GDS_FIELD(gds_register);
   GDS_FIELD(stonewall);
+  GDS_FIELD(round_reads);
 #undef GDS_FIELD
   job.def_property(
       "mode", [](const gds::Job& j) { return std::string(gds::mode_name(j.mode)); },
@@ -382,6 +383,7 @@ PYBIND11_MODULE(_native, m) {
   m.attr("BARRIER_BYTES") = sizeof(gds::BarrierState);
 
 #define GDS_NAME(name) #name,
+  m.attr("MAX_ROUND_HISTOGRAMS") = gds::kMaxRoundHistograms;
   m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_FIELDS(GDS_NAME) "timeline_bytes"});
   m.attr("JOB_RESULT_FIELDS") = field_names({GDS_JOB_FIELDS(GDS_NAME) "threads"});
 #undef GDS_NAME

@@ -41,6 +41,7 @@ struct Job {
   std::string gpu_backend = "cuda";  // "cuda", or "sim": a CPU stand-in for tests (gpu/device.hpp)
   bool gds_register = false;         // cuFileBufRegister the device buffers (gds)
   bool stonewall = false;            // when the first worker finishes, every worker notes what it had done
+  uint64_t round_reads = 0;          // every N reads completed in the window are one round, timed (0: none)
 
   // Reads land in pinned host memory and are then copied to the GPU.
   bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }
@@ -64,7 +65,13 @@ struct ThreadResult {
   // Stonewall: bytes and reads done when the first worker anywhere finished,
   // and when this worker noticed (ns after the window opened).
   uint64_t stonewall_bytes = 0, stonewall_ops = 0, stonewall_ns = 0;
+  // --round-reads: the latency of this thread's reads in each round (empty where too many
+  // rounds x threads would be kept: see kMaxRoundHistograms).
+  std::vector<LatencyHistogram> round_latency;
 };
+
+// Per-round histograms kept at most, over every thread of a run (14.5 KiB each).
+constexpr uint64_t kMaxRoundHistograms = 8192;
 
 struct JobResult {
   std::vector<ThreadResult> threads;
@@ -77,6 +84,8 @@ struct JobResult {
   uint64_t wall_ns = 0;            // whole run, ramp included
   uint64_t start_realtime_ns = 0;  // CLOCK_REALTIME when the gate opened: a clock other processes share
   uint64_t first_done_ns = 0;      // when a worker here first finished its work (ns after the gate; 0: none)
+  std::vector<uint64_t>
+      round_end_ns;  // --round-reads: when each whole round's last read completed (ns into the window)
 };
 
 }  // namespace gds

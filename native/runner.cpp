@@ -62,6 +62,7 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   RunControl control;
   control.verify_device = verify_device;
   control.workers = job.threads;
+  control.round_reads = job.round_reads;
   std::vector<std::unique_ptr<Worker>> workers;
   for (const WorkerPlan& plan : plan_workers(job)) workers.push_back(std::make_unique<Worker>(job, plan, control));
 
@@ -137,6 +138,7 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   for (auto& w : workers)
     if (w->error()) std::rethrow_exception(w->error());
   if (uint64_t done = control.first_done_ns.load()) result.first_done_ns = done - control.start_ns.load();
+  result.round_end_ns = control.round_end_ns;
 
   uint64_t first = UINT64_MAX, last = 0;
   for (auto& w : workers) {

@@ -97,8 +97,17 @@ namespace {
 // read low by the bytes in flight.
 class Window {
  public:
-  Window(ThreadResult& out, std::atomic<uint64_t>& progress, uint64_t start, uint64_t interval)
-      : out_(out), progress_(progress), start_(start), interval_(interval) {}
+  // keep_rounds: the rounds whose latency this thread keeps a histogram of (0: none).
+  Window(ThreadResult& out, std::atomic<uint64_t>& progress, RunControl& control, uint64_t start, uint64_t interval,
+         uint64_t keep_rounds)
+      : out_(out),
+        progress_(progress),
+        control_(control),
+        start_(start),
+        interval_(interval),
+        keep_rounds_(keep_rounds) {
+    out_.round_latency.reserve(std::min<uint64_t>(keep_rounds, 64));
+  }
 
   uint64_t start() const { return start_; }
   bool opened() const { return opened_; }
@@ -120,6 +129,13 @@ class Window {
     ++out_.ops;
     const uint64_t at = when - start_;
     if (at > out_.last_complete_ns) out_.last_complete_ns = at;
+    if (control_.round_reads) {
+      const uint64_t round = control_.count_round_read(at);
+      if (round < keep_rounds_) {  // grows once a round, never per read
+        if (round >= out_.round_latency.size()) out_.round_latency.resize(round + 1);
+        out_.round_latency[round].add(when - r.submit_ns);
+      }
+    }
     // copies and reads are seen out of the order they finish in: place each by its own time
     const size_t tick = at / interval_;
     if (tick >= out_.timeline_bytes.size()) out_.timeline_bytes.resize(tick + 1, 0);
@@ -149,7 +165,8 @@ class Window {
  private:
   ThreadResult& out_;
   std::atomic<uint64_t>& progress_;
-  const uint64_t start_, interval_;
+  RunControl& control_;
+  const uint64_t start_, interval_, keep_rounds_;
   bool opened_ = false, issued_ = false, snapshot_taken_ = false;
   rusage cpu0_{};
 };
@@ -164,7 +181,8 @@ class Window {
 // plus what is still outstanding, so exactly the budget completes in it.
 void Worker::loop() {
   started_ns_ = now_ns();
-  Window window(result_, progress_bytes_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns);
+  Window window(result_, progress_bytes_, control_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns,
+                job_.round_reads ? kMaxRoundHistograms / job_.threads : 0);
   const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
   std::vector<IoRequest>& requests = slots_->requests();
   gpu::CopyStream* copies = slots_->copies();

@@ -56,6 +56,26 @@ struct RunControl {
     std::lock_guard<std::mutex> lock(mu);
     cv.notify_all();
   }
+
+  // Rounds (--round-reads N): the reads completed in the window are counted across workers,
+  // and the N-th, 2N-th, ... one's time is a round's end. Every round is N consecutive
+  // completions of one run that never stops between rounds: no pipeline to drain or refill.
+  uint64_t round_reads = 0;  // set by the runner before any worker starts
+  std::atomic<uint64_t> window_reads{0};
+  std::mutex round_mu;
+  std::vector<uint64_t> round_end_ns;  // read by the runner after every worker is joined
+
+  // The round a read completed `at` ns into the window belongs to; the round's end when it is its last.
+  uint64_t count_round_read(uint64_t at) {
+    const uint64_t n = window_reads.fetch_add(1, std::memory_order_relaxed) + 1;
+    const uint64_t round = (n - 1) / round_reads;
+    if (n % round_reads == 0) {
+      std::lock_guard<std::mutex> lock(round_mu);  // once a round: never contended in earnest
+      if (round_end_ns.size() <= round) round_end_ns.resize(round + 1, 0);
+      round_end_ns[round] = at;
+    }
+    return round;
+  }
 };
 
 struct WorkerPlan {

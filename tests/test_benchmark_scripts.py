@@ -67,8 +67,9 @@ def test_bounce_target_is_judged_against_the_cpu_runs_either_side():
 
 def test_pytest_threshold_expects_a_fire_past_x_over_100_plus_x():
     script = load("pytest_threshold")
-    # mean:20%: a round takes 1/step as long, so it fires below 1/1.2 = 83.3% of the rate
-    assert [script.expected_to_fire(step, 0.20) for step in (1.0, 0.9, 0.84, 0.83, 0.8, 0.75)] == \
-        [False, False, False, True, True, True]
+    # mean:20%: fires once a fixed round takes 20% longer (bandwidth at 1/1.2 = 83.3% of the rate)
+    assert script.verdict(0.25, True, 0.20) == "yes" and script.verdict(0.11, False, 0.20) == "yes"
+    assert script.verdict(0.25, False, 0.20) == "**NO**" and script.verdict(0.11, True, 0.20) == "**NO**"
+    assert script.verdict(0.215, False, 0.20) == script.verdict(0.185, True, 0.20) == "borderline"
     out = "Performance has regressed:\n\ttest_read[4K-16-rand] (0001_baseline) - Field 'mean' has failed ...\n"
     assert script.regressed_tests(out) == {"test_read[4K-16-rand]"} and script.regressed_tests("4 passed") == set()

@@ -3,6 +3,7 @@ JSON, compare and compare-fail, and the shipped suite against a real slower tier
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -95,19 +96,21 @@ def test_large_blocks_a_quarter_slower_fail_the_build(tmp_path, disk_file, throt
 
 
 def test_rounds_are_sized_by_the_warmup_and_fill_the_budget():
-    """The round rule, with stand-in results (no storage): a power of two of reads that fills a
-    tenth of the budget at the warm-up's rate, at least four times the reads in flight; io_size fixes it."""
+    """The round rule, with stand-in results (no storage): the reads that fill a tenth of the
+    budget, and 200 ms at least, at the warm-up's rate; at least four times the reads in
+    flight; io_size fixes it."""
     from types import SimpleNamespace
 
     from gdsbench.job.spec import JobSpec
     from gdsbench.pytest_plugin import measure_rounds, round_reads
 
     spec = JobSpec(path="x", bs=4096, qd=8, threads=2)
-    rate = SimpleNamespace(ops=1, iops=50_000.0)  # 50 k IOPS: a tenth of 2 s holds 10,000 reads -> 8192
-    assert round_reads(spec, rate, None, 2_000_000_000) == 8192
+    rate = SimpleNamespace(ops=1, iops=50_000.0)  # 50 k IOPS: a tenth of 4 s holds 20,000 reads
+    assert round_reads(spec, rate, None, 4_000_000_000) == 20_000
+    assert round_reads(spec, rate, None, 1_000_000_000) == 10_000  # a tenth is 100 ms: 200 ms instead
     assert round_reads(spec, SimpleNamespace(ops=1, iops=10.0), None, 2_000_000_000) == 4 * 16  # the floor
     assert round_reads(spec, SimpleNamespace(ops=0, iops=0.0), None, 2_000_000_000) == 64  # nothing measured
-    assert round_reads(spec.replace(procs=2), rate, None, 2_000_000_000) == 4096  # per process
+    assert round_reads(spec.replace(procs=2), rate, None, 4_000_000_000) == 10_000  # per process
     assert round_reads(spec.replace(io_size=4096 * 100), rate, None, 2_000_000_000) == 100
 
     ran = []
@@ -115,15 +118,35 @@ def test_rounds_are_sized_by_the_warmup_and_fill_the_budget():
     def stand_in(s):  # each read takes 10 us: a round of N reads takes N x 10 us
         ran.append(s)
         reads = s.io_size // s.bs if s.io_size else int(s.runtime_ns / 10_000)
-        return SimpleNamespace(interrupted=False, ops=reads, iops=1e5, elapsed_ns=reads * 10_000)
+        n = s.round_reads
+        return SimpleNamespace(interrupted=False, ops=reads, iops=1e5, round_ns=[n * 10_000] * (reads // n))
 
-    rounds, reads = measure_rounds(spec.replace(ramp_ns=100_000_000), stand_in, 1_000_000_000, 5)
-    assert ran[0].runtime_ns == 100_000_000 and ran[0].io_size == 0  # the warm-up: the ramp
-    assert reads == 8192 and all(s.io_size == 8192 * 4096 and s.runtime_ns == 0 for s in ran[1:])
-    assert len(rounds) == 13  # 13 x 81.92 ms is the first to reach 1 s
-    interrupted = SimpleNamespace(interrupted=True, ops=0, iops=0.0, elapsed_ns=0)
+    result, reads = measure_rounds(spec.replace(ramp_ns=100_000_000), stand_in, 4_000_000_000, 5)
+    warmup, measuring = ran[0], ran[-1]
+    assert warmup.runtime_ns == 100_000_000 and warmup.io_size == 0 and warmup.ramp_ns == 0  # the ramp, reads counted
+    assert warmup.round_reads > 2**40  # as the rounds will count them, in one round that never ends
+    # one run of rounds back to back: 4 s at 100 k IOPS in rounds of 400 ms (40,000 reads) is 10 rounds
+    assert reads == 40_000 and measuring.round_reads == 40_000 and measuring.runtime_ns == 0
+    assert measuring.io_size == 10 * 40_000 * 4096 and len(result.round_ns) == 10
+    result, _ = measure_rounds(spec.replace(ramp_ns=100_000_000), stand_in, 1_000_000_000, 5)
+    assert len(result.round_ns) == 5  # 200 ms rounds fill 1 s sooner, but never fewer than min_rounds
+    interrupted = SimpleNamespace(interrupted=True, ops=0, iops=0.0, round_ns=[])
     with pytest.raises(KeyboardInterrupt):
         measure_rounds(spec, lambda s: interrupted, 1_000_000_000, 5)
+
+
+def test_native_rounds_are_back_to_back_fixed_work(pattern_file):
+    """--round-reads: every N completed reads are a round, timed natively, in one run; the rounds
+    cover the measured window without a gap, and each round's reads are in its histogram."""
+    from gdsbench import JobSpec, run
+
+    r = run(JobSpec(path=pattern_file, engine="null", bs=4096, qd=4, threads=2, io_size=6 * 256 * 4096, runtime_ns=0,
+                    round_reads=256), record_environment=False)
+    assert r.ops == 6 * 256 and len(r.round_ns) == 6 and all(ns >= 0 for ns in r.round_ns)
+    assert sum(r.round_ns) <= r.elapsed_ns and [h.count for h in r.round_latency] == [256] * 6
+    two = run(JobSpec(path=pattern_file, engine="null", bs=4096, qd=4, procs=2, io_size=4 * 128 * 4096, runtime_ns=0,
+                      round_reads=128), record_environment=False)  # each process's round k, together
+    assert len(two.round_ns) == 4 and [h.count for h in two.round_latency] == [256] * 4
 
 
 def test_marker_defaults_parametrize_and_an_unavailable_gpu_mode_skips(pytester, pattern_file):
@@ -176,3 +199,32 @@ def test_the_private_pytest_benchmark_api_used_is_still_there():
     assert "_mode" in inspect.getsource(BenchmarkFixture.__init__) and "extra_info" in inspect.getsource(Metadata)
     assert "self._min_rounds = min_rounds" in inspect.getsource(BenchmarkFixture.__init__)
     assert "duration / self.iterations" in inspect.getsource(Metadata.update)  # a round's time / its reads
+
+
+def test_ctrl_c_stops_the_suite_and_saves_no_partial_measurement(tmp_path, pattern_file):
+    """SIGINT mid-measurement: pytest's KeyboardInterrupt and a non-zero exit; the test cut short
+    is not saved as if whole, and the tests after it do not run."""
+    from test_cli import wait_for_workers
+
+    (tmp_path / "test_long.py").write_text(
+        f"def test_long(storage_bench):\n    storage_bench(path={pattern_file!r}, engine='null', bs='4K', runtime='60s')\n"
+        f"\n\ndef test_after(storage_bench):\n    storage_bench(path={pattern_file!r}, engine='null', bs='4K')\n")
+    p = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_long.py",
+                          f"--benchmark-json={tmp_path / 'b.json'}"], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    wait_for_workers(p.pid)  # measuring
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode != 0 and "KeyboardInterrupt" in out, out
+    saved = json.load(open(tmp_path / "b.json"))["benchmarks"] if (tmp_path / "b.json").exists() else []
+    assert saved == [] and "test_after" not in out.replace("test_long.py", "")
+
+
+def test_a_bad_session_option_is_one_usage_error(tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x(storage_bench):\n    storage_bench(engine='null')\n")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py",
+                          "--gdsbench-runtime", "banana"], cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 4 and "--gdsbench-runtime 'banana'" in res.stderr and "passed" not in res.stdout
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py",
+                          "--gdsbench-repeat", "0"], cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 4 and "--gdsbench-repeat 0" in res.stderr

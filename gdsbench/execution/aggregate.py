@@ -18,6 +18,17 @@ from gdsbench import _native
 from gdsbench.execution.record import RunRecord, ThreadRecord
 
 
+def _round_ends(runs: list[RunRecord], t0: int) -> list[int]:
+    """--round-reads across processes: round k of the job is every process's k-th round, and it
+    ends when the last of them does (times on the common base). Each thread's per-round
+    histograms already line up by round index."""
+    if not runs or not all(r.round_end_ns for r in runs):
+        return []
+    complete = min(len(r.round_end_ns) for r in runs)
+    shifts = [r.start_realtime_ns - t0 if r.start_realtime_ns else 0 for r in runs]
+    return [max(shift + r.round_end_ns[k] for r, shift in zip(runs, shifts)) for k in range(complete)]
+
+
 def aggregate(runs: list[RunRecord], infos: list[dict], interval_ns: int) -> RunRecord:
     """Parts' runs as one run on one time base, the earliest start gate."""
     starts = [r.start_realtime_ns for r in runs if r.start_realtime_ns]
@@ -51,6 +62,7 @@ def aggregate(runs: list[RunRecord], infos: list[dict], interval_ns: int) -> Run
             "interrupted": run.interrupted,
         })
     return RunRecord(
+        round_end_ns=_round_ends(runs, t0),
         threads=threads or [ThreadRecord.empty()],  # empty when interrupted before any process started
         interrupted=any(r.interrupted for r in runs),
         start_skew_ns=(max(starts) - min(starts)) if starts else 0,

@@ -175,6 +175,7 @@ class _Loop:
         self.free = deque(range(spec.qd))
         self.samples: list[int] = []
         self.timeline: list[int] = []
+        self.round_ends: list[int] = []  # --round-reads: when each N-th read completed, ns into the window
         self.done_bytes = self.ops = self.last = 0
         self.verified = 0
         self.bad: set[int] = set()  # distinct bad blocks: one read again counts once
@@ -236,6 +237,8 @@ class _Loop:
         self.done_bytes += self.spec.bs
         self.ops += 1
         self.last = end - self.measure_start
+        if self.spec.round_reads and self.ops % self.spec.round_reads == 0:
+            self.round_ends.append(self.last)
         tick = self.last // self.spec.interval_ns
         self.timeline.extend([0] * (tick + 1 - len(self.timeline)))
         self.timeline[tick] += self.spec.bs
@@ -262,8 +265,14 @@ class _Loop:
         end_cpu = _cpu_seconds(resource.RUSAGE_SELF)
         window = _since(self.cpu0, end_cpu)
         thread_cpu = _since(self.thread_cpu0, _cpu_seconds(resource.RUSAGE_THREAD))
+        samples = np.asarray(self.samples, dtype=np.uint64)
         latency = _native.LatencyHistogram()
-        latency.add(np.asarray(self.samples, dtype=np.uint64))
+        latency.add(samples)
+        n = self.spec.round_reads
+        rounds = []
+        for k in range(len(self.round_ends)):  # reads complete in order here: round k is samples k*N to (k+1)*N
+            rounds.append(_native.LatencyHistogram())
+            rounds[-1].add(samples[k * n:(k + 1) * n])
         thread = ThreadRecord(
             gpu=self.spec.gpu[0], latency=latency, bytes=self.done_bytes, ops=self.ops, first_submit_ns=0,
             last_complete_ns=self.last, timeline_bytes=np.asarray(self.timeline, dtype=np.uint64),
@@ -271,8 +280,8 @@ class _Loop:
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
             verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
             passes=-(-self.position // self.nblocks), reads_while_copying=0,
-            stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last)
-        return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0,
+            stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last, round_latency=rounds)
+        return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0, round_end_ns=self.round_ends,
                          process_cpu_user_s=end_cpu[0] - run_cpu0[0], process_cpu_sys_s=end_cpu[1] - run_cpu0[1],
                          window_cpu_user_s=window[0], window_cpu_sys_s=window[1],
                          wall_ns=time.monotonic_ns() - self.t0, start_realtime_ns=0, first_done_ns=0)

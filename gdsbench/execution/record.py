@@ -32,6 +32,7 @@ class ThreadRecord:
     stonewall_bytes: int  # what it had done when the first worker anywhere finished
     stonewall_ops: int
     stonewall_ns: int
+    round_latency: list = field(default_factory=list)  # --round-reads: a LatencyHistogram per round, this thread's reads
 
     @classmethod
     def empty(cls) -> ThreadRecord:
@@ -53,6 +54,7 @@ class RunRecord:
     wall_ns: int  # whole run, set-up and ramp included
     start_realtime_ns: int  # CLOCK_REALTIME at the start gate (lines up processes)
     first_done_ns: int  # when a worker first finished its work (ns after the gate; 0: none)
+    round_end_ns: list[int] = field(default_factory=list)  # --round-reads: when each round ended, ns into the window
     procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
 
     @classmethod

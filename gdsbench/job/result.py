@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gdsbench import _native
 from gdsbench.job.spec import JobSpec
 
@@ -52,6 +54,8 @@ class Result:
     process_cpu_sys_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
+    round_ns: list[int] = field(default_factory=list)  # --round-reads: each whole round's time, in order
+    round_latency: list = field(default_factory=list)  # its reads' latency, a histogram per round ([]: not kept)
 
     @classmethod
     def from_run(cls, spec: JobSpec, run, **extra: Any) -> Result:
@@ -77,8 +81,11 @@ class Result:
                 "bandwidth_bytes_per_s": wall_bytes / (wall_ns / 1e9) if wall_ns else 0.0,
                 "first_done_ns": max(run.first_done_ns - spec.ramp_ns, 0),
             }
+        round_ns, round_latency = _rounds(spec, run)
         return cls(
             spec=spec,
+            round_ns=round_ns,
+            round_latency=round_latency,
             bytes=sum(t.bytes for t in threads),
             ops=sum(t.ops for t in threads),
             elapsed_ns=max((t.last_complete_ns for t in threads if t.ops), default=0),
@@ -168,7 +175,7 @@ class Result:
             "cached_fraction_after": self.cached_fraction_after,
             "passes": self.passes,
             "reads_while_copying": self.reads_while_copying,
-            "processes": len(self.procs) or self.spec.procs,
+            "processes": len(self.procs) or 1,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,
             "stonewall_bandwidth_bytes_per_s": self.stonewall["bandwidth_bytes_per_s"] if self.stonewall else None,
@@ -186,12 +193,35 @@ class Result:
             "spec": dataclasses.asdict(self.spec),
             **self.summary(),
             "timeline": {"interval_ns": self.spec.interval_ns, "bytes": self.timeline_bytes},
+            "rounds": {"reads": self.spec.round_reads, "ns": self.round_ns,
+                       "latency": [histogram_to_dict(h) for h in self.round_latency]},
             "threads": self.threads,
             "per_process": self.procs,
             "latency_histogram": histogram_to_dict(self.latency),
             "warnings": self.warnings,
             "environment": self.environment,
         }
+
+
+def _rounds(spec: JobSpec, run) -> tuple[list[int], list]:
+    """Each whole round's time (its end minus the previous one's), and its reads' latency merged over
+    threads; [] for the latency where more rounds were run than each thread keeps histograms of
+    (native MAX_ROUND_HISTOGRAMS shared among a process's threads)."""
+    if not run.round_end_ns:
+        return [], []
+    # two threads can count their completions in the other order than they happened: keep the ends in order
+    ends = np.maximum.accumulate(np.asarray(run.round_end_ns, dtype=np.int64))
+    times = np.diff(ends, prepend=0).tolist()
+    if len(times) > _native.MAX_ROUND_HISTOGRAMS // spec.threads:
+        return times, []
+    merged = []
+    for k in range(len(times)):
+        h = _native.LatencyHistogram()
+        for t in run.threads:
+            if k < len(t.round_latency):  # a thread that completed nothing in a round has no histogram for it
+                h.merge(t.round_latency[k])
+        merged.append(h)
+    return times, merged
 
 
 def histogram_to_dict(h: _native.LatencyHistogram) -> dict:
@@ -225,32 +255,3 @@ def _thread_summary(index: int, t) -> dict:
         "passes": t.passes,
     }
 
-
-def back_to_back(results: list[Result]) -> Result:
-    """Runs of one job made one after another (the pytest plugin's rounds), as
-    one: bytes, reads, measured time and CPU summed, latency histograms merged
-    exactly, the page cache as the worst run found it. There is no one
-    timeline, per-thread or per-process breakdown across runs: those are left empty."""
-    first = results[0]
-    latency = _native.LatencyHistogram()
-    for r in results:
-        latency.merge(r.latency)
-    cached = [r.cached_fraction for r in results if r.cached_fraction is not None]
-
-    def total(name: str):
-        return sum(getattr(r, name) for r in results)
-
-    mismatched = [r.first_mismatch_offset for r in results if r.first_mismatch_offset is not None]
-    return dataclasses.replace(
-        first, latency=latency, timeline_bytes=[], threads=[], procs=[],
-        **{name: total(name) for name in ("bytes", "ops", "elapsed_ns", "cpu_user_s", "cpu_sys_s", "worker_cpu_user_s",
-                                          "worker_cpu_sys_s", "process_cpu_user_s", "process_cpu_sys_s", "wall_ns",
-                                          "verified_blocks", "verify_mismatches", "reads_while_copying")},
-        passes=max(r.passes for r in results), interrupted=any(r.interrupted for r in results),
-        cached_fraction=max(cached) if cached else None,
-        cached_fraction_after=max((r.cached_fraction_after for r in results if r.cached_fraction_after is not None),
-                                  default=None),
-        first_mismatch_offset=min(mismatched) if mismatched else None,
-        start_skew_ns=max(r.start_skew_ns for r in results),
-        warnings=list(dict.fromkeys(w for r in results for w in r.warnings)),
-    )

@@ -197,6 +197,11 @@ class JobSpec:
         False, "bool", "--stonewall", "when the first worker finishes its work, note what every worker had done: "
         "both the stonewalled and the full figures are reported",
     )
+    round_reads: int = option(
+        0, "int", "--round-reads", "also time every N reads completed in the measured window (per process) as one "
+        "round, natively, without pausing between rounds: fixed-work samples, as the pytest plugin uses them (0: none)",
+        sweep=False, low=0, high=MAX_OFFSET,
+    )
     pin: str = option("none", "choice", "--pin", "pin each process to CPUs: cores (its own share of them) or numa (its GPU's "
                       "node, else the storage's)", choices=PINNING, native=False, sweep=False)
     gpu: tuple[int, ...] = option((0,), "gpus", "--gpu", "GPU index, or several (0,1): processes, else threads, take "
