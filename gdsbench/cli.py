@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 from gdsbench import __version__
@@ -59,5 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _sigterm_as_ctrl_c(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def entry_point() -> None:
+    """The console script. SIGTERM (kill, a job scheduler's stop) ends a command as Ctrl-C does: what
+    was measured is kept, files it made are removed, exit 130. Not under an MPI launcher, which
+    ends the ranks with SIGTERM when one fails: rank 0 says why in its own handler (execution/mpi.py)."""
+    from gdsbench.execution.mpi import LAUNCHER_VARIABLES
+
+    if not any(v in os.environ for v in LAUNCHER_VARIABLES):
+        signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
     sys.exit(main())

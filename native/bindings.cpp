@@ -10,6 +10,7 @@
 #include "engine.hpp"
 #include "error.hpp"
 #include "files.hpp"
+#include "gpu/device.hpp"
 #include "gpu/status.hpp"
 #include "histogram.hpp"
 #include "job.hpp"
@@ -289,6 +290,8 @@ PYBIND11_MODULE(_native, m) {
     return out;
   });
 
+  m.def("check_gpu_backend", &gds::gpu::check_backend, py::arg("backend"),
+        "UsageError unless the --gpu-backend value is cuda or a well-formed sim[:...] (checked before a run).");
   m.def("say_on_sigterm", &gds::say_on_sigterm, py::arg("line"),
         "From now on, SIGTERM writes `line` to stderr and exits with 128 + SIGTERM (safe in any native wait).");
 

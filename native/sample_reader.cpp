@@ -5,12 +5,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "clock.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
 
 namespace gds {
+
+namespace {
+
+// A number for the calling thread, never given to another thread of this process: unlike a
+// std::thread::id or a kernel tid, which a thread started after this one ends may be given again.
+uint64_t thread_serial() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t serial = next.fetch_add(1);
+  return serial;
+}
+
+}  // namespace
 
 SampleReader::SampleReader(const Job& job, int gpu, DeviceVerifyFn verify_device)
     : job_(job), gpu_(gpu), verify_device_(std::move(verify_device)), slots_(job, gpu, bool(verify_device_)) {}
@@ -22,6 +35,7 @@ void SampleReader::close() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   path_.clear();
+  owner_ = 0;
 }
 
 void SampleReader::open(const std::string& path) {
@@ -35,6 +49,7 @@ void SampleReader::open(const std::string& path) {
   engine_ = engine_by_name(job_.engine).make(fd_, job_.qd);
   if (job_.gds_register) slots_.register_with(*engine_);
   path_ = path;
+  owner_ = thread_serial();
 }
 
 // queue -> reap -> [copy to the GPU] -> land, chunk by chunk, until the whole
@@ -42,7 +57,7 @@ void SampleReader::open(const std::string& path) {
 // reach past the end of the file; the short read there is the file's end.
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
   slots_.make_current();
-  if (path != path_) open(path);
+  if (path != path_ || thread_serial() != owner_) open(path);
   std::vector<IoRequest>& requests = slots_.requests();
   gpu::CopyStream* copies = slots_.copies();
   const unsigned depth = job_.qd, slots = unsigned(requests.size());

@@ -4,7 +4,10 @@
 // job.qd chunks in flight, through the same engines and into the same memory
 // as a benchmark worker's reads (read_slots.hpp): host memory, or GPU memory
 // directly (gds) or through pinned staging (bounce). Buffers are sized once;
-// the engine is opened per file, as a data loader opens each file it reads.
+// the engine is opened per file, as a data loader opens each file it reads,
+// and again whenever another thread reads with it (each epoch starts new read
+// threads): an engine belongs to the thread that made it, as an io_uring ring
+// set up SINGLE_ISSUER must.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,7 +53,8 @@ class SampleReader {
   int gpu_;
   DeviceVerifyFn verify_device_;
   ReadSlots slots_;
-  std::string path_;  // the file open now
+  std::string path_;    // the file open now
+  uint64_t owner_ = 0;  // the thread that opened it (thread_serial()): its engine is that thread's
   int fd_ = -1;
   uint64_t file_size_ = 0;
   std::unique_ptr<Engine> engine_;

@@ -52,6 +52,8 @@ void Worker::run() noexcept {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  // A name top, gdb and py-spy show (at most 15 characters)
+  pthread_setname_np(pthread_self(), ("gds-worker-" + std::to_string(plan_.index % 10000)).c_str());
   try {
     setup();
   } catch (...) {

@@ -143,3 +143,93 @@ def test_real_process_exit_code_and_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("gdsbench: error: PATH ") and proc.stderr.count("\n") == 1
     assert proc.stdout == ""
+
+
+# ---- train, predict and prepare --workload: every bad input one line, before anything is written ----
+
+TRAIN = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2", "--read-threads",
+         "2", "--compute-time", "5ms"]
+
+
+@pytest.fixture(scope="module")
+def small_set(tmp_path_factory):
+    """40 samples of about 64 KiB, written by `gdsbench prepare --workload`."""
+    path = str(tmp_path_factory.mktemp("bad") / "ds")
+    assert cli.main(["prepare", path, "--files", "40", *TRAIN]) == 0
+    return path
+
+
+@pytest.mark.parametrize("command, extra, fragments", [
+    ("predict", ["--probe-seconds", "nan"], ["--probe-seconds", "nan"]),
+    ("predict", ["--probe-seconds", "inf"], ["--probe-seconds"]),
+    ("predict", ["--probe-seconds", "0"], ["--probe-seconds", "more than 0"]),
+    ("train", ["--predict", "--probe-seconds", "0"], ["--probe-seconds", "more than 0"]),
+    ("predict", ["--compute-time", "0"], ["--compute-time 0", "more than 0"]),
+    ("train", ["--compute-time", "999999999999h"], ["--compute-time", "between"]),
+    ("predict", ["--steps=-3"], ["--steps", "-3"]),
+    ("predict", ["--also", "0"], ["--also 0"]),
+    ("train", ["--transfer-size", "1T"], ["--transfer-size 1 TiB", "between"]),
+    ("train", ["--engine", "null", "--verify"], ["--verify", "null engine reads nothing"]),
+    ("train", ["--gds-register"], ["--gds-register", "--mode gds"]),
+    ("train", ["--au", "nan"], ["--au", "finite"]),
+    ("run", ["--mode", "bounce", "--gpu-backend", "sim:bogus=1"], ["--gpu-backend sim:bogus=1"]),
+])
+def test_train_and_predict_refuse_in_one_line_before_anything_is_written(gdsbench, small_set, tmp_path, command, extra,
+                                                                         fragments):
+    results = tmp_path / "results"
+    args = [small_set, *TRAIN, *extra, "--results", results] if command == "train" else \
+        [small_set, *TRAIN, *extra] if command == "predict" else [small_set + "/unet3d_00.dat", *extra]
+    assert_one_line_error(gdsbench(command, *args), *fragments)
+    assert not results.exists()  # no run folder for a run that cannot start
+
+
+@pytest.mark.parametrize("toml, fragments", [
+    ('base = "unet3d"\nseed = 18446744073709551616\n', ["--seed", "between"]),
+    ('base = "unet3d"\nfiles = 100000000000000000000\n', ["--files", "between"]),
+    ('base = "resnet50"\nfiles = 20000\n', ["25,020,000 samples", "fewer files"]),
+    ('base = "unet3d"\nname = "../escaped"\n', ["workload name '../escaped'", "letters, digits"]),
+    ('base = "unet3d"\nname = "/tmp/absolute"\n', ["workload name '/tmp/absolute'"]),
+    ('base = "unet3d"\nname = ""\n', ["workload name ''"]),
+])
+def test_a_workload_file_out_of_bounds_is_one_line_and_writes_nothing(gdsbench, tmp_path, toml, fragments):
+    (tmp_path / "wl.toml").write_text(toml)
+    folder = tmp_path / "sets" / "ds"
+    assert_one_line_error(gdsbench("prepare", "--workload", tmp_path / "wl.toml", folder), *fragments)
+    assert not (tmp_path / "sets").exists() and not (tmp_path / "escaped_0.dat").exists()
+
+
+@pytest.mark.parametrize("target, fragments", [
+    ("a file", ["not a directory"]),
+    ("/dev/null", ["not a directory"]),
+    ("/proc/gdsbench-x", ["cannot create"]),
+])
+def test_prepare_workload_where_no_dataset_can_be_is_one_line(gdsbench, tmp_path, target, fragments):
+    if target == "a file":
+        target = tmp_path / "afile"
+        target.write_bytes(b"x")
+    assert_one_line_error(gdsbench("prepare", "--workload", "unet3d", target, "--files", "2", "--record-bytes", "64K"),
+                          *fragments)
+
+
+@pytest.mark.parametrize("damage", ['"files": []', '"no_workload": 1', '"files": [["a.dat", ["x"]]]',
+                                    '"files": [["a.dat"]]', '"files": [["../../etc/passwd", [4096]]]'])
+def test_a_hand_damaged_manifest_is_one_line(gdsbench, tmp_path, damage):
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    workload = '"workload": {"name": "unet3d"}' if "no_workload" not in damage else '"other": 1'
+    files = damage if damage.startswith('"files"') else '"files": [["a.dat", [4096]]]'
+    (folder / "gdsbench-dataset.json").write_text("{" + workload + ", " + files + "}")
+    assert_one_line_error(gdsbench("train", folder, *TRAIN), "not a gdsbench dataset manifest", "prepare the dataset")
+
+
+def test_a_train_run_is_refused_by_compare_and_sweep_resume(gdsbench, small_set, tmp_path):
+    assert gdsbench("train", small_set, *TRAIN, "--results", tmp_path, "--name", "t").code == 0
+    run = next(p for p in tmp_path.iterdir() if p.name.endswith("-t"))
+    assert_one_line_error(gdsbench("compare", run, run), "a train run", "compare takes sweep runs")
+    assert_one_line_error(gdsbench("sweep", "--resume", run), "a train run", "sweep --resume takes sweep runs")
+
+
+def test_train_on_a_file_suggests_a_command_that_works(gdsbench, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"x")
+    assert_one_line_error(gdsbench("train", afile, *TRAIN), "not a directory", "prepare --workload unet3d NEW_DIR")

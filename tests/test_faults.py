@@ -478,8 +478,153 @@ def test_docs_faults_names_real_tests():
     text = open(os.path.join(ROOT, "docs", "faults.md")).read()
     named = set(re.findall(r"`(test_\w+)`", text))
     defined = set()
-    for name in ("test_faults.py", "test_gpu.py", "test_bad_input.py"):
+    for name in ("test_faults.py", "test_gpu.py", "test_bad_input.py", "test_validate.py", "test_pytest_plugin.py",
+                 "test_train.py", "test_run.py", "test_cli.py"):
         defined |= set(re.findall(r"^def (test_\w+)", open(os.path.join(ROOT, "tests", name)).read(), re.M))
     assert named <= defined, f"docs/faults.md names tests that do not exist: {sorted(named - defined)}"
     here = set(re.findall(r"^def (test_\w+)", open(__file__).read(), re.M)) - {"test_docs_faults_names_real_tests"}
     assert here <= named, f"tests with no row in docs/faults.md: {sorted(here - named)}"
+
+
+# ---- train, predict, prepare --workload and validate: nothing crashes, hangs or is left behind ----
+
+TRAIN = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2", "--read-threads",
+         "2", "--compute-time", "5ms"]
+
+
+@pytest.fixture(scope="module")
+def train_set(tmp_path_factory):
+    """40 samples of about 64 KiB, written by `gdsbench prepare --workload`."""
+    from gdsbench import cli
+
+    path = str(tmp_path_factory.mktemp("faults") / "ds")
+    assert cli.main(["prepare", path, "--files", "40", *TRAIN]) == 0
+    return path
+
+
+def test_more_than_one_epoch_under_io_uring_gives_each_read_thread_its_own_ring(gdsbench, tmp_path):
+    """Each epoch starts new read threads; a reader's io_uring ring (set up SINGLE_ISSUER) belongs
+    to the thread that made it, so a reader used by another thread makes a new one."""
+    rn = tmp_path / "rn"
+    shape = ["--workload", "resnet50", "--files", "4", "--samples-per-file", "200"]
+    assert gdsbench("prepare", rn, *shape).code == 0
+    r = gdsbench("train", rn, *shape, "--batch", "20", "--compute-time", "5ms", "--epochs", "3", "--engine", "io_uring",
+                 "--results", tmp_path / "results")
+    assert r.code == 0, r.err
+
+
+def test_ctrl_c_ends_a_train_whose_accelerator_is_stopped(tmp_path, train_set):
+    """An accelerator stopped (SIGSTOP), as a read on a dead mount would hold it: the others wait at
+    the barrier for it forever. Ctrl-C must still end the run in seconds, exit 130, nothing left."""
+    p = gdsbench_cli("train", train_set, *TRAIN, "--accelerators", "2", "--epochs", "10000", "--results", tmp_path)
+    kids = workers_of(p.pid, 2)
+    time.sleep(0.5)  # whatever moment: set up, or stepping
+    os.kill(kids[0], signal.SIGSTOP)
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert time.monotonic() - sent < 15, "Ctrl-C did not end the run promptly"
+    assert not any(alive(k) for k in kids) and "Traceback" not in err
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"gdsbench-barrier-{p.pid}-")]
+
+
+def test_a_stalled_step_is_reported_naming_the_accelerator():
+    """The stall watch, on a stand-in clock: steps of 0.1 s, then accelerator 1 does not arrive."""
+    from gdsbench.train.accelerators import StallWatch
+
+    now, said = [0.0], []
+    watch = StallWatch(3, lambda rank: 1000 + rank, say=said.append, clock=lambda: now[0])
+    for step in range(5):
+        for rank in range(3):
+            watch.arrived(rank, 0, step)
+        now[0] += 0.1
+    watch.arrived(0, 0, 5)
+    watch.arrived(2, 0, 5)
+    now[0] += 4.9
+    watch.check()
+    assert not said  # under STALL_MIN_S: steps can be slow now and then
+    now[0] += 1.0
+    watch.check()
+    watch.check()
+    assert len(said) == 1 and "accelerator 1 (pid 1001)" in said[0] and "epoch 1 step 6" in said[0]
+    assert "took 0.1 s" in said[0] and "Ctrl-C ends the run" in said[0]
+
+
+def test_killed_train_leaves_no_barrier_file_and_its_run_says_interrupted(tmp_path, train_set, gdsbench):
+    p = gdsbench_cli("train", train_set, *TRAIN, "--accelerators", "2", "--epochs", "10000", "--results", tmp_path)
+    workers_of(p.pid, 2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and [f for f in os.listdir("/dev/shm") if f.startswith(f"gdsbench-barrier-{p.pid}-")]:
+        time.sleep(0.05)  # removed once every accelerator has mapped it
+    time.sleep(0.5)
+    p.kill()
+    p.communicate(timeout=30)
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"gdsbench-barrier-{p.pid}-")]
+    [run] = [d for d in tmp_path.iterdir() if d.is_dir()]
+    r = gdsbench("report", run)
+    assert "was interrupted" in r.err and json.load(open(run / RUN_FILE))["status"] == "interrupted"
+
+
+def test_sigterm_ends_train_as_ctrl_c_does(tmp_path, train_set):
+    p = gdsbench_cli("train", train_set, *TRAIN, "--accelerators", "2", "--epochs", "10000", "--results", tmp_path)
+    workers_of(p.pid, 2)
+    time.sleep(0.5)
+    p.terminate()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Traceback" not in err, err
+    [run] = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert json.load(open(run / RUN_FILE))["status"] == "interrupted"
+
+
+def test_a_run_folder_is_never_left_without_its_description(tmp_path, monkeypatch):
+    """A run is made in a hidden folder and renamed into place with its run.json; a kill in
+    between leaves only the hidden folder, which the next run removes."""
+    abandoned = tmp_path / ".creating-run-999999999"
+    abandoned.mkdir(parents=True)
+    store = RunStore.create(str(tmp_path), "x", {})
+    assert os.path.isfile(os.path.join(store.path, RUN_FILE)) and not abandoned.exists()
+    assert [p.name for p in tmp_path.iterdir()] == [store.run_id]
+
+
+def test_an_incomplete_dataset_is_named_and_the_same_prepare_finishes_it(gdsbench, tmp_path, monkeypatch):
+    """A prepare that stops part-way (here: the third file's write fails, as on a full disk) leaves a
+    dataset that says so: train refuses it in one line, and the same prepare keeps the files done."""
+    from gdsbench.train import dataset
+
+    real, calls = dataset.prepare, []
+
+    def full_disk(path, size, **kw):
+        calls.append(path)
+        if len(calls) == 3:
+            raise UsageError(f"PATH {path}: cannot create the file: no space (or no free inodes) left there")
+        return real(path, size, **kw)
+
+    folder = tmp_path / "ds"
+    monkeypatch.setattr(dataset, "prepare", full_disk)
+    r = gdsbench("prepare", folder, "--files", "5", *TRAIN)
+    assert r.code == 2 and "stopped after 2 of 5 files" in r.err and "run the same prepare again" in r.err
+    r = gdsbench("train", folder, *TRAIN, "--files", "5", "--results", tmp_path / "res")
+    assert r.code == 2 and "an incomplete dataset" in r.err and "after 2 of 5 files" in r.err
+    monkeypatch.setattr(dataset, "prepare", real)
+    r = gdsbench("prepare", folder, "--files", "5", *TRAIN)
+    assert r.code == 0 and "already there" in r.out, r.err
+    assert gdsbench("train", folder, *TRAIN, "--files", "5", "--results", tmp_path / "res").code == 0
+
+
+def test_a_dataset_read_as_another_workload_says_so(gdsbench, train_set, tmp_path):
+    r = gdsbench("train", train_set, "--workload", "resnet50", "--batch", "2", "--read-threads", "2", "--compute-time",
+                 "5ms", "--results", tmp_path)
+    assert r.code == 0, r.err
+    assert "was prepared for workload unet3d, and is read as resnet50" in r.err
+    r = gdsbench("train", train_set, *TRAIN, "--files", "1000", "--record-bytes", "8M", "--results", tmp_path)
+    assert r.code == 0 and "record_bytes is 8 MiB" in r.err and "counts the workload's record size" in r.err
+
+
+def test_prepare_workload_says_what_it_will_write_and_scales_the_spread_with_the_size(gdsbench, tmp_path):
+    folder = tmp_path / "u"
+    r = gdsbench("prepare", "--workload", "unet3d", folder, "--files", "60", "--record-bytes", "4M", "--dry-run")
+    assert r.code == 0 and "would write" in r.out and not folder.exists()
+    total = float(r.out.split("in all")[0].split(")")[-1].strip(", ").split()[0])
+    assert "MiB in all" in r.out and 120 < total < 400, r.out  # about 60 x 4 MiB, not 3.4 GiB from unet3d's 65 MiB spread

@@ -47,17 +47,19 @@ def test_reads_overlap_copies(pattern_file):
 
 
 def test_reads_in_flight_when_the_ramp_ends_count_in_the_window():
-    """fio's rule: what completes inside the window counts. A slow fake (copies
-    of 10 ms each, in order) with 8 slots in flight holds 80 ms of work when the
-    ramp ends; counting only reads issued after the ramp read about 79% of the
-    true rate over a 300 ms window."""
-    delay_s, bs = 0.010, MiB
-    r = run(JobSpec(mode="bounce", gpu_backend=f"sim:copy-delay-us={int(delay_s * 1e6)}", engine="null", bs=bs, qd=4,
-                    ramp_ns=150_000_000, runtime_ns=300_000_000))
-    assert 0.90 <= r.bandwidth / (bs / delay_s) <= 1.01
+    """fio's rule: what completes inside the window counts. A slow fake (copies of 10 ms each,
+    in order) with 16 slots in flight holds 160 ms of work when the ramp ends: counting only
+    reads issued after the ramp would read about 65% of the rate the same job reads without a
+    ramp. Judged against that run, made just before (a loaded machine slows both alike), not
+    against the copy's nominal rate."""
+    job = JobSpec(mode="bounce", gpu_backend="sim:copy-delay-us=10000", engine="null", bs=MiB, qd=8,
+                  runtime_ns=300_000_000)
+    without = run(job)
+    r = run(job.replace(ramp_ns=150_000_000))
+    assert r.bandwidth / without.bandwidth >= 0.8
     assert sum(r.timeline_bytes) == r.bytes
     # --io-size counts the reads in flight at the end of the ramp too: exactly the budget completes
-    r = run(JobSpec(mode="bounce", gpu_backend="sim:copy-delay-us=5000", engine="null", bs=bs, qd=4,
+    r = run(JobSpec(mode="bounce", gpu_backend="sim:copy-delay-us=5000", engine="null", bs=MiB, qd=4,
                     ramp_ns=60_000_000, io_size=24 * MiB))
     assert r.bytes == 24 * MiB
 

@@ -71,9 +71,11 @@ def test_counts_add_up(pattern_file):
 
 def test_runtime_stops_the_run_and_loops_over_the_region(pattern_file):
     r = run(JobSpec(path=pattern_file, engine="null", bs=4096, runtime_ns=300_000_000))
-    assert 0.299 <= r.seconds < 0.5  # the last read completes just before the deadline
+    # the deadline ends it: the run lasts the runtime, and no read completes long after it (a
+    # loaded machine can keep the worker off the CPU just before the deadline, so not "at" it)
+    assert r.wall_ns >= 300_000_000 and 0 < r.seconds < 0.5
     assert r.passes > 1  # null is fast: it wraps around its slice many times
-    assert len(r.timeline_bytes) in (3, 4)  # 100 ms intervals
+    assert len(r.timeline_bytes) == r.elapsed_ns // 100_000_000 + 1  # 100 ms intervals cover the window
 
 
 def test_ramp_is_excluded(pattern_file):

@@ -239,7 +239,7 @@ def test_gpu_modes_run_on_the_simulated_device_and_say_so(dataset_dir, gdsbench,
 
 @pytest.mark.parametrize("args, words", [
     (["--mode", "kvikio"], "kvikio"),  # no GPU, or no kvikio, here: said in one line
-    (["--accelerators", "0"], "at least 1"),
+    (["--accelerators", "0"], "between 1 and"),
     (["--accelerators", "100"], "step(s)"),
     (["--buffered"], "--allow-cached"),
     (["--batch", "0"], "--batch 0"),

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -189,6 +190,12 @@ def test_exit_codes_as_gds_diag(gdsbench, tmp_path, pattern_file, args, code, me
 
 
 @pytest.mark.parametrize("body, line, words", [
+    ("[points.storage_seq]\nthreads = 100000\n", 2, "--threads 100000: must be between 1 and 1024"),
+    ("[run]\nquick_runtime = \"0s\"\n", 2, "quick_runtime: 0 must be more than 0"),
+    ("[profile]\nmax_spread = nan\n", 2, "max_spread: nan is not a finite number"),
+    ("[points.storage_seq]\nbs = \"0\"\n", 2, "--bs 0 B: must be between 1 byte"),
+    ("[limits.storage_seq]\ngbps = { min = 5, max = 1 }\n", 2, "min = 5 is above max = 1"),
+    ("[node]\npcie_gen = 9\n", 2, "pcie_gen: 9: give a PCIe generation"),
     ("[profile]\nname = 'x'\nmax_sprad = 0.1\n", 3, "max_sprad: unknown key"),
     ("[run]\nrepeats = 0\n", 2, "repeats: 0 is below 1"),
     ("[run]\nruntime = 'fast'\n", 2, "runtime"),
@@ -433,3 +440,49 @@ def test_the_docs_describe_every_check_a_run_makes(gdsbench, tmp_path, pattern_f
             assert f"`{name}`" in doc, name
     for flag in ("--profile", "--json", "--junit", "--baseline", "--quick"):
         assert flag in doc
+
+
+def test_sigterm_ends_validate_like_ctrl_c_and_removes_its_test_file(tmp_path):
+    from test_cli import wait_for_workers
+
+    folder, junit = tmp_path / "mnt", tmp_path / "v.xml"
+    folder.mkdir()
+    p = subprocess.Popen([sys.executable, "-m", "gdsbench", "validate", str(folder), "--junit", str(junit)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (folder / "gdsbench-validate.dat").exists():
+        time.sleep(0.05)
+    wait_for_workers(p.pid)  # prepared, and reading it
+    p.terminate()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "INTERRUPTED" in out, err
+    assert list(folder.iterdir()) == []  # its test file is gone
+    assert ET.parse(junit).getroot().find("testsuite/properties/property[@name='interrupted']").get("value") == "true"
+
+
+def test_a_test_file_a_killed_validate_left_is_removed_by_the_next(gdsbench, tmp_path):
+    folder = tmp_path / "mnt"
+    folder.mkdir()
+    prepare(str(folder / "gdsbench-validate.dat"), 64 * MiB)  # as a validate killed by SIGKILL leaves it
+    r = gdsbench("validate", folder, "--profile", write_profile(tmp_path), "--json")
+    assert r.code == 0, r.err
+    assert any("a leftover of an earlier validate" in n for n in json.loads(r.out)["notes"])
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["missing/v.xml", "a directory", "/proc/v.xml"])
+def test_an_unwritable_report_path_is_refused_before_anything_runs(gdsbench, tmp_path, pattern_file, where):
+    path = tmp_path / where if where != "/proc/v.xml" else where
+    if where == "a directory":
+        path.mkdir()
+    r = gdsbench("validate", pattern_file, "--profile", write_profile(tmp_path), "--junit", path)
+    assert r.code == 3 and "--junit" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert r.out == "" and not os.path.exists(f"{path}.partial")
+
+
+def test_a_report_that_cannot_be_written_is_not_a_pass(tmp_path, pattern_file):
+    profile_path = write_profile(tmp_path)
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "gdsbench", "validate", pattern_file, "--profile", profile_path,
+                            "--json"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode != 0 and "could not be written" in p.stderr

@@ -25,6 +25,9 @@ class CompareCommand:
         for line in c.headlines:
             print(line)
         print(compare.HEADLINE_RULE)
+        for run in c.runs:
+            for note in run.df.attrs.get("notes", []):
+                print(f"gdsbench: note: {note}", file=sys.stderr)
         for d in c.differences:
             print(f"gdsbench: warning: runs differ: {d}", file=sys.stderr)
         header, rows = compare.text_table(c)

@@ -85,6 +85,35 @@ def sweep_values(args: argparse.Namespace) -> tuple[dict[str, list], dict[str, A
     return grid, fixed
 
 
+def count_arg(low: int, high: int = 10**9):
+    """An argparse type: a whole number from low to high (argparse's line names the flag)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value}: must be between {low} and {high}")
+        return value
+    return parse
+
+
+def seconds_arg(flag: str, high_s: float = 3600.0):
+    """An argparse type: a duration more than 0 and at most high_s ("3", "3s", "500ms"), in
+    seconds; nan, inf and the rest are refused in one line naming the flag."""
+    from gdsbench.job.units import parse_duration
+
+    def parse(text: str) -> float:
+        try:
+            seconds = parse_duration(text, flag) / 1e9
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag} ")) from None
+        if not 0 < seconds <= high_s:
+            raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most {high_s:g} s")
+        return seconds
+    return parse
+
+
 KIND_UNITS = {"size": "size (4K, 1M, 1GiB)", "duration": "time (500ms, 10s)", "int": "number", "bool": "flag",
               "choice": "choice", "str": "text", "path": "path", "gpus": "GPU list (0 or 0,1)"}
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from gdsbench.commands.options import WORKLOAD_FLAGS, workload_from_args
+from gdsbench.commands.options import WORKLOAD_FLAGS, count_arg, workload_from_args
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
 from gdsbench.system.prepare import prepare
@@ -19,16 +19,18 @@ class PrepareCommand:
         parser.add_argument("path", metavar="PATH", help="file to create (never an existing file gdsbench did not "
                                                          "create); with --workload, the dataset's directory")
         parser.add_argument("--size", help="file size, e.g. 4GiB (a multiple of 4K)")
-        parser.add_argument("--seed", type=int, default=None,
+        parser.add_argument("--seed", type=count_arg(0, 2**64 - 1), default=None,
                             help="seed of the payload (default: 1), or with --workload of the sample sizes (default: 123)")
         parser.add_argument("--force", action="store_true", help="rewrite even if an identical gdsbench file exists")
-        parser.add_argument("--files", type=int, default=None, metavar="N",
+        parser.add_argument("--files", type=count_arg(1, 10_000_000), default=None, metavar="N",
                             help="write N files PATH.0 ... PATH.N-1, one per process (for --layout per-proc); with "
                                  "--workload, the files in the dataset")
         group = parser.add_argument_group("a training dataset")
         group.add_argument("--workload", default=None, metavar="NAME|FILE.toml",
                            help="write the file set of a workload (unet3d, resnet50, cosmoflow, or a TOML file) into "
                                 "the directory PATH, with a manifest")
+        group.add_argument("--dry-run", action="store_true",
+                           help="with --workload: say what would be written (files, samples, total) and write nothing")
         for field, flag, metavar, text in WORKLOAD_FLAGS:  # all accepted, so train's flags can be repeated here
             if field != "files":  # --files is above
                 shape = "" if field in SHAPE else " (not part of the dataset; accepted so train's flags can be reused)"
@@ -37,11 +39,11 @@ class PrepareCommand:
     def run(self, args: argparse.Namespace) -> int:
         if args.workload is not None:
             return self.dataset(args)
+        if args.dry_run:
+            raise UsageError("--dry-run: only with --workload (a single file's size is what --size says)")
         if args.size is None:
             raise UsageError("--size: give the file's size, e.g. --size 1G (or --workload NAME to write a dataset)")
         size = parse_size(args.size, "--size")
-        if args.files is not None and args.files < 1:
-            raise UsageError(f"--files {args.files}: must be at least 1")
         args.seed = 1 if args.seed is None else args.seed
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
         for path in paths:
@@ -50,12 +52,19 @@ class PrepareCommand:
         return 0
 
     def dataset(self, args: argparse.Namespace) -> int:
-        from gdsbench.train.dataset import prepare_dataset
+        from gdsbench.train.dataset import plan_dataset, prepare_dataset
 
         if args.size is not None:
             raise UsageError("--size with --workload: a dataset's sizes come from the workload; use --record-bytes")
+        if args.force:
+            raise UsageError("--force with --workload: a dataset keeps the files already complete; give a new directory "
+                             "to write it all again")
         workload = workload_from_args(args)
-        d = prepare_dataset(workload, args.path, progress=progress_printer(f"writing the {workload.name} dataset"))
+        plan = plan_dataset(workload, args.path)
+        print(("would write " if args.dry_run else "writing ") + plan.describe(), flush=True)
+        if args.dry_run:
+            return 0
+        d = prepare_dataset(plan, progress=progress_printer(f"writing the {workload.name} dataset"))
         info = d.describe()
         print(f"{args.path}: {info['files']} files, {info['samples']} samples of {format_size(info['mean_sample_bytes'])} "
               f"(sd {format_size(info['stdev_sample_bytes'])}), {format_size(info['bytes'])} in all")

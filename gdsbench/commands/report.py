@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 class ReportCommand:
@@ -19,7 +20,10 @@ class ReportCommand:
         from gdsbench.results.store import RunStore, resolve_run
 
         run_dir = resolve_run(args.run, args.results)
-        if RunStore.open(run_dir).info().get("kind") == "train":
+        store = RunStore.open(run_dir)
+        for note in store.notes:
+            print(f"gdsbench: note: {note}", file=sys.stderr)
+        if store.info().get("kind") == "train":
             print(f"report: {train_report.build(run_dir, args.out)}")
             return 0
         built = report.build(run_dir, args.out, args.point)

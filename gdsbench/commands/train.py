@@ -4,7 +4,15 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_workload_arguments, job_values, workload_from_args
+from gdsbench.commands.options import (
+    add_job_arguments,
+    add_workload_arguments,
+    count_arg,
+    job_values,
+    seconds_arg,
+    workload_from_args,
+)
+from gdsbench.job.errors import EXIT_INTERRUPTED
 
 # The job options a training reader takes (the rest are the workload's, or the emulation's own)
 READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register")
@@ -20,24 +28,31 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_inputs(args: argparse.Namespace):
-    """The workload, the dataset and the readers' job, from the command line."""
-    from gdsbench.train.dataset import open_dataset
+    """The workload, the dataset and the readers' job, from the command line; where the dataset
+    and the workload disagree (another workload's dataset, another shape), a note says so."""
+    from gdsbench.train.dataset import disagreements, open_dataset
     from gdsbench.train.session import reader_spec
 
     workload = workload_from_args(args)
     dataset = open_dataset(args.path)
-    return workload, dataset, reader_spec(workload, dataset, job_values(args))
+    spec = reader_spec(workload, dataset, job_values(args))
+    for line in disagreements(dataset, workload):
+        _say(f"note: {line}")
+    return workload, dataset, spec
 
 
-def parse_counts(text: str) -> list[int]:
+MAX_COUNT = 4096  # accelerators in one emulation (train_scale measured the barrier to 1,024)
+
+
+def parse_counts(text: str, flag: str = "--accelerators") -> list[int]:
     from gdsbench.job.errors import UsageError
 
     try:
         counts = [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"--accelerators {text}: give a number, or a comma list such as 1,2,4,8") from None
-    if not counts or min(counts) < 1:
-        raise UsageError(f"--accelerators {text}: each count must be at least 1")
+        raise UsageError(f"{flag} {text}: give a number, or a comma list such as 1,2,4,8") from None
+    if not counts or min(counts) < 1 or max(counts) > MAX_COUNT:
+        raise UsageError(f"{flag} {text}: each count must be between 1 and {MAX_COUNT}")
     return counts
 
 
@@ -50,34 +65,31 @@ class TrainCommand:
         parser.add_argument("--accelerators", default=None, metavar="N[,...]",
                             help="emulated accelerators (processes; under mpirun, the ranks); a comma list walks the AU "
                                  "curve (default: 1, or the number of MPI ranks)")
-        parser.add_argument("--epochs", type=int, default=1, metavar="E", help="epochs (default: 1)")
-        parser.add_argument("--steps", type=int, default=0, metavar="S",
+        parser.add_argument("--epochs", type=count_arg(1, 100_000), default=1, metavar="E",
+                            help="epochs (default: 1)")
+        parser.add_argument("--steps", type=count_arg(0), default=0, metavar="S",
                             help="at most S steps per epoch (default: DLIO's, files x samples / batch / accelerators)")
-        parser.add_argument("--repeat", type=int, default=1, metavar="K", help="emulate each count K times (default: 1)")
+        parser.add_argument("--repeat", type=count_arg(1, 1000), default=1, metavar="K",
+                            help="emulate each count K times (default: 1)")
         parser.add_argument("--warm", action="store_true", help="keep the dataset's pages in the page cache")
         parser.add_argument("--predict", action="store_true",
                             help="also predict (gdsbench predict) and show the predicted AU beside each emulated one")
-        parser.add_argument("--probe-seconds", type=float, default=3.0, metavar="S", help="with --predict: each probe's length")
+        parser.add_argument("--probe-seconds", type=seconds_arg("--probe-seconds"), default=3.0, metavar="S",
+                            help="with --predict: each probe's length (default: 3)")
         parser.add_argument("--name", default=None, help="run name (default: train-WORKLOAD)")
         parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
         parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
-        from gdsbench.job.errors import UsageError
         from gdsbench.reporting import train_report
         from gdsbench.train import predict, session
 
-        for flag, value in (("--epochs", args.epochs), ("--repeat", args.repeat)):
-            if value < 1:
-                raise UsageError(f"{flag} {value}: must be at least 1")
-        if args.steps < 0:
-            raise UsageError(f"--steps {args.steps}: must be 0 (DLIO's) or more")
         workload, dataset, spec = open_inputs(args)
         comm = mpi.world()
         counts = parse_counts(args.accelerators) if args.accelerators else [comm.Get_size() if comm else 1]
         run = session.TrainRun(workload, dataset, spec, counts, args.epochs, args.steps, args.repeat, args.warm)
-        session.check_counts(run)
+        session.check_counts(run)  # before the run folder: a count that cannot run leaves nothing behind
         session.cache_and_dataset_notes(run, args.allow_cached)
         if args.predict and mpi.is_root():
             run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
@@ -110,7 +122,7 @@ class TrainCommand:
                 print(f"run: {store.path}\nreport: {built}", file=sys.stderr if args.json else sys.stdout)
             except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
                 print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
-        return 130 if status == "interrupted" else 0
+        return EXIT_INTERRUPTED if status == "interrupted" else 0
 
 
 def _say(text: str) -> None:
@@ -123,23 +135,22 @@ class PredictCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_dataset_arguments(parser)
-        parser.add_argument("--steps", type=int, default=0, metavar="S", help="at most S steps per epoch, as in train")
+        parser.add_argument("--steps", type=count_arg(0), default=0, metavar="S",
+                            help="at most S steps per epoch, as in train")
         parser.add_argument("--also", default=None, metavar="N[,...]", help="also predict AU at these counts")
-        parser.add_argument("--probe-seconds", type=float, default=3.0, metavar="S", help="each probe's length (default: 3)")
+        parser.add_argument("--probe-seconds", type=seconds_arg("--probe-seconds"), default=3.0, metavar="S",
+                            help="each probe's length (default: 3)")
         parser.add_argument("--json", action="store_true", help="print the prediction and every figure it used as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gdsbench.job.errors import UsageError
         from gdsbench.reporting import train_report
         from gdsbench.train import predict
         from gdsbench.train.dataset import check_cache
 
-        if args.probe_seconds <= 0:
-            raise UsageError(f"--probe-seconds {args.probe_seconds}: must be more than 0")
+        also = parse_counts(args.also, "--also") if args.also else None
         workload, dataset, spec = open_inputs(args)
         check_cache(dataset, spec.direct, args.allow_cached)
-        result = predict.predict(workload, dataset, spec, steps=args.steps,
-                                 also=parse_counts(args.also) if args.also else None, probe_seconds=args.probe_seconds,
+        result = predict.predict(workload, dataset, spec, steps=args.steps, also=also, probe_seconds=args.probe_seconds,
                                  progress=None if args.json else _say)
         if args.json:
             json.dump(result.to_dict(), sys.stdout, indent=1, default=float)

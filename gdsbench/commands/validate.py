@@ -32,19 +32,31 @@ class ValidateCommand:
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
+        if args.junit:
+            output.check_writable("--junit", args.junit)
         v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "")
+        written = True  # a report that could not be written is never a pass
         if args.junit:
             try:
                 output.junit(v, args.junit)
             except OSError as e:
-                print(f"gdsbench: error: --junit {args.junit}: {e.strerror}", file=sys.stderr)
-        if args.json:
-            json.dump(v.to_dict(), sys.stdout, indent=1, default=str)
-            print()
-        else:
-            from rich.console import Console
+                print(f"gdsbench: error: --junit {args.junit}: {e.strerror}; the checks are printed below", file=sys.stderr)
+                written = False
+        try:
+            if args.json:
+                json.dump(v.to_dict(), sys.stdout, indent=1, default=str)
+                print()
+            else:
+                from rich.console import Console
 
-            console = Console(highlight=False, soft_wrap=True)
-            text = output.table(v, color=console.is_terminal)
-            console.print(text) if console.is_terminal else print(text)
-        return v.exit_code
+                console = Console(highlight=False, soft_wrap=True)
+                text = output.table(v, color=console.is_terminal)
+                console.print(text) if console.is_terminal else print(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            print(f"gdsbench: error: {'--json' if args.json else 'the table'} could not be written to standard "
+                  f"output: {e.strerror}", file=sys.stderr)
+            written = False
+        return v.exit_code if written or v.exit_code else self.usage_exit_code

@@ -36,6 +36,7 @@ from gdsbench.job.spec import JobSpec
 from gdsbench.system.target import inspect
 
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
+INTERRUPT_GRACE_S = 3.0  # after Ctrl-C: how long they get to send what they have before they are killed
 PROGRESS_PERIOD_NS = 200_000_000
 PR_SET_PDEATHSIG = 1
 
@@ -218,23 +219,28 @@ class Children:
         return out
 
     def stop(self) -> None:
+        deadline = time.monotonic() + 2.0  # all together: a stopped or stuck process costs 2 s, not 2 s each
         for proc in self.procs:
-            proc.join(timeout=2.0)
+            proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        for proc in self.procs:
             if proc.is_alive():
-                proc.kill()
+                proc.kill()  # SIGKILL ends a stopped (SIGSTOP) process too
                 proc.join()
         for c in self.controls + self.reports:
             c.close()
 
-    def supervise(self, on_message=None, tick=None, on_failure=None) -> list[tuple]:
+    def supervise(self, on_message=None, tick=None, on_stop=None) -> list[tuple]:
         """Start every process together once all are ready, and collect what each
         ends with: ("ok", record, info) per process, in order. Other messages go
         to on_message(i, message); tick() runs a few times a second. A process
         that fails, crashes or is killed ends the whole run within seconds
-        (on_failure() first, then "cancel" to the rest) with an error naming it;
-        none is left behind."""
+        (on_stop() first, to release whatever the others wait on, then "cancel"
+        to the rest) with an error naming it. Ctrl-C (or SIGTERM) does the same
+        and raises KeyboardInterrupt within INTERRUPT_GRACE_S, even when a
+        process is stopped or stuck in a read: those are killed. None is left
+        behind."""
         failure: tuple | None = None  # (index, kind, message, info)
-        failed_at = 0.0
+        failed_at = interrupted_at = 0.0
         started = False
         interrupts = 0
 
@@ -242,8 +248,8 @@ class Children:
             nonlocal failure, failed_at
             if failure is None:
                 failure, failed_at = (index, kind, message, info), time.monotonic()
-                if on_failure:
-                    on_failure()
+                if on_stop:
+                    on_stop()
                 self.tell("cancel")  # the others stop at once, whether waiting to start or running
 
         try:
@@ -266,18 +272,24 @@ class Children:
                         self.tell("go")  # every process is set up: all start together
                     if failure and time.monotonic() - failed_at > FAILURE_GRACE_S:
                         break
+                    if interrupts and time.monotonic() - interrupted_at > INTERRUPT_GRACE_S:
+                        break  # one is stopped, or stuck in a read: stop() kills what is left
                     if tick:
                         tick()
                 except KeyboardInterrupt:
                     interrupts += 1
+                    if interrupts == 1:
+                        interrupted_at = time.monotonic()
+                        if on_stop:
+                            on_stop()
                     self.tell("cancel")  # they stop promptly and send what they have
                     if interrupts > 1:  # a second Ctrl-C: stop waiting for them
                         raise
         finally:
             self.stop()
+        if interrupts and (failure is not None or len(self.final) < self.n):
+            raise KeyboardInterrupt  # they failed as they stopped, or were killed after the grace
         if failure is not None:
-            if interrupts:  # the failures are the processes stopping as told
-                raise KeyboardInterrupt
             index, kind, message, info = failure
             cls = getattr(errors, kind, IoFailure)
             raise cls(f"process {index} (pid {info.get('pid')}) on {info.get('host')}: {message}")

@@ -180,9 +180,7 @@ def plan(spec: JobSpec) -> Plan:
             if spec.is_direct and spec.transfer.native:  # a Python-driven mode chooses its own flags
                 check_direct(target, spec.bs, spec.offset)
             _check_pattern([spec])
-    else:
-        if spec.verify:
-            raise UsageError(f"--verify: the {spec.engine} engine reads nothing to verify; use psync or io_uring")
+    else:  # (--verify with an engine that reads nothing is refused by validate())
         size = spec.size or NULL_REGION
     resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.is_direct)
     parts: tuple = ()

@@ -258,6 +258,7 @@ class JobSpec:
         mode = self.transfer
         if self.gpu_backend != "cuda" and not self.simulated:
             raise UsageError(f"--gpu-backend {self.gpu_backend}: choose cuda (or sim, a CPU stand-in for tests)")
+        _native.check_gpu_backend(self.gpu_backend)  # a typo in sim's test hooks, found before anything runs
         if self.simulated and mode.gpu and not mode.simulated:
             raise IncompatibleOptions(f"--gpu-backend sim simulates the bounce pipeline only, not --mode {self.mode}")
         if self.engine != "auto" and self.engine not in mode.engines:
@@ -295,6 +296,11 @@ class JobSpec:
                 f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
                 f"({units.format_size(self.bs * self.threads)}); raise it or lower --bs/--threads"
             )
+        if self.verify and self.engine != "auto" and not ENGINE_INFO[self.engine]["reads_file"]:
+            raise IncompatibleOptions(f"--verify: the {self.engine} engine reads nothing to verify; use psync or io_uring")
+        if self.gds_register and "cufile" not in mode.engines:
+            raise IncompatibleOptions(f"--gds-register registers GPU buffers with cuFile: --mode {self.mode} does not "
+                                      "read through cuFile; use --mode gds")
         if self.warm and self.is_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
         if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):

@@ -18,7 +18,7 @@ from gdsbench.job.spec import BY_KEY, OPTIONS
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html, measured
 from gdsbench.results import analysis
-from gdsbench.results.store import load
+from gdsbench.results.store import load, require_kind
 
 RATIOS = {  # column -> (label, higher is better)
     "bandwidth_bytes_per_s": ("bandwidth", True),
@@ -199,6 +199,7 @@ def compare(run_dirs: list[str]) -> Comparison:
         raise UsageError("compare needs at least two runs: gdsbench compare RUN_A RUN_B")
     dfs = [load(d) for d in run_dirs]
     for d, df in zip(run_dirs, dfs):
+        require_kind(df.attrs["run"], d, "sweep", "compare")
         if df.empty:
             raise UsageError(f"run {d}: no completed points to compare")
     runs = [Run(label, df, analysis.summarize(df)) for label, df in zip(_labels(dfs), dfs)]

@@ -6,6 +6,18 @@ from gdsbench.job.result import PERCENTILES, Result, percentile_key
 from gdsbench.job.units import format_count, format_duration, format_rate, format_size
 
 
+def _region(r: Result) -> str:
+    """What was read: the whole region, where several processes or ranks each read a part of it."""
+    spec, parts = r.spec, len(r.procs)
+    if parts < 2:
+        return f"{format_size(spec.size)} region"
+    if spec.layout == "shared":
+        return f"{format_size(spec.size * parts)} region, {parts} parts of {format_size(spec.size)}"
+    if spec.layout == "shared-all":
+        return f"{format_size(spec.size)} region, read whole by each of {parts} processes"
+    return f"{parts} files, {format_size(spec.size)} of each"
+
+
 def run_summary(r: Result) -> str:
     spec = r.spec
     target = (r.environment or {}).get("target") or {}
@@ -19,7 +31,7 @@ def run_summary(r: Result) -> str:
     cache = "" if r.cached_fraction is None else f", {r.cached_fraction:.1%} of region cached at start"
     lat = r.latency
     lines = [
-        f"target     {where} ({format_size(spec.size)} region{', ' + place if place else ''})",
+        f"target     {where} ({_region(r)}{', ' + place if place else ''})",
         f"job        {spec.describe()}, stop after {' or '.join(stop)}{cache}",
         f"path       {r.data_path}",
         f"bandwidth  {format_rate(r.bandwidth)}  ({r.bandwidth / 1e9:.3f} GB/s)   "

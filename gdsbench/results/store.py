@@ -28,6 +28,7 @@ import fcntl
 import glob
 import json
 import os
+import shutil
 import socket
 import subprocess
 from typing import Any
@@ -47,6 +48,7 @@ POINTS_JSONL = "points.jsonl"
 POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
 LOCK_FILE = "lock"
+CREATING = ".creating-run-"  # a run folder being made, before its rename into place
 FINAL_STATUSES = ("complete", "failed", "interrupted")
 
 
@@ -113,6 +115,7 @@ class RunStore:
         self._table: pa.Table | None = None  # the rows so far, as Arrow, grown a row at a time
         self._lock_fd: int | None = None
         self.problems: list[str] = []  # lines of points.jsonl that were skipped, and why
+        self.notes: list[str] = []  # what opening it found and said (a run left "running" by a kill)
 
     # ---- creating and opening ----
 
@@ -122,33 +125,31 @@ class RunStore:
         if not name or "/" in name or name.startswith("."):
             raise UsageError(f"--name {name!r}: a run name is one path component, e.g. nvme-tier")
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        # Made in a hidden folder and renamed into place with its run.json: a kill at any moment
+        # leaves a run with a run.json, or a hidden folder that the next create removes.
+        making = os.path.join(results_dir, f"{CREATING}{os.getpid()}")
         try:
             os.makedirs(results_dir, exist_ok=True)
-            for n in range(100):
-                run_id = f"{stamp}-{name}" + (f"-{n}" if n else "")
-                try:
-                    os.mkdir(os.path.join(results_dir, run_id))
-                    break
-                except FileExistsError:
-                    continue
-            else:
-                raise UsageError(f"--results {results_dir}: cannot create a new run directory")
+            _remove_abandoned(results_dir)
+            os.mkdir(making)
         except OSError as e:
             raise UsageError(f"--results {results_dir}: cannot create a run directory there: {e.strerror}") from None
-        store = cls(os.path.join(results_dir, run_id))
-        store.write_info(
-            {
-                "run_id": run_id,
-                "name": name,
-                "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "gdsbench": __version__,
-                "git_revision": git_revision(),
-                "host": socket.gethostname(),
-                "status": "running",
-                **info,
-            }
-        )
-        return store
+        record = {"name": name, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "gdsbench": __version__, "git_revision": git_revision(), "host": socket.gethostname(),
+                  "status": "running", **info}
+        try:
+            for n in range(100):
+                run_id = f"{stamp}-{name}" + (f"-{n}" if n else "")
+                cls(making).write_info({"run_id": run_id, **record})
+                try:
+                    os.rename(making, os.path.join(results_dir, run_id))  # fails where that run exists
+                    return cls(os.path.join(results_dir, run_id))
+                except OSError:
+                    continue
+            raise UsageError(f"--results {results_dir}: cannot create a new run directory")
+        finally:
+            if os.path.isdir(making):
+                shutil.rmtree(making, ignore_errors=True)
 
     @classmethod
     def open(cls, run_dir: str) -> RunStore:
@@ -161,6 +162,8 @@ class RunStore:
             store._remove_stale_temporaries()
             if store.info().get("status") not in FINAL_STATUSES:
                 store.update_info(status="interrupted")
+                store.notes.append(f"run {store.run_id} was interrupted: it says it was running, but no process "
+                                   "writes it now (it was killed); its points saved so far are kept")
             store.rebuild_tables_if_behind()
         return store
 
@@ -312,6 +315,22 @@ class RunStore:
         _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: pa_csv.write_csv(flat, tmp), durable=False)
 
 
+def _remove_abandoned(results_dir: str) -> None:
+    """Hidden folders of run creations whose process is gone (killed before the rename)."""
+    for folder in glob.glob(os.path.join(results_dir, CREATING + "*")):
+        pid = folder.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def require_kind(info: dict, run_dir: str, kind: str, doing: str) -> None:
+    """UsageError unless the run is a sweep (kind "sweep") or a train run ("train"), for `doing`."""
+    found = info.get("kind", "sweep")  # sweeps before train runs existed have no kind
+    if found != kind:
+        raise UsageError(f"run {run_dir}: a {found} run; {doing} takes {kind} runs (`gdsbench report {run_dir}` "
+                         f"shows a {found} run's page)")
+
+
 def resolve_run(run: str, results_dir: str = "results") -> str:
     """A run directory from a path or a run id under results_dir."""
     for candidate in (run, os.path.join(results_dir, run)):
@@ -332,5 +351,6 @@ def load(run_dir: str) -> pd.DataFrame:
     df = pd.DataFrame(store.records())
     df.attrs["run"] = store.info()
     df.attrs["problems"] = store.problems  # lines of points.jsonl skipped, with why
+    df.attrs["notes"] = store.notes
     df.attrs["run_dir"] = run_dir
     return df

@@ -31,7 +31,7 @@ from gdsbench.job.errors import IncompatibleOptions, UsageError
 from gdsbench.job.result import Result
 from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
 from gdsbench.job.units import format_rate
-from gdsbench.results.store import RunStore, record
+from gdsbench.results.store import RunStore, record, require_kind
 from gdsbench.system.environment import host_environment
 from gdsbench.system.target import describe
 
@@ -184,7 +184,7 @@ class _LineProgress:
 
     def end_point(self, result: Result) -> None:
         self.done += 1
-        print(f"[{self.done}/{self.total}] {self.label}: {format_rate(result.bandwidth)}, "
+        print(f"[{self.done}/{self.total}] {self.label} ({result.spec.describe()}): {format_rate(result.bandwidth)}, "
               f"p99 {result.percentile(99) / 1e3:.0f} µs", file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -274,6 +274,10 @@ def resume(run_dir: str | None) -> tuple[RunStore | None, Grid, list[runner.Plan
     """Reopen an interrupted run (rank 0 reads it and tells the other ranks),
     refusing if its target is no longer the file it measured."""
     store = RunStore.open(run_dir) if mpi.is_root() else None
+    if store is not None:
+        require_kind(store.info(), run_dir, "sweep", "sweep --resume")
+        for note in store.notes:
+            print(f"gdsbench: note: {note}", file=sys.stderr)
     if store:
         _same_files(store.info())
     sweep = SweepSpec.from_dict(mpi.broadcast(store.info()["sweep"] if store else None))

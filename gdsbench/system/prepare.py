@@ -120,14 +120,16 @@ def prepare(
     seed: int = 1,
     force: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    size_flag: str = "--size",
 ) -> Prepared:
     """Create (or reuse) a pattern file of `size` bytes at `path`.
 
     `progress(done, total)` is called after each chunk. An existing gdsbench
-    file of the same size is kept unless `force`.
+    file of the same size is kept unless `force`. Errors about the size name
+    `size_flag`, what the caller's user gave it as.
     """
     if size <= 0 or size % BLOCK:
-        raise UsageError(f"--size {size}: must be a positive multiple of 4 KiB, e.g. 1G")
+        raise UsageError(f"{size_flag} {size}: must be a positive multiple of 4 KiB, e.g. 1G")
     try:
         os.fsencode(path).decode("utf-8")
     except UnicodeDecodeError:
@@ -143,7 +145,8 @@ def prepare(
     vfs = os.statvfs(directory)
     free = vfs.f_bavail * vfs.f_frsize + (os.stat(path).st_size if exists else 0)
     if size > free:
-        raise UsageError(f"--size {format_size(size)}: only {format_size(free)} free in {directory}; choose a smaller size")
+        raise UsageError(f"{size_flag} {format_size(size)}: only {format_size(free)} free in {directory}; choose a "
+                         "smaller size")
 
     _remove_leftovers(path)
     tmp = f"{path}{PARTIAL}{os.getpid()}"

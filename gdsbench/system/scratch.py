@@ -7,18 +7,24 @@ import os
 import sys
 
 from gdsbench.job.spec import GiB
+from gdsbench.job.units import format_size
 from gdsbench.system.prepare import prepare
 
 SCRATCH_PATH = os.path.join("results", "scratch", "gdsbench-scratch.dat")
 SCRATCH_SIZE = GiB
 
 
-def ensure_scratch(path: str = SCRATCH_PATH, size: int = SCRATCH_SIZE) -> None:
+def ensure_scratch(path: str = SCRATCH_PATH, size: int | None = None) -> None:
     """Create the scratch file if needed (under MPI: rank 0 writes, the others wait)."""
     from gdsbench.execution import mpi
 
+    size = size or SCRATCH_SIZE
+
     if mpi.is_root():
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.exists(path) or os.path.getsize(path) != size:  # said on a log too, not only by a bar
+            print(f"gdsbench: writing a {format_size(size)} scratch file to read, {path} (once; later runs reuse it)",
+                  file=sys.stderr, flush=True)
         prepare(path, size, progress=progress_printer("preparing scratch target " + path))
     mpi.barrier()
 

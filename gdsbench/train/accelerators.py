@@ -9,7 +9,9 @@ import mmap
 import os
 import resource
 import socket
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,13 +56,13 @@ def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
     return [_native.SampleReader(job, gpu, check) for _ in range(count)]
 
 
-def run_accelerator(config: TrainConfig, rank: int, barrier, readers=None, should_stop=lambda: False
-                    ) -> AcceleratorRecord:
+def run_accelerator(config: TrainConfig, rank: int, barrier, readers=None, should_stop=lambda: False,
+                    on_arrival=None) -> AcceleratorRecord:
     """Every epoch of one accelerator, in this process."""
     readers = readers if readers is not None else make_readers(config, rank)
     ranks = config.accelerators
     accelerator = Accelerator(rank, ranks, config.workload, config.dataset, readers, barrier, config.max_steps,
-                              should_stop)
+                              should_stop, on_arrival)
     out = AcceleratorRecord(rank=rank, host=socket.gethostname())
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     for epoch in range(config.epochs):
@@ -94,15 +96,24 @@ def _child(rank: int, config: TrainConfig, barrier_path: str, control, report, p
             link.ready_then_wait()
         except _Cancelled:
             raise KeyboardInterrupt from None
-        return run_accelerator(config, rank, barrier, readers, link.cancel_asked)
+        return run_accelerator(config, rank, barrier, readers, link.cancel_asked,
+                               lambda epoch, step: link.send(("arrived", epoch, step)))
 
     link.report_failures(body, info)
 
 
+BARRIER_PREFIX = "gdsbench-barrier-"
+
+
 def _barrier_file(parties: int) -> tuple[str, mmap.mmap, object]:
-    """A fresh file in /dev/shm (else the temporary directory), mapped, holding an initialised barrier."""
-    folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    fd, path = tempfile.mkstemp(prefix="gdsbench-barrier-", dir=folder)
+    """A fresh file in /dev/shm (else the temporary directory), mapped, holding an initialised
+    barrier. Its name carries this process's id, so that one a killed run left is removed."""
+    folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    for name in os.listdir(folder):  # left by a run killed while its accelerators started
+        owner = name[len(BARRIER_PREFIX):].split("-")[0]
+        if name.startswith(BARRIER_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            _unlink(os.path.join(folder, name))
+    fd, path = tempfile.mkstemp(prefix=f"{BARRIER_PREFIX}{os.getpid()}-", dir=folder)
     try:
         os.ftruncate(fd, mmap.PAGESIZE)
         memory = mmap.mmap(fd, mmap.PAGESIZE)
@@ -143,8 +154,82 @@ def run(config: TrainConfig) -> list[AcceleratorRecord] | None:
     path, memory, barrier = _barrier_file(config.accelerators)
     try:
         children = Children(_child, [(rank, config, path) for rank in range(config.accelerators)])
-        ended = children.supervise(on_failure=barrier.abort)
+        watch = StallWatch(config.accelerators, lambda rank: children.procs[rank].pid)
+
+        def on_message(rank: int, message: tuple) -> None:
+            if message[0] == "arrived":
+                watch.arrived(rank, message[1], message[2])
+
+        def tick() -> None:
+            if len(children.ready) == config.accelerators:
+                _unlink(path)  # every accelerator has it mapped: a killed run leaves no file behind
+            watch.check()
+
+        ended = children.supervise(on_message, tick, on_stop=barrier.abort)
     finally:
         memory.close()
-        os.unlink(path)
+        _unlink(path)
     return [message[1] for message in ended]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class StallWatch:
+    """Names the accelerators holding a step up. Each says when it reaches a step's barrier;
+    where some have waited there far longer than steps have taken (STALL_FACTOR times the
+    median, and STALL_MIN_S at least), it says once which have not arrived: stopped, or in a
+    read that does not return. Ctrl-C then ends the run."""
+
+    STALL_FACTOR = 10
+    STALL_MIN_S = 5.0
+    FIRST_STEP_S = 60.0  # before any step has completed there is nothing to compare with
+
+    def __init__(self, parties: int, pid_of, say=None, clock=time.monotonic):
+        self.parties, self.pid_of, self.clock = parties, pid_of, clock
+        self.say = say or (lambda text: print(f"gdsbench: warning: {text}", file=sys.stderr, flush=True))
+        self.arrivals: dict[tuple[int, int], dict[int, float]] = {}
+        self.completed: list[float] = []  # when each step's last accelerator arrived
+        self.reported: set[tuple[int, int]] = set()
+
+    def arrived(self, rank: int, epoch: int, step: int) -> None:
+        key = (epoch, step)
+        at = self.arrivals.setdefault(key, {})
+        at[rank] = self.clock()
+        if len(at) == self.parties:
+            self.completed.append(max(at.values()))
+            del self.arrivals[key]
+
+    def check(self) -> None:
+        if not self.arrivals:
+            return
+        key = min(self.arrivals)
+        if key in self.reported:
+            return
+        waited = self.clock() - min(self.arrivals[key].values())
+        gaps = np.diff(self.completed)
+        typical = float(np.median(gaps)) if len(gaps) else None
+        limit = max(self.STALL_MIN_S, self.STALL_FACTOR * typical) if typical is not None else self.FIRST_STEP_S
+        if waited < limit:
+            return
+        self.reported.add(key)
+        missing = [r for r in range(self.parties) if r not in self.arrivals[key]]
+        names = ", ".join(f"{r} (pid {self.pid_of(r)})" for r in missing)
+        took = f"steps so far took {typical:.3g} s (median)" if typical is not None else "no step has completed yet"
+        self.say(f"accelerator {names} has not reached the barrier of epoch {key[0] + 1} step {key[1] + 1}: the others "
+                 f"have waited {waited:.0f} s there, and {took}. It is stalled (stopped, or in a read that does not "
+                 "return); Ctrl-C ends the run")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
 from gdsbench.system.pattern import has_pattern
@@ -54,6 +54,7 @@ class Dataset:
     length: np.ndarray
     patterned: bool  # written by gdsbench prepare: --verify can check it
     note: str = ""  # how it was read (a manifest, or a plain directory)
+    workload: dict | None = None  # the workload its manifest says it was prepared for
 
     @property
     def samples(self) -> int:
@@ -77,59 +78,155 @@ def _file_name(workload: Workload, i: int) -> str:
     return f"{workload.name}_{i:0{len(str(workload.files - 1))}d}.dat"
 
 
-def prepare_dataset(workload: Workload, directory: str, progress=None) -> Dataset:
-    """Write the workload's file set into `directory` (kept where a previous
-    prepare left the same one), then its manifest. Only files gdsbench made
-    are ever rewritten (system/prepare.py)."""
+@dataclass(frozen=True)
+class Plan:
+    """What prepare_dataset will write: the workload's files, and how much of it is already there."""
+
+    workload: Workload
+    directory: str
+    sizes: np.ndarray  # files x samples_per_file, bytes
+    present: int  # bytes of files already complete (kept)
+
+    @property
+    def total(self) -> int:
+        return int(self.sizes.sum())
+
+    def describe(self) -> str:
+        w, sizes = self.workload, self.sizes
+        left = f"; {format_size(self.present)} of it already there, {format_size(self.total - self.present)} to write" \
+            if self.present else ""
+        return (f"{self.directory}: {w.files} files x {w.samples_per_file} samples of {format_size(sizes.mean())} "
+                f"(sd {format_size(sizes.std())}), {format_size(self.total)} in all{left}")
+
+
+def _read_manifest(path: str) -> dict:
+    """A manifest as written by prepare_dataset, checked: UsageError naming what is wrong."""
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: not a gdsbench dataset manifest ({e}); prepare the dataset again") from None
+    problem = None
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(record.get("workload"), dict):
+        problem = "no workload"
+    elif not isinstance(files, list) or not files:
+        problem = "no files listed"
+    else:
+        for entry in files:
+            ok = isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and _safe_name(entry[0]) \
+                and isinstance(entry[1], list) and entry[1] \
+                and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in entry[1])
+            if not ok:
+                problem = f"file entry {str(entry)[:60]} is not [name, [sample sizes]]"
+                break
+    if problem:
+        raise UsageError(f"{path}: not a gdsbench dataset manifest ({problem}); prepare the dataset again")
+    return record
+
+
+def _safe_name(name: str) -> bool:
+    """A file name inside the dataset's directory: one path component, not hidden."""
+    return bool(name) and name == os.path.basename(name) and not name.startswith(".")
+
+
+def plan_dataset(workload: Workload, directory: str) -> Plan:
+    """Check that `directory` may hold this workload's dataset, and what is there already."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"PATH {directory}: not a directory; give a directory for the dataset (a new one, or one "
+                         "`gdsbench prepare --workload` wrote)")
     manifest = os.path.join(directory, MANIFEST)
     if os.path.exists(manifest):
-        try:
-            with open(manifest) as f:
-                old = json.load(f)
-        except (OSError, ValueError):
-            old = {}
-        before = old.get("workload") or {}
-        if any(before.get(k) != getattr(workload, k) for k in SHAPE):
+        before = _read_manifest(manifest)["workload"]
+        if any(before.get(k) != getattr(workload, k) for k in ("name",) + SHAPE):
             raise UsageError(f"{directory}: holds a dataset of another shape ({before.get('name')}: "
                              + ", ".join(f"{k} {before.get(k)}" for k in SHAPE) + f", see {MANIFEST}); give another "
                              "directory")
     sizes = record_sizes(workload, workload.samples).reshape(workload.files, workload.samples_per_file)
-    need = int(sizes.sum())
-    os.makedirs(directory, exist_ok=True)
-    vfs = os.statvfs(directory)
-    if need > vfs.f_bavail * vfs.f_frsize and not os.path.exists(manifest):
-        raise UsageError(f"--workload {workload.name}: the dataset needs {format_size(need)}, only "
-                         f"{format_size(vfs.f_bavail * vfs.f_frsize)} free in {directory}; use --files to make it smaller")
-    files = []
-    done = 0
+    present = 0
     for i, row in enumerate(sizes):
-        name = _file_name(workload, i)
-        prepare(os.path.join(directory, name), int(row.sum()), seed=workload.seed)
-        files.append([name, row.tolist()])
+        path = os.path.join(directory, _file_name(workload, i))
+        if os.path.isfile(path) and os.path.getsize(path) == int(row.sum()) and has_pattern(path, int(row.sum()) - BLOCK):
+            present += int(row.sum())
+    return Plan(workload, directory, sizes, present)
+
+
+def _write_manifest(plan: Plan, complete: bool, files_done: int) -> None:
+    w = plan.workload
+    record = {"gdsbench_dataset": 1, "complete": complete, "files_written": files_done, "workload": w.to_dict(),
+              "bytes": plan.total, "files": [[_file_name(w, i), row.tolist()] for i, row in enumerate(plan.sizes)]}
+    manifest = os.path.join(plan.directory, MANIFEST)
+    tmp = f"{manifest}.partial-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, manifest)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"PATH {plan.directory}: cannot write the dataset's manifest: {e.strerror}; choose a "
+                         "directory gdsbench may write in") from None
+
+
+def prepare_dataset(plan: Plan, progress=None) -> Dataset:
+    """Write a planned dataset: its manifest first (marked incomplete), then every file
+    (those already complete are kept), then the manifest again, complete. A prepare
+    that stops (no space, Ctrl-C) leaves a dataset that says it is incomplete, and the
+    same command finishes it. Only files gdsbench made are ever rewritten (system/prepare.py)."""
+    free = _free_bytes(plan.directory)
+    need = plan.total - plan.present
+    if free is not None and need > free:
+        raise UsageError(f"--workload {plan.workload.name}: the dataset needs {format_size(need)} more"
+                         f"{' (of ' + format_size(plan.total) + ')' if plan.present else ''}, only {format_size(free)} "
+                         f"free in {plan.directory}; use --files to make it smaller")
+    try:
+        os.makedirs(plan.directory, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"PATH {plan.directory}: cannot create the directory: {e.strerror}") from None
+    _write_manifest(plan, complete=False, files_done=0)
+    done = 0
+    for i, row in enumerate(plan.sizes):
+        path = os.path.join(plan.directory, _file_name(plan.workload, i))
+        try:
+            prepare(path, int(row.sum()), seed=plan.workload.seed, size_flag=f"file {os.path.basename(path)}")
+        except GdsbenchError as e:
+            _write_manifest(plan, complete=False, files_done=i)
+            raise type(e)(f"{plan.directory}: the dataset stopped after {i} of {plan.workload.files} files ({e}); "
+                          "it is marked incomplete: fix that and run the same prepare again to finish it") from None
         done += int(row.sum())
         if progress:
-            progress(done, need)
-    record = {"gdsbench_dataset": 1, "workload": workload.to_dict(), "bytes": need, "files": files}
-    tmp = manifest + ".partial"
-    with open(tmp, "w") as f:
-        json.dump(record, f)
-    os.replace(tmp, manifest)
-    return open_dataset(directory)
+            progress(done, plan.total)
+    _write_manifest(plan, complete=True, files_done=plan.workload.files)
+    return open_dataset(plan.directory)
+
+
+def _free_bytes(directory: str) -> int | None:
+    """Free bytes where the dataset will be written (its nearest existing parent)."""
+    here = os.path.abspath(directory)
+    while not os.path.exists(here):
+        here = os.path.dirname(here)
+    try:
+        vfs = os.statvfs(here)
+    except OSError:
+        return None
+    if vfs.f_blocks == 0:  # no blocks at all (procfs, sysfs): nothing can be written, and creating says so
+        return None
+    return vfs.f_bavail * vfs.f_frsize
 
 
 def open_dataset(directory: str) -> Dataset:
     """The samples of a prepared dataset (its manifest), or of a plain directory (every file one sample)."""
     if not os.path.isdir(directory):
-        raise UsageError(f"PATH {directory}: not a directory; make a dataset with "
-                         f"`gdsbench prepare --workload unet3d {directory}`")
+        raise UsageError(f"PATH {directory}: not a directory; give the dataset's directory (make one with "
+                         "`gdsbench prepare --workload unet3d NEW_DIR`)")
     manifest = os.path.join(directory, MANIFEST)
     if os.path.exists(manifest):
-        try:
-            with open(manifest) as f:
-                record = json.load(f)
-            files = record["files"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise UsageError(f"{manifest}: not a gdsbench dataset manifest ({e}); prepare the dataset again") from None
+        record = _read_manifest(manifest)
+        files, workload = record["files"], record["workload"]
+        if record.get("complete") is False:  # absent: a manifest from before prepare wrote it first, always complete
+            raise UsageError(f"{directory}: an incomplete dataset (prepare stopped after {record.get('files_written', '?')} "
+                             f"of {len(files)} files); finish it with the same `gdsbench prepare --workload "
+                             f"{workload.get('name')} {directory}` command")
         paths = [os.path.join(directory, name) for name, _ in files]
         lengths = [np.asarray(sizes, dtype=np.int64) for _, sizes in files]
         file_index = np.concatenate([np.full(len(x), i, dtype=np.int64) for i, x in enumerate(lengths)])
@@ -139,7 +236,7 @@ def open_dataset(directory: str) -> Dataset:
             if not os.path.isfile(path) or os.path.getsize(path) < int(x.sum()):
                 raise UsageError(f"{path}: missing or shorter than {MANIFEST} says; prepare the dataset again")
         return Dataset(directory, paths, file_index, offset, length, patterned=True,
-                       note=f"{MANIFEST}: workload {record['workload'].get('name')}")
+                       note=f"{MANIFEST}: workload {workload.get('name')}", workload=workload)
     paths = sorted(os.path.join(root, name) for root, _, names in os.walk(directory) for name in names
                    if os.path.isfile(os.path.join(root, name)))
     paths = [p for p in paths if os.path.getsize(p) > 0]
@@ -147,9 +244,35 @@ def open_dataset(directory: str) -> Dataset:
         raise UsageError(f"PATH {directory}: no files in it; make a dataset with "
                          f"`gdsbench prepare --workload unet3d {directory}`")
     length = np.array([os.path.getsize(p) for p in paths], dtype=np.int64)
+    patterned = has_pattern(paths[0], 0)
+    note = "no manifest: every file is one sample, read whole (as DLIO reads npz files)"
+    if patterned:
+        note += ("; its files carry gdsbench's pattern but no manifest says what they are: if a `prepare --workload` "
+                 "did not finish here, run it again")
     return Dataset(directory, paths, np.arange(len(paths)), np.zeros(len(paths), dtype=np.int64), length,
-                   patterned=has_pattern(paths[0], 0),
-                   note="no manifest: every file is one sample, read whole (as DLIO reads npz files)")
+                   patterned=patterned, note=note)
+
+
+def disagreements(dataset: Dataset, workload: Workload) -> list[str]:
+    """Where the dataset and the workload it is read as disagree, one line each: the dataset
+    is what is read, but DLIO's MB/s counts the workload's record size per sample."""
+    out = []
+    made = dataset.workload
+    if made is not None and made.get("name") != workload.name:
+        out.append(f"{dataset.directory} was prepared for workload {made.get('name')}, and is read as {workload.name}")
+    if made is not None:
+        for key in SHAPE:
+            if key != "seed" and made.get(key) != getattr(workload, key):
+                out.append(f"the workload's {key} is {getattr(workload, key)}, the dataset's {made.get(key)}")
+    mean = float(dataset.length.mean())
+    if not 0.5 <= mean / workload.record_bytes <= 2:
+        out.append(f"samples average {format_size(mean)}, the workload's record_bytes is "
+                   f"{format_size(workload.record_bytes)}: train reads the dataset's samples, and MiB/s (as DLIO's MB/s) "
+                   "counts the workload's record size per sample; 'read' is what was read")
+    if workload.samples != dataset.samples:
+        out.append(f"the workload has {workload.samples} samples ({workload.files} files x {workload.samples_per_file}), "
+                   f"the dataset {dataset.samples}: steps come from the dataset")
+    return out
 
 
 def shard(samples: int, rank: int, ranks: int, epoch: int, seed: int) -> np.ndarray:

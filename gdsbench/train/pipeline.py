@@ -29,6 +29,8 @@ from gdsbench.job.errors import GdsbenchError, IoFailure
 from gdsbench.train.dataset import Dataset, shard, steps_per_epoch
 from gdsbench.train.workloads import Workload
 
+READ_JOIN_S = 2.0  # how long an ending epoch waits for each read thread
+
 
 @dataclass
 class EpochRecord:
@@ -126,18 +128,19 @@ class Loader:
         self.stop.set()
         for q in self.queues:
             q.put(None)
-        for t in self.threads:
-            t.join()
+        for t in self.threads:  # a read that never returns (a dead mount) must not hold the run: daemon threads
+            t.join(timeout=READ_JOIN_S)
 
 
 class Accelerator:
     """One rank: its readers, and its steps through each epoch."""
 
     def __init__(self, rank: int, ranks: int, workload: Workload, dataset: Dataset, readers: list, barrier,
-                 max_steps: int = 0, should_stop=lambda: False):
+                 max_steps: int = 0, should_stop=lambda: False, on_arrival=None):
         self.rank, self.ranks, self.workload, self.dataset = rank, ranks, workload, dataset
         self.readers, self.barrier, self.max_steps = readers, barrier, max_steps
         self.should_stop = should_stop
+        self.on_arrival = on_arrival  # on_arrival(epoch, step): this accelerator reached the step's barrier
         self.rng = np.random.default_rng(workload.seed + 7919 * rank)
 
     def steps(self) -> int:
@@ -172,6 +175,8 @@ class Accelerator:
                 compute[s] = self.compute_time()
                 time.sleep(compute[s])
                 cols["computed_ns"][s] = time.monotonic_ns()
+                if self.on_arrival:
+                    self.on_arrival(epoch, s)
                 cols["barrier_wait_ns"][s] = self.barrier.wait()
                 step_start = cols["released_ns"][s] = time.monotonic_ns()
         finally:

@@ -63,6 +63,11 @@ class TrainRun:
 
 
 def check_counts(run: TrainRun) -> None:
+    """UsageError for a count that cannot run: before anything is written."""
+    comm = mpi.world()
+    if comm is not None and any(n != comm.Get_size() for n in run.counts):
+        raise UsageError(f"--accelerators {','.join(map(str, run.counts))}: under mpirun each rank is one accelerator; "
+                         f"this job has {comm.Get_size()} ranks (leave --accelerators out)")
     for n in run.counts:
         if n < 1:
             raise UsageError(f"--accelerators {n}: must be at least 1")

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any
 
 from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
-from gdsbench.job.units import parse_duration, parse_size
+from gdsbench.job.units import format_size, parse_duration, parse_size
 
 KiB, MiB = 1 << 10, 1 << 20
 FORMATS = ("npz", "tfrecord")
@@ -51,16 +52,26 @@ class Workload:
         return self.batch * self.record_bytes / self.compute_s
 
     def check(self) -> Workload:
-        for name, low in (("files", 1), ("samples_per_file", 1), ("record_bytes", 1), ("batch", 1), ("read_threads", 1),
-                          ("prefetch", 0), ("transfer_size", 4096), ("record_stdev", 0), ("seed", 0)):
-            if getattr(self, name) < low:
-                raise UsageError(f"{flag(name)} {getattr(self, name)}: must be at least {low}")
+        """UsageError naming the field's flag unless every field is in its bounds (finite, and small
+        enough for the arrays and sleeps it makes)."""
+        if not NAME.fullmatch(self.name):
+            raise UsageError(f"workload name {self.name!r}: its files are named after it, so use letters, digits, '.', "
+                             "'_' and '-' only, starting with a letter or digit")
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
+                shown = format_size(value) if name in PARSERS and isinstance(value, int) else value
+                limit = (f"between {format_size(low)} and {format_size(high)}" if name in PARSERS
+                         else f"between {low:,} and {high:,}" if isinstance(high, int)
+                         else f"between {low:g} and {high:g}{' s' if name in DURATIONS else ''}")
+                raise UsageError(f"{flag(name)} {shown}: must be {limit}")
+        if self.samples > MAX_SAMPLES:
+            raise UsageError(f"--files {self.files} x --samples-per-file {self.samples_per_file}: {self.samples:,} samples, "
+                             f"more than {MAX_SAMPLES:,} (the index of every sample is held in memory); use fewer files")
         if self.format not in FORMATS:
             raise UsageError(f"--format {self.format}: choose {' or '.join(FORMATS)}")
-        if self.compute_s < 0 or self.compute_stdev_s < 0:
-            raise UsageError("--compute-time and --compute-stdev must not be negative")
-        if not 0 < self.au_threshold <= 1:
-            raise UsageError(f"--au {self.au_threshold}: a fraction between 0 and 1, e.g. 0.9")
+        if self.compute_s <= 0:
+            raise UsageError(f"--compute-time {self.compute_s:g}: must be more than 0 (AU is compute time over wall time)")
         if self.transfer_size % 4096:
             raise UsageError(f"--transfer-size {self.transfer_size}: must be a multiple of 4 KiB (O_DIRECT and the pattern)")
         return self
@@ -82,6 +93,16 @@ BUILT_IN = {w.name: w for w in (
              batch=1, read_threads=4, prefetch=2, transfer_size=256 * KiB, compute_s=0.0035, au_threshold=0.70,
              about="CosmoFlow: one 2.8 MB sample per file, a very short step"),
 )}
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+MAX_SAMPLES = 20_000_000
+HOUR = 3600.0
+BOUNDS = {  # field -> (low, high), inclusive
+    "files": (1, 10_000_000), "samples_per_file": (1, 10_000_000), "record_bytes": (1, 64 << 30),
+    "record_stdev": (0, 64 << 30), "batch": (1, MAX_SAMPLES), "read_threads": (1, 1024), "prefetch": (0, 1 << 16),
+    "transfer_size": (4096, 1 << 30), "compute_s": (0.0, HOUR), "compute_stdev_s": (0.0, HOUR),
+    "au_threshold": (1e-9, 1.0), "seed": (0, 2**64 - 1),
+}
 
 # What each field is given as, on the command line and in a workload file
 PARSERS = {"record_bytes": parse_size, "record_stdev": parse_size, "transfer_size": parse_size}
@@ -106,7 +127,10 @@ def parse_field(name: str, value: Any, where: str) -> Any:
                 raise UsageError(f"{where} {value!r}: not a whole number")
             return int(value)
         if kind == "float":
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):
+                raise UsageError(f"{where} {value!r}: not a finite number")
+            return number
         return str(value)
     except (TypeError, ValueError):
         raise UsageError(f"{where} {value!r}: not a number") from None
@@ -143,6 +167,10 @@ def load(name_or_file: str) -> Workload:
 
 
 def with_overrides(workload: Workload, overrides: dict[str, Any]) -> Workload:
-    """The workload with command-line values (already parsed) in place of its own."""
+    """The workload with command-line values (already parsed) in place of its own. A new
+    record_bytes without a record_stdev scales the workload's spread with it, so that
+    unet3d at --record-bytes 4M keeps its shape rather than its 65 MiB spread."""
     changes = {k: v for k, v in overrides.items() if v is not None}
+    if "record_bytes" in changes and "record_stdev" not in changes and workload.record_bytes:
+        changes["record_stdev"] = round(workload.record_stdev * changes["record_bytes"] / workload.record_bytes)
     return replace(workload, **changes).check() if changes else workload.check()

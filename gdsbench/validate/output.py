@@ -65,5 +65,29 @@ def junit(v: Validation, path: str) -> None:
         out.text = f"{c.status}\n{detail}" + (f"\nfix: {c.fix}" if c.status == WARN else "")
     ET.indent(suites)
     tmp = f"{path}.partial"
-    ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
-    os.replace(tmp, path)
+    try:
+        ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_writable(flag: str, path: str) -> None:
+    """ProfileError (a usage error, exit 3) unless a report can be written at `path`: checked before
+    anything runs, so a minute of validation is not lost to a typo."""
+    from gdsbench.validate.profile import ProfileError
+
+    if os.path.isdir(path):
+        raise ProfileError(f"{flag} {path}: is a directory; give a file name, e.g. {os.path.join(path, 'validate.xml')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ProfileError(f"{flag} {path}: the folder {folder} does not exist; create it or write elsewhere")
+    probe = f"{path}.partial"
+    try:
+        with open(probe, "w"):
+            pass
+        os.unlink(probe)
+    except OSError as e:
+        raise ProfileError(f"{flag} {path}: cannot write there ({e.strerror}); write elsewhere") from None

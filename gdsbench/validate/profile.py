@@ -9,6 +9,7 @@ error names the file and line.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -17,9 +18,11 @@ from typing import Any
 from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
 from gdsbench.job.modes import MODES
+from gdsbench.job.spec import BY_KEY, DAY, ENGINE_INFO, MAX_OFFSET
 from gdsbench.job.units import parse_duration, parse_size
 
 KiB, MiB = 1 << 10, 1 << 20
+DAY_NS = DAY
 
 
 class ProfileError(UsageError):
@@ -189,11 +192,16 @@ class _Reader:
                 raise self.fail(name, key, f"unknown key; known here: {', '.join(allowed)}")
         return section
 
-    def number(self, table: str, key: str, value: Any, low: float = 0.0, whole: bool = False) -> float:
+    def number(self, table: str, key: str, value: Any, low: float = 0.0, whole: bool = False,
+               high: float | None = None) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
             raise self.fail(table, key, f"{value!r} is not a {'whole ' if whole else ''}number")
+        if not math.isfinite(value):
+            raise self.fail(table, key, f"{value} is not a finite number")
         if value < low:
             raise self.fail(table, key, f"{value} is below {low}")
+        if high is not None and value > high:
+            raise self.fail(table, key, f"{value} is above {high}")
         return value
 
     def parsed(self, table: str, key: str, value: Any, parse) -> int:
@@ -216,25 +224,33 @@ class _Reader:
                 raise self.fail("profile", "require_gds", "must be true or false")
             kw["require_gds"] = head["require_gds"]
         if "max_spread" in head:
-            kw["max_spread"] = self.number("profile", "max_spread", head["max_spread"])
+            kw["max_spread"] = self.number("profile", "max_spread", head["max_spread"], high=10.0)
         run = self.table(data, "run", ("runtime", "ramp", "repeats", "integrity_bytes", "quick_runtime",
                                        "quick_repeats", "quick_integrity_bytes"))
-        for key, attr, parse in (("runtime", "runtime_ns", parse_duration), ("ramp", "ramp_ns", parse_duration),
-                                 ("quick_runtime", "quick_runtime_ns", parse_duration),
-                                 ("integrity_bytes", "integrity_bytes", parse_size),
-                                 ("quick_integrity_bytes", "quick_integrity_bytes", parse_size)):
+        for key, attr, parse, low in (("runtime", "runtime_ns", parse_duration, 1),
+                                      ("ramp", "ramp_ns", parse_duration, 0),
+                                      ("quick_runtime", "quick_runtime_ns", parse_duration, 1),
+                                      ("integrity_bytes", "integrity_bytes", parse_size, 4 * KiB),
+                                      ("quick_integrity_bytes", "quick_integrity_bytes", parse_size, 4 * KiB)):
             if key in run:
                 kw[attr] = self.parsed("run", key, run[key], parse)
+                high = DAY_NS if parse is parse_duration else MAX_OFFSET
+                if not low <= kw[attr] <= high:
+                    shown = "0" if kw[attr] == 0 else run[key]
+                    raise self.fail("run", key, f"{shown} must be {'more than 0' if low else 'at least 0'} and at most "
+                                                f"{'a day' if parse is parse_duration else 'the largest file'}"
+                                                + (" (a measurement of nothing passes nothing)" if low and not kw[attr]
+                                                   else ""))
         for key in ("repeats", "quick_repeats"):
             if key in run:
-                kw[key] = int(self.number("run", key, run[key], low=1, whole=True))
+                kw[key] = int(self.number("run", key, run[key], low=1, whole=True, high=1000))
         kw["node"] = self.node(self.table(data, "node", ("gpus", "gpu_model", "pcie_gen", "pcie_width")))
         kw["points"] = self.points(self.table(data, "points", tuple(POINTS)))
         kw["points"], kw["limits"] = matched_references(kw["points"],
                                                         self.limits(self.table(data, "limits", tuple(POINTS))))
         base = self.table(data, "baseline", ("fail_drop", "warn_drop", "fail_rise", "warn_rise"))
         for key in base:
-            kw[f"baseline_{key}"] = self.number("baseline", key, base[key])
+            kw[f"baseline_{key}"] = self.number("baseline", key, base[key], high=100.0)
         return Profile(**kw)
 
     def node(self, section: dict) -> Node:
@@ -266,9 +282,15 @@ class _Reader:
                 if key == "bs":
                     changes["bs"] = self.parsed(table, key, value, parse_size)
                 elif key in ("qd", "threads"):
-                    changes[key] = int(self.number(table, key, value, low=1, whole=True))
+                    deepest = max(e["max_depth"] for e in ENGINE_INFO.values())
+                    changes[key] = int(self.number(table, key, value, low=1, whole=True,
+                                                   high=deepest if key == "qd" else None))
                 else:
                     raise self.fail(table, key, "unknown key; a point takes bs, qd, threads")
+                try:  # the bounds of `gdsbench run`'s own options, in its words
+                    BY_KEY[key].check(changes[key])
+                except UsageError as e:
+                    raise self.fail(table, key, str(e)) from None
             points[name] = replace(points[name], **changes)
         return points
 
@@ -295,5 +317,10 @@ class _Reader:
                         raise self.fail(table, metric, f"unknown limit {key!r}; known: {', '.join(LIMIT_KEYS)}")
                 if set(kw) <= {"fraction_of"}:
                     raise self.fail(table, metric, "fraction_of needs a min, max, warn_below or warn_above for the ratio")
+                for low, high in (("min", "max"), ("warn_below", "warn_above"), ("min", "warn_above"),
+                                  ("warn_below", "max")):
+                    if low in kw and high in kw and kw[low] > kw[high]:
+                        raise self.fail(table, metric, f"{low} = {kw[low]:g} is above {high} = {kw[high]:g}: "
+                                                       "no value could pass")
                 limits.append(Limit(name, metric, line=tomlfile.line_of(self.text, metric, table), **kw))
         return tuple(limits)

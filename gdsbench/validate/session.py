@@ -18,7 +18,7 @@ from gdsbench.job.units import format_size
 from gdsbench.system import gpu
 from gdsbench.system.environment import host_environment
 from gdsbench.system.pattern import has_pattern
-from gdsbench.system.prepare import prepare
+from gdsbench.system.prepare import created_by_gdsbench, prepare
 from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
 from gdsbench.system.target import Target, describe, inspect
 from gdsbench.validate import judge, measure, platform
@@ -110,6 +110,8 @@ class Targets:
 
     def _make(self, path: str, size: int, fatal: bool = False) -> str | None:
         existed = os.path.exists(path)
+        # one an earlier validate made and could not remove (it was killed) is ours: used, then removed
+        leftover = existed and os.path.basename(path) == SCRATCH_NAME and os.path.isfile(path) and created_by_gdsbench(path)
         try:
             prepare(path, size, progress=progress_printer(f"preparing {path}"))
         except UsageError as e:
@@ -118,9 +120,11 @@ class Targets:
                                "to read, or a directory validate may write in") from None
             self.notes.append(f"integrity: no pattern file, and none could be made: {e}")
             return None
-        if not existed:
+        if not existed or leftover:
             self.made.append(path)
-        self.notes.append(f"prepared {path} ({format_size(size)}) to read{'' if existed else '; removed afterwards'}")
+        why = "; a leftover of an earlier validate that was stopped, removed afterwards" if leftover else \
+            "" if existed else "; removed afterwards"
+        self.notes.append(f"prepared {path} ({format_size(size)}) to read{why}")
         return path
 
     def _pattern_file(self, target: Target, size: int) -> str | None:

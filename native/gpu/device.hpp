@@ -54,4 +54,8 @@ class Device {
 // errors mid-stream). Throws InputError naming what is missing.
 std::unique_ptr<Device> open_device(const std::string& backend, int index);
 
+// InputError, naming the fix, unless backend is "cuda" or a well-formed "sim[:...]": checked
+// before a run starts, so a typo in a test hook is not found mid-run.
+void check_backend(const std::string& backend);
+
 }  // namespace gds::gpu

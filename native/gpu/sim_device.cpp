@@ -124,8 +124,10 @@ class SimDevice final : public Device {
 
 }  // namespace
 
-// "sim", or "sim:fail-copy=N,copy-delay-us=M,devices=K" (test hooks).
-std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index) {
+namespace {
+
+// "sim", or "sim:fail-copy=N,copy-delay-us=M,devices=K" (test hooks); InputError otherwise.
+SimOptions parse_sim_options(const std::string& backend) {
   const std::string usage = "--gpu-backend " + backend +
                             ": use cuda, or sim[:fail-copy=N,copy-delay-us=M,devices=K] (a CPU stand-in for tests)";
   if (backend.rfind("sim", 0) != 0 || (backend.size() > 3 && backend[3] != ':')) throw InputError(usage);
@@ -136,7 +138,9 @@ std::unique_ptr<Device> open_simulated_device(const std::string& backend, int in
     std::string item = backend.substr(at, end == std::string::npos ? std::string::npos : end - at);
     size_t eq = item.find('=');
     if (eq == std::string::npos) throw InputError(usage);
-    long value = std::strtol(item.c_str() + eq + 1, nullptr, 10);
+    char* end_of_number = nullptr;
+    long value = std::strtol(item.c_str() + eq + 1, &end_of_number, 10);
+    if (eq + 1 == item.size() || *end_of_number != '\0' || value < 0) throw InputError(usage);
     std::string key = item.substr(0, eq);
     if (key == "fail-copy")
       options.fail_copy = value;
@@ -149,6 +153,18 @@ std::unique_ptr<Device> open_simulated_device(const std::string& backend, int in
     if (end == std::string::npos) break;
     at = end + 1;
   }
+  if (options.devices < 1) throw InputError(usage);
+  return options;
+}
+
+}  // namespace
+
+void check_backend(const std::string& backend) {
+  if (backend != "cuda") parse_sim_options(backend);
+}
+
+std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index) {
+  const SimOptions options = parse_sim_options(backend);
   if (index < 0 || index >= options.devices)
     throw InputError("--gpu " + std::to_string(index) + ": the simulated machine has " +
                      std::to_string(options.devices) + " GPU(s), numbered 0 to " + std::to_string(options.devices - 1));
