@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -48,6 +49,55 @@ def gdsbench(capsys):
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+# ---- other processes: what a test waits for instead of a fixed time ----
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def workers_of(pid: int, n: int, timeout: float = 60) -> list[int]:
+    """The spawned worker processes of a gdsbench run (not its resource tracker)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [c for c in children_of(pid) if "spawn_main" in cmdline(c)]
+        if len(found) >= n:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{n} worker processes did not start")
+
+
+def wait_for_workers(pid: int, timeout: float = 60.0) -> None:
+    """Until process pid runs a native worker thread (named gds-worker-N): its run is under way."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/comm") as f:
+                    if f.read().startswith("gds-worker"):
+                        return
+        except FileNotFoundError:  # it ended, or a thread did: look again
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} started no native worker in {timeout} s")
 
 
 @pytest.fixture

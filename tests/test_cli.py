@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+from conftest import wait_for_workers
+
 from gdsbench import _native
 from gdsbench.job.spec import OPTIONS, JobSpec
 
@@ -46,21 +48,6 @@ def test_default_target_is_a_scratch_file(gdsbench, tmp_path, monkeypatch):
     assert res.code == 0, res.err
     assert os.path.exists("results/scratch/gdsbench-scratch.dat")
     assert "results/scratch/gdsbench-scratch.dat" in res.out
-
-
-def wait_for_workers(pid: int, timeout: float = 60.0) -> None:
-    """Until process pid runs a native worker thread (named gds-worker-N): its run is under way."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/comm") as f:
-                    if f.read().startswith("gds-worker"):
-                        return
-        except FileNotFoundError:  # it ended, or a thread did: look again
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} started no native worker in {timeout} s")
 
 
 def test_ctrl_c_on_the_command_line(tmp_path):

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from conftest import MPI_ENV, is_root, mpirun, mpirun_command, needs_mpi
+from conftest import MPI_ENV, alive, children_of, cmdline, is_root, mpirun, mpirun_command, needs_mpi, workers_of
 
 from gdsbench import JobSpec, UsageError, load, prepare, run
 from gdsbench.job.spec import OPTIONS
@@ -28,38 +28,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def gdsbench_cli(*args, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gdsbench", *map(str, args)], cwd=kw.pop("cwd", ROOT),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
-def children_of(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
-    except OSError:
-        return []
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
-def workers_of(pid: int, n: int, timeout: float = 20) -> list[int]:
-    """The spawned worker processes of a gdsbench run (not its resource tracker)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [c for c in children_of(pid) if "spawn_main" in cmdline(c)]
-        if len(found) >= n:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{n} worker processes did not start")
 
 
 def one_line_error(err: str) -> str:

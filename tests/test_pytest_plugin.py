@@ -39,11 +39,14 @@ def test_a_real_regression_fails_the_build_and_names_the_test(tmp_path, disk_fil
 def test_no_false_alarm_when_nothing_changed(tmp_path, disk_file, throttle):
     # Both runs read the same steady tier (the disk throttled by the kernel), so what is
     # judged is the harness's own repeatability. The raw virtio disk of a shared VM is not
-    # steady: identical runs spread by up to a third (docs/pytest.md), and no threshold
-    # the regression test can use would be safe on it.
-    base = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "--benchmark-save=baseline", throttle=throttle)
+    # steady: identical runs spread by up to a quarter (docs/pytest.md), and no threshold
+    # the regression test can use would be safe on it. The sequential tests only: the
+    # throttle sets their pace however busy the CPUs are, where a 4 KiB QD1 test on a loaded
+    # 2-core machine is as slow as the CPU time it gets (twice as slow, seen here).
+    base = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "-k", "sequential", "--benchmark-save=baseline",
+                     throttle=throttle)
     assert base.returncode == 0, base.stdout + base.stderr
-    again = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "--benchmark-compare=0001",
+    again = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "-k", "sequential", "--benchmark-compare=0001",
                       f"--benchmark-compare-fail={THRESHOLD}", throttle=throttle)
     assert again.returncode == 0, again.stdout[-3000:]  # stdout holds pytest-benchmark's comparison table
 
@@ -204,7 +207,7 @@ def test_the_private_pytest_benchmark_api_used_is_still_there():
 def test_ctrl_c_stops_the_suite_and_saves_no_partial_measurement(tmp_path, pattern_file):
     """SIGINT mid-measurement: pytest's KeyboardInterrupt and a non-zero exit; the test cut short
     is not saved as if whole, and the tests after it do not run."""
-    from test_cli import wait_for_workers
+    from conftest import wait_for_workers
 
     (tmp_path / "test_long.py").write_text(
         f"def test_long(storage_bench):\n    storage_bench(path={pattern_file!r}, engine='null', bs='4K', runtime='60s')\n"

@@ -443,7 +443,7 @@ def test_the_docs_describe_every_check_a_run_makes(gdsbench, tmp_path, pattern_f
 
 
 def test_sigterm_ends_validate_like_ctrl_c_and_removes_its_test_file(tmp_path):
-    from test_cli import wait_for_workers
+    from conftest import wait_for_workers
 
     folder, junit = tmp_path / "mnt", tmp_path / "v.xml"
     folder.mkdir()
