@@ -71,6 +71,9 @@ def entry_point() -> None:
     ends the ranks with SIGTERM when one fails: rank 0 says why in its own handler (execution/mpi.py)."""
     from gdsbench.execution.mpi import LAUNCHER_VARIABLES
 
+    # Ctrl-C (and kill -INT) always stops a run, also where gdsbench was started with SIGINT
+    # ignored, as a script's background job is: measured work is kept, not lost to a kill -9
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if not any(v in os.environ for v in LAUNCHER_VARIABLES):
         signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
     sys.exit(main())

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,14 @@ from gdsbench import cli, prepare
 
 MiB = 1024 * 1024
 BLKIO = "/sys/fs/cgroup/blkio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def interruptible():
+    """Ctrl-C as Python has it, in this process and (through exec, which keeps only an ignored
+    signal ignored) every process a test starts: a suite run as a script's background job
+    inherits SIGINT ignored, and the Ctrl-C tests would then test nothing."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
