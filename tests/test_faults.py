@@ -25,9 +25,34 @@ MiB = 1 << 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+_launched: list[subprocess.Popen] = []
+
+
 def gdsbench_cli(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "gdsbench", *map(str, args)], cwd=kw.pop("cwd", ROOT),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    p = subprocess.Popen([sys.executable, "-m", "gdsbench", *map(str, args)], cwd=kw.pop("cwd", ROOT),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    _launched.append(p)
+    return p
+
+
+def _descendants(pid: int) -> list[int]:
+    kids = children_of(pid)
+    return kids + [d for k in kids for d in _descendants(k)]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_running():
+    """A test that fails part-way must not leave its gdsbench (or its workers) running on the machine."""
+    yield
+    while _launched:
+        p = _launched.pop()
+        if p.poll() is None:
+            for pid in _descendants(p.pid) + [p.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.communicate()
 
 
 def one_line_error(err: str) -> str:
