@@ -53,8 +53,9 @@ void SampleReader::open(const std::string& path) {
 }
 
 // queue -> reap -> [copy to the GPU] -> land, chunk by chunk, until the whole
-// region has landed. O_DIRECT chunks are whole logical blocks, so the last may
-// reach past the end of the file; the short read there is the file's end.
+// region has landed. O_DIRECT chunks are whole logical blocks, so the first may
+// start before the region and the last reach past the end of the file (the
+// short read there is the file's end); only the region's bytes count.
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
   slots_.make_current();
   if (path != path_ || thread_serial() != owner_) open(path);
@@ -66,15 +67,18 @@ SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t
   unsigned n_idle = slots, reading = 0;
   CopyRing copying(slots);
   const uint64_t end = std::min(offset + length, file_size_);
+  // O_DIRECT reads whole blocks: a sample at an unaligned offset (a TFRecord record) is read
+  // from the block it starts in, and only its own bytes are counted
   const uint64_t align = job_.direct ? pattern::kBlock : 1;
-  uint64_t next = offset;
+  uint64_t next = offset / align * align;
   SampleRead out;
   const uint64_t started = now_ns();
 
   auto land = [&](IoRequest* r, uint64_t when) {
     idle[n_idle++] = r;
     latency_.add(when > r->submit_ns ? when - r->submit_ns : 0);
-    out.bytes += uint64_t(r->result);
+    const uint64_t got_end = r->offset + uint64_t(r->result);
+    out.bytes += got_end > offset ? std::min(got_end, end) - std::max(r->offset, offset) : 0;
     ++out.chunks;
     if (job_.verify) {
       std::vector<uint64_t> bad =

@@ -21,7 +21,8 @@
 namespace gds {
 
 struct SampleRead {
-  uint64_t bytes = 0;  // read (a sample's last chunk may stop short at the end of its file)
+  uint64_t bytes = 0;  // of the region, read (it stops short where the file ends; O_DIRECT's whole
+                       // blocks around an unaligned region are read, not counted)
   uint64_t chunks = 0;
   uint64_t ns = 0;  // first chunk issued to the last one landed
 };

@@ -24,7 +24,8 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     add_workload_arguments(parser)
     add_job_arguments(parser, only=READER_OPTIONS, title="how samples are read (--qd: chunks in flight per reader)")
     parser.add_argument("--allow-cached", action="store_true",
-                        help="--buffered with a dataset under 5x this host's memory (its pages are dropped before each run)")
+                        help="--buffered with a dataset under 5x this host's memory (its pages are dropped "
+                             "before each train run and each predict probe)")
 
 
 def open_inputs(args: argparse.Namespace):
@@ -34,7 +35,7 @@ def open_inputs(args: argparse.Namespace):
     from gdsbench.train.session import reader_spec
 
     workload = workload_from_args(args)
-    dataset = open_dataset(args.path)
+    dataset = open_dataset(args.path, workload.format)
     spec = reader_spec(workload, dataset, job_values(args))
     for line in disagreements(dataset, workload):
         _say(f"note: {line}")

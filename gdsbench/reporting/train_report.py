@@ -21,10 +21,17 @@ def _s(seconds) -> str:
     return format_duration(seconds * 1e9) if seconds is not None and not pd.isna(seconds) else "-"
 
 
+def reader_rule(w) -> str:
+    """How samples are read: DLIO's reader for the workload's format, as emulated (train/pipeline.py)."""
+    if w.format == "tfrecord":
+        return f"tf.data's rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
+    return f"PyTorch's rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
+
+
 def header(run) -> str:
     w, d, spec = run.workload, run.dataset, run.spec
     return (f"{w.name}: batch {w.batch} x {format_size(d.length.mean())} samples (sd {format_size(d.length.std())}), "
-            f"compute {_s(w.compute_s)}/step, {w.read_threads} read threads, {w.batches_in_flight} batches ahead; "
+            f"compute {_s(w.compute_s)}/step, {reader_rule(w)}; "
             f"{d.samples} samples in {len(d.paths)} files; {spec.mode} mode, {spec.engine} "
             f"{'O_DIRECT' if spec.direct else 'buffered'}, {format_size(spec.bs)} chunks x {spec.qd}; "
             f"AU needed {w.au_threshold:.0%}")
@@ -39,8 +46,10 @@ def point_line(row: dict, workload) -> str:
             + f" | {row['samples_per_s']:.1f} samples/s, {row['mib_per_s']:.0f} MiB/s"
             f" (read {row['read_mib_per_s']:.0f}) | step p50 {_s(row['step_time_p50_s'])} p99 {_s(row['step_time_p99_s'])}"
             f" | wait for data p50 {_s(row['wait_p50_s'])} p99 {_s(row['wait_p99_s'])}"
-            f" | stragglers: mean {_s(row['straggler_mean_s'])}, p99 {_s(row['straggler_p99_s'])}"
-            f" ({row['straggler_share']:.1%} of the time) | {row['steps_per_epoch']} steps")
+            + (f" | stragglers: mean {_s(row['straggler_mean_s'])}, p99 {_s(row['straggler_p99_s'])}"
+               f" ({row['straggler_share']:.1%} of the time)" if row.get("straggler_share") is not None
+               else " | stragglers: - (one accelerator: no barrier)")
+            + f" | {row['steps_per_epoch']} steps")
 
 
 def verdict(rows: list[dict], name: str, threshold: float) -> str:
@@ -68,10 +77,11 @@ def prediction_text(p) -> str:
              f"({p.seconds:.0f} s: probe and model)",
              f"  demand per accelerator at 100% AU: {format_rate(p.demand_bytes_per_s)} "
              f"(batch {w.batch} x mean sample / compute {_s(w.compute_s)}); {p.steps} steps simulated",
-             "  probe (readers reading samples as fast as they can): "
+             "  probe (readers reading as train reads, as fast as they can; spread: between repeats): "
              + "; ".join(f"{q.readers} readers {format_rate(q.rate)} (feeds {q.rate / p.demand_bytes_per_s:.1f} "
                          f"accelerators, spread {q.spread:.0%})" for q in p.curve.points),
-             "  predicted AU: " + ", ".join(f"{a['accelerators']}: {a['au_percent']:.1f}%" for a in p.au)]
+             "  predicted AU: " + ", ".join(f"{a['accelerators']}: {a['au_percent']:.1f}%"
+                                            + (f" ({', '.join(a['flags'])})" if a.get("flags") else "") for a in p.au)]
     lines += [f"  out of its depth: {x}" for x in p.warnings]
     return "\n".join(lines)
 

@@ -27,6 +27,8 @@ from gdsbench.system.prepare import BLOCK, prepare
 from gdsbench.train.workloads import Workload
 
 MANIFEST = "gdsbench-dataset.json"
+TFRECORD = ".tfrecord"  # DLIO's TFRecord files, img_N_of_M.tfrecord
+INDEX_SUFFIX = ".idx"  # DLIO's per-file record index (DALI's tfrecord2idx), under DATA/index/train/
 SHAPE = ("files", "samples_per_file", "record_bytes", "record_stdev", "seed")  # the workload fields a dataset is made of
 CACHE_FACTOR = 5  # MLPerf Storage: a dataset at least 5x the client's memory, so the page cache cannot hold it
 
@@ -214,8 +216,11 @@ def _free_bytes(directory: str) -> int | None:
     return vfs.f_bavail * vfs.f_frsize
 
 
-def open_dataset(directory: str) -> Dataset:
-    """The samples of a prepared dataset (its manifest), or of a plain directory (every file one sample)."""
+def open_dataset(directory: str, fmt: str | None = None) -> Dataset:
+    """The samples of a prepared dataset (its manifest); of a folder of TFRecord files, as DLIO
+    generates them (every record a sample, from DLIO's index files or the records' own framing);
+    or of any other directory (every file one sample, as DLIO's npz). `fmt`, the workload's
+    format, refuses a folder whose files do not fit it."""
     if not os.path.isdir(directory):
         raise UsageError(f"PATH {directory}: not a directory; give the dataset's directory (make one with "
                          "`gdsbench prepare --workload unet3d NEW_DIR`)")
@@ -238,11 +243,21 @@ def open_dataset(directory: str) -> Dataset:
         return Dataset(directory, paths, file_index, offset, length, patterned=True,
                        note=f"{MANIFEST}: workload {workload.get('name')}", workload=workload)
     paths = sorted(os.path.join(root, name) for root, _, names in os.walk(directory) for name in names
-                   if os.path.isfile(os.path.join(root, name)))
+                   if os.path.isfile(os.path.join(root, name)) and not name.endswith(INDEX_SUFFIX))
     paths = [p for p in paths if os.path.getsize(p) > 0]
     if not paths:
         raise UsageError(f"PATH {directory}: no files in it; make a dataset with "
                          f"`gdsbench prepare --workload unet3d {directory}`")
+    records = [p for p in paths if p.endswith(TFRECORD)]
+    if fmt == "tfrecord" and not records:
+        raise UsageError(f"PATH {directory}: no {TFRECORD} files in it, and the workload reads TFRecord: give the "
+                         f"folder DLIO generated for it (its train/ files), or make one with `gdsbench prepare "
+                         f"--workload WORKLOAD NEW_DIR`")
+    if records:
+        if fmt not in (None, "tfrecord"):
+            raise UsageError(f"PATH {directory}: holds {TFRECORD} files, and the workload reads {fmt}: use a "
+                             "TFRecord workload (resnet50, cosmoflow, or --format tfrecord)")
+        return _tfrecord_dataset(directory, records)
     length = np.array([os.path.getsize(p) for p in paths], dtype=np.int64)
     patterned = has_pattern(paths[0], 0)
     note = "no manifest: every file is one sample, read whole (as DLIO reads npz files)"
@@ -251,6 +266,54 @@ def open_dataset(directory: str) -> Dataset:
                  "did not finish here, run it again")
     return Dataset(directory, paths, np.arange(len(paths)), np.zeros(len(paths), dtype=np.int64), length,
                    patterned=patterned, note=note)
+
+
+def _tfrecord_dataset(directory: str, paths: list[str]) -> Dataset:
+    """Every record of every TFRecord file a sample."""
+    files, offsets, lengths, indexed = [], [], [], 0
+    for i, path in enumerate(paths):
+        found, from_index = tfrecord_records(path)
+        indexed += from_index
+        files.append(np.full(len(found), i, dtype=np.int64))
+        offsets.append(np.array([o for o, _ in found], dtype=np.int64))
+        lengths.append(np.array([n for _, n in found], dtype=np.int64))
+    how = ("from DLIO's index files" if indexed == len(paths) else
+           "from the records' own framing (no DLIO index found)" if not indexed else
+           f"{indexed} files from DLIO's index files, {len(paths) - indexed} from the records' own framing")
+    return Dataset(directory, paths, np.concatenate(files), np.concatenate(offsets), np.concatenate(lengths),
+                   patterned=False, note=f"TFRecord files: every record one sample ({how})")
+
+
+def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:
+    """(offset, length) of each record of a TFRecord file, and whether DLIO's index gave them: its
+    index file (DALI's tfrecord2idx format, one "offset length" line per record, which DLIO writes
+    to DATA/index/train/NAME.idx) where there is one, else the file's own framing (an 8-byte
+    little-endian length, its 4-byte CRC, the payload, the payload's 4-byte CRC)."""
+    index = os.path.join(os.path.dirname(os.path.dirname(path)), "index", os.path.basename(os.path.dirname(path)),
+                         os.path.basename(path) + INDEX_SUFFIX)
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                rows = [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+            if rows and all(len(r) == 2 and r[1] > 0 for r in rows):
+                return rows, True
+        except (OSError, ValueError):
+            pass  # not DALI's format: read the framing instead
+    size, out, at = os.path.getsize(path), [], 0
+    with open(path, "rb") as f:
+        while at + 16 <= size:
+            f.seek(at)
+            header = f.read(8)
+            n = int.from_bytes(header, "little")
+            end = at + 8 + 4 + n + 4
+            if len(header) < 8 or end > size:
+                raise UsageError(f"{path}: not a TFRecord file (a record at offset {at} runs past its end); give "
+                                 "the folder of TFRecord files DLIO generated")
+            out.append((at, end - at))
+            at = end
+    if at != size or not out:
+        raise UsageError(f"{path}: not a TFRecord file ({size - at} bytes left over after its records)")
+    return out, False
 
 
 def disagreements(dataset: Dataset, workload: Workload) -> list[str]:
@@ -286,6 +349,17 @@ def shard(samples: int, rank: int, ranks: int, epoch: int, seed: int) -> np.ndar
 def steps_per_epoch(samples: int, batch: int, ranks: int) -> int:
     """DLIO's: whole batches every accelerator gets, floor(samples / batch / ranks)."""
     return samples // batch // ranks
+
+
+def too_few_steps(samples: int, batch: int, n: int, max_steps: int = 0) -> str | None:
+    """Why n accelerators cannot be emulated on `samples` (fewer than 2 steps each), in the words
+    train and predict both use, or None. AU leaves the first step out, so it needs two."""
+    steps = steps_per_epoch(samples, batch, n)
+    steps = min(steps, max_steps) if max_steps else steps
+    if steps >= 2:
+        return None
+    return (f"--accelerators {n}: {samples} samples give each of {n} accelerators {steps} step(s) of {batch}; AU needs "
+            "at least 2 (the first is left out): prepare more files (--files)")
 
 
 def check_cache(dataset: Dataset, direct: bool, allow_cached: bool) -> str | None:

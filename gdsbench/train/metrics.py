@@ -83,6 +83,8 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
     straggle = np.concatenate([np.max([r.epochs[k].barrier_wait_ns[1:] for r in records], axis=0)
                                for k in range(epochs)]) / 1e9 if n > 1 else np.zeros(0)
     wall = float(np.max(seconds, axis=0).sum()) if seconds.size else 0.0  # the slowest accelerator's, each epoch
+    later_wall = sum(max(r.epochs[k].end_ns - int(r.epochs[k].released_ns[0]) for r in records)
+                     for k in range(epochs)) / 1e9 if steps.size and steps.min() > 1 else 0.0
     bytes_read = sum(r.bytes_read for r in records)
     latency = _native.LatencyHistogram()
     for r in records:
@@ -107,9 +109,11 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         **{f"step_time_{k}_s": v for k, v in _percentiles(step_time).items()},
         **{f"wait_{k}_s": v for k, v in _percentiles(wait).items()},
         "wait_mean_s": float(wait.mean()) if wait.size else None,
-        "straggler_mean_s": float(straggle.mean()) if straggle.size else 0.0,
+        # one accelerator has no barrier to wait at: None, shown as "-"
+        "straggler_mean_s": float(straggle.mean()) if straggle.size else None,
         **{f"straggler_{k}_s": v for k, v in _percentiles(straggle).items()},
-        "straggler_share": float(straggle.sum() / wall) if wall and straggle.size else 0.0,
+        # over the same steps as the waits: the first is left out of both
+        "straggler_share": float(straggle.sum() / later_wall) if straggle.size and later_wall else None,
         "chunk_latency_p50_ns": latency.percentile(50) if latency.count else None,
         "chunk_latency_p99_ns": latency.percentile(99) if latency.count else None,
         "verified_blocks": sum(r.verified_blocks for r in records),

@@ -1,6 +1,8 @@
 """One emulated accelerator: the input pipeline of a data-parallel training
-job, with compute replaced by sleep, as DLIO runs it.
+job, with compute replaced by sleep, as DLIO runs it. Each DLIO reader is
+emulated as DLIO runs it:
 
+  npz (PyTorch's DataLoader, Loader below)
     read threads   each takes whole batches, round-robin (batch b goes to
                    thread b mod R), and reads their samples one after another
                    with its own native SampleReader: whole, in transfer-size
@@ -8,6 +10,11 @@ job, with compute replaced by sleep, as DLIO runs it.
     prefetch       at most read_threads x ceil(prefetch / read_threads)
                    batches are asked for ahead of the accelerator (PyTorch's
                    DataLoader, as DLIO configures it)
+  tfrecord (tf.data, StreamLoader below)
+    streams        R streams read the rank's files whole and in order, a
+                   chunk at a time, records interleaved round-robin into
+                   batches; reading runs ahead by prefetch + 1 batches
+
     step           wait for the next batch, sleep the compute time, then wait
                    at the step barrier for every other accelerator
 
@@ -17,9 +24,12 @@ barrier's release), the batch's arrival, the end of compute, and the release.
 
 from __future__ import annotations
 
+import math
+import os
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,6 +142,112 @@ class Loader:
             t.join(timeout=READ_JOIN_S)
 
 
+class StreamLoader:
+    """tf.data's rule, as DLIO's TFRecord reader (reader/tf_reader.py) runs it: the rank's files
+    (every n-th of the sorted list, or all of them where there are fewer files than ranks, each
+    rank then keeping every n-th record) are read whole and in order by R streams
+    (TFRecordDataset's num_parallel_reads): each stream reads a file from start to end in
+    transfer-size chunks (its buffer_size), one chunk at a time, then takes the next file not yet
+    taken. Records are interleaved round-robin over the streams into batches. Reading runs ahead
+    of the accelerator by the prefetch's batches and the one being made: each stream holds at most
+    its share of them."""
+
+    def __init__(self, readers: list, dataset: Dataset, rank: int, ranks: int, batch: int, ahead: int, chunk: int,
+                 stop: threading.Event):
+        self.readers, self.dataset, self.batch, self.chunk, self.stop = readers, dataset, batch, chunk, stop
+        files = list(range(len(dataset.paths)))
+        self.keep = (rank, ranks) if len(files) < ranks else None  # fewer files than ranks: shard the records
+        self.files = iter(files if self.keep else files[rank::ranks])
+        self.claim = threading.Lock()
+        by_file = np.argsort(dataset.file_index * (dataset.offset.max() + 1) + dataset.offset, kind="stable")
+        starts = np.searchsorted(dataset.file_index[by_file], np.arange(len(dataset.paths) + 1))
+        self.records = [by_file[starts[f]:starts[f + 1]] for f in range(len(dataset.paths))]  # in file order
+        self.cap = max(1, math.ceil(ahead * batch / len(readers)))  # records a stream holds ahead
+        self.ready = [deque() for _ in readers]  # per stream: (sample, bytes) read, not yet taken
+        self.finished = [False] * len(readers)
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.bytes = self.samples = self.taken = 0
+        self.turn = 0  # the stream the next record comes from
+        self.threads = [threading.Thread(target=self._stream, args=(w,), daemon=True) for w in range(len(readers))]
+        for t in self.threads:
+            t.start()
+
+    def _next_file(self) -> int | None:
+        with self.claim:
+            return next(self.files, None)
+
+    def _stream(self, w: int) -> None:
+        reader = self.readers[w]
+        try:
+            while (f := self._next_file()) is not None and not self.stop.is_set():
+                path, size = self.dataset.paths[f], os.path.getsize(self.dataset.paths[f])
+                pending = deque(int(i) for i in self.records[f])
+                for at in range(0, size, self.chunk):
+                    with self.cond:  # a stream holds at most its share of what runs ahead
+                        while len(self.ready[w]) >= self.cap and not self.stop.is_set():
+                            self.cond.wait(0.1)
+                    if self.stop.is_set():
+                        return
+                    got = reader.read(path, at, min(self.chunk, size - at))[0]
+                    with self.cond:
+                        self.bytes += got
+                        while pending and self.dataset.offset[pending[0]] + self.dataset.length[pending[0]] <= at + got:
+                            i = pending.popleft()
+                            self.ready[w].append((i, int(self.dataset.length[i])))
+                        self.cond.notify_all()
+        except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
+            with self.cond:
+                self.error = e
+                self.cond.notify_all()
+            return
+        with self.cond:
+            self.finished[w] = True
+            self.cond.notify_all()
+
+    def _record(self) -> int:
+        """The next record in interleave order (its bytes), waiting for its stream; -1 at the end of the data."""
+        with self.cond:
+            while True:
+                if self.error is not None:
+                    raise self.error if isinstance(self.error, GdsbenchError) else IoFailure(str(self.error))
+                live = [w for w in range(len(self.readers)) if self.ready[w] or not self.finished[w]]
+                if not live or self.stop.is_set():
+                    return -1
+                w = self.turn % len(self.readers)
+                if w not in live:  # this stream has read its last file: the cycle goes on without it
+                    self.turn += 1
+                    continue
+                if self.ready[w]:
+                    self.turn += 1
+                    _, nbytes = self.ready[w].popleft()
+                    self.cond.notify_all()
+                    return nbytes
+                self.cond.wait(0.1)
+
+    def take(self, b: int) -> int:
+        """Batch b's bytes, once its records have been read (batches are taken in order)."""
+        total = count = 0
+        while count < self.batch:
+            nbytes = self._record()
+            if nbytes < 0:
+                break
+            self.taken += 1
+            if self.keep and (self.taken - 1) % self.keep[1] != self.keep[0]:
+                continue  # another rank's record (DLIO's dataset.shard)
+            total += nbytes
+            count += 1
+        self.samples += count
+        return total
+
+    def close(self) -> None:
+        self.stop.set()
+        with self.cond:
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join(timeout=READ_JOIN_S)
+
+
 class Accelerator:
     """One rank: its readers, and its steps through each epoch."""
 
@@ -163,7 +279,11 @@ class Accelerator:
         compute = np.zeros(n)
         stop = threading.Event()
         start = time.monotonic_ns()
-        loader = Loader(self.readers, self.dataset, batches, w.batches_in_flight, stop)
+        if w.format == "tfrecord":  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
+            loader = StreamLoader(self.readers, self.dataset, self.rank, self.ranks, w.batch, w.prefetch_batches + 1,
+                                  w.transfer_size, stop)
+        else:
+            loader = Loader(self.readers, self.dataset, batches, w.batches_in_flight, stop)
         try:
             step_start = start
             for s in range(n):

@@ -2,43 +2,55 @@
 short probe and a model of the input pipeline, in place of hours of emulation.
 
 The probe (measured). c reader threads, each with a native SampleReader as in
-the emulation, read the dataset's own samples (random ones, whole, in
-transfer-size chunks) as fast as they can for a few seconds: no compute, no
-barrier. Each gives X(c), the storage's total rate at c concurrent readers,
-and the time of every sample it read. c runs R, 2R, 4R, ... (R the workload's
-read threads: c = N x R is N accelerators' readers), until the storage can no
-longer feed N accelerators at full utilisation.
+the emulation, read the dataset as train reads it (its samples, in a shuffled
+order, whole, in transfer-size chunks; for a TFRecord workload, whole files
+from start to end in chunks, as tf.data's streams do) as fast as they can: no
+compute, no barrier. Each point is two whole probes, the page cache dropped
+before each and no sample read twice in one; it gives X(c), the storage's
+total rate at c concurrent readers, and the spread between its two repeats.
+c runs 1, R, 2R, 4R, ... (R the workload's read threads: c = N x R is N
+accelerators' readers), until the storage can no longer feed N accelerators
+at full utilisation.
 
 The model (derived in docs/train.md). The storage is shared: when a readers
 are reading, each moves X(a) / a bytes per second (X between the probed
-points, flat beyond the last; below the fewest probed, a reader is no faster
-than one of those). Per accelerator, R readers take whole batches
-round-robin; a batch is asked for when the one Q batches before it is taken
-(Q = R x ceil(prefetch / R)); a reader reads its batches in order. A step
-starts at the previous barrier's release, takes its batch when it is there,
-computes for C, and the barrier releases when the last accelerator is done.
-The simulation runs these events in time order (batch sizes drawn from the
-dataset's own samples) and takes AU as DLIO takes it. The answer is the
-largest N whose AU meets the threshold.
+points, linear in log c, flat beyond the last). Per accelerator, R readers
+follow DLIO's loader for the format: PyTorch's (npz), each taking whole
+batches round-robin, a batch asked for when the one Q batches before it is
+taken (Q = R x ceil(prefetch / R)); or tf.data's (tfrecord), every stream
+reading a share of each batch, prefetch + 1 batches ahead. A step starts at
+the previous barrier's release, takes its batch when it is there, computes for
+C, and the barrier releases when the last accelerator is done. The simulation
+runs these events in time order (batch sizes drawn from the dataset's own
+samples) and takes AU as DLIO takes it. The answer is the largest N such that
+every count up to N meets the threshold; a count train would refuse (fewer
+than 2 steps) is not simulated. Each count carries flags where the model is
+out of its depth there.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.train.accelerators import sample_readers
-from gdsbench.train.dataset import Dataset, steps_per_epoch
+from gdsbench.train.accelerators import cached_fraction, evict, sample_readers
+from gdsbench.train.dataset import Dataset, steps_per_epoch, too_few_steps
 from gdsbench.train.workloads import Workload
 
+MiB = 1 << 20
 PROBE_SECONDS = 3.0
+PROBE_REPEATS = 2  # each probe point is this many whole probes: their spread says how steady the storage was
 MAX_PROBE_READERS = 1024
-SPREAD_WARNING = 0.20  # the probe's rate varying more than this during a point: the prediction is uncertain
+SPREAD_WARNING = 0.20  # a probe point's repeats differing more than this: the prediction is uncertain
+FALL_WARNING = 0.10  # the rate falling by more than this as readers are added: said
+FEW_STEPS = 30  # fewer steps per epoch than this: the first step's prefetch weighs on AU
 SIMULATED_SEEDS = 3
 
 
@@ -49,21 +61,63 @@ class ProbePoint:
     seconds: float
     samples: int
     rate: float  # X(c), bytes/s
-    spread: float  # (max - min) / median of the rate over the probe's intervals
+    spread: float  # (max - min) / median of the rates of the point's repeats
     cpu_share: float  # process CPU over the probe, as a share of this host's CPUs
+    cached: float = 0.0  # the most of the dataset found in the page cache as a repeat began (after dropping it)
 
     def to_dict(self) -> dict:
         return {"readers": self.readers, "bytes": self.bytes, "seconds": self.seconds, "samples": self.samples,
-                "rate_bytes_per_s": self.rate, "spread": self.spread, "cpu_share": self.cpu_share}
+                "rate_bytes_per_s": self.rate, "spread": self.spread, "cpu_share": self.cpu_share,
+                "cached_fraction": self.cached}
 
 
-def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_SECONDS, seed: int = 1) -> ProbePoint:
-    """X(readers): `readers` threads reading random samples of the dataset as fast as they can."""
+def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_SECONDS, seed: int = 1,
+          repeats: int = PROBE_REPEATS, stream_chunk: int = 0) -> ProbePoint:
+    """X(readers): `readers` threads reading the dataset as fast as they can, in `repeats` whole
+    probes of seconds/repeats each, the page cache dropped before each. Each thread reads its own
+    share of a shuffled order, so nothing is read twice in a probe and a small dataset cannot be
+    read back from the cache: samples, read whole (PyTorch's rule); or, with stream_chunk,
+    whole files from start to end in chunks of that size (tf.data's streams). The spread is that
+    of the repeats' rates: a figure that exists whatever the samples' size."""
     pool = sample_readers(spec.replace(verify=False), spec.gpu[0], readers)
     rng = np.random.default_rng(seed)
-    picks = [rng.integers(0, dataset.samples, 100_000) for _ in range(readers)]
-    interval = max(seconds / 6, 0.05)
-    done: list[list[tuple[float, int, int]]] = [[] for _ in range(readers)]  # (end time, bytes, ns) per sample
+    rates, total_bytes, total_s, total_samples, cpu_s = [], 0, 0.0, 0, 0.0
+    sizes = [os.path.getsize(p) for p in dataset.paths] if stream_chunk else []
+
+    def chunks(files):  # a stream's work: each of its files, start to end, a chunk at a time
+        for f in files:
+            path, size = dataset.paths[f], sizes[f]
+            yield from ((path, at, min(stream_chunk, size - at)) for at in range(0, size, stream_chunk))
+
+    def samples(indexes):
+        return (dataset.sample(int(i)) for i in indexes)
+
+    cached = 0.0
+    for _ in range(repeats):
+        if not spec.warm:
+            evict(dataset)
+        cached = max(cached, cached_fraction(dataset))
+        if stream_chunk:
+            files = rng.permutation(len(dataset.paths))
+            mine = [chunks(files[w::readers]) for w in range(readers)]
+        else:
+            order = rng.permutation(dataset.samples)
+            mine = [samples(order[w::readers]) for w in range(readers)]
+        nbytes, elapsed, count, cpu = _probe_once(pool, mine, seconds / repeats)
+        rates.append(nbytes / elapsed)
+        total_bytes, total_s, total_samples, cpu_s = total_bytes + nbytes, total_s + elapsed, total_samples + count, \
+            cpu_s + cpu
+    middle = float(np.median(rates))
+    spread = float((max(rates) - min(rates)) / middle) if middle > 0 and len(rates) > 1 else 0.0
+    return ProbePoint(readers, total_bytes, total_s, total_samples, total_bytes / total_s, spread,
+                      cpu_s / total_s / max(1, _cpus()), cached)
+
+
+def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, int, float]:
+    """One probe, each reader reading its share of (path, offset, length) in order: (bytes read,
+    seconds, reads, process CPU seconds)."""
+    readers = len(pool)
+    done = [[0, 0] for _ in range(readers)]  # bytes, samples per reader
     errors: list[BaseException] = []
     gate = threading.Barrier(readers + 1)
     deadline = [0.0]
@@ -71,12 +125,11 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     def read(w: int) -> None:
         gate.wait()
         try:
-            for i in picks[w]:
+            for path, offset, length in shares[w]:
                 if time.monotonic() >= deadline[0]:
                     return
-                path, offset, length = dataset.sample(int(i))
-                nbytes, _, ns = pool[w].read(path, offset, length)
-                done[w].append((time.monotonic(), nbytes, ns))
+                done[w][0] += pool[w].read(path, offset, length)[0]
+                done[w][1] += 1
         except BaseException as e:  # noqa: BLE001 - raised in the caller
             errors.append(e)
 
@@ -90,17 +143,9 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     for t in threads:
         t.join()
     elapsed = max(time.monotonic() - start, 1e-9)
-    cpu = time.process_time() - cpu0
     if errors:
         raise errors[0]
-    rows = [row for per in done for row in per]
-    nbytes = sum(r[1] for r in rows)
-    ticks = np.zeros(max(1, int(math.ceil(elapsed / interval))))
-    for end, b, _ in rows:  # each sample's bytes in the interval it ended in
-        ticks[min(int((end - start) / interval), len(ticks) - 1)] += b
-    full = ticks[1: max(2, int(seconds / interval))]  # the first interval (the readers starting) left out
-    spread = float((full.max() - full.min()) / np.median(full)) if full.size > 1 and np.median(full) > 0 else 0.0
-    return ProbePoint(readers, nbytes, elapsed, len(rows), nbytes / elapsed, spread, cpu / elapsed / max(1, _cpus()))
+    return sum(d[0] for d in done), elapsed, sum(d[1] for d in done), time.process_time() - cpu0
 
 
 def _cpus() -> int:
@@ -129,24 +174,33 @@ class Curve:
 
 def simulate(workload: Workload, sizes: np.ndarray, curve: Curve, accelerators: int, steps: int,
              seed: int = 0) -> float:
-    """AU of `accelerators` accelerators over `steps` steps, by the model (events in time order)."""
+    """AU of `accelerators` accelerators over `steps` steps, by the model (events in time order).
+    Readers as DLIO's loader for the format has them (train/pipeline.py): PyTorch's rule (npz), a
+    batch read whole by one of R readers, R x prefetch factor batches ahead; or tf.data's
+    (tfrecord), a batch read by all R streams at once, a share each, prefetch + 1 batches ahead."""
     rng = np.random.default_rng(seed)
-    n, r, b, q = accelerators, workload.read_threads, workload.batch, workload.batches_in_flight
+    n, r, b = accelerators, workload.read_threads, workload.batch
+    streams = workload.format == "tfrecord"
+    q = workload.prefetch_batches + 1 if streams else workload.batches_in_flight
     batch_bytes = rng.choice(sizes, size=(n, steps, b)).sum(axis=2)
     compute = (np.maximum(0, rng.normal(workload.compute_s, workload.compute_stdev_s, (n, steps)))
                if workload.compute_stdev_s > 0 else np.full((n, steps), workload.compute_s))
     readers = n * r
-    fifo: list[list[tuple[int, int]]] = [[] for _ in range(readers)]  # (accelerator, batch) asked of each reader
-    remaining = np.full(readers, np.inf)  # bytes left of the batch at the head of each reader's queue
+    fifo: list[list[tuple[int, int, float]]] = [[] for _ in range(readers)]  # (accelerator, batch, bytes) per reader
+    remaining = np.full(readers, np.inf)  # bytes left of the share at the head of each reader's queue
+    parts_left = np.zeros((n, steps), dtype=np.int64)  # readers still reading a share of each batch
     ready = np.full((n, steps), np.inf)
     loaded = np.full(n, np.inf)  # when each accelerator got this step's batch
     computed0 = np.zeros(n)
 
     def ask(a: int, k: int) -> None:
-        w = a * r + k % r
-        fifo[w].append((a, k))
-        if len(fifo[w]) == 1:
-            remaining[w] = batch_bytes[a, k]
+        targets = range(a * r, (a + 1) * r) if streams else [a * r + k % r]
+        share = batch_bytes[a, k] / len(targets)
+        parts_left[a, k] = len(targets)
+        for w in targets:
+            fifo[w].append((a, k, share))
+            if len(fifo[w]) == 1:
+                remaining[w] = share
 
     def take(a: int, k: int, t: float) -> None:
         loaded[a] = t
@@ -171,11 +225,13 @@ def simulate(workload: Workload, sizes: np.ndarray, curve: Curve, accelerators: 
         t = now
         if t_done <= t_release:
             for w in np.flatnonzero(active & (remaining <= 1e-6 * rate)):
-                a, k = fifo[w].pop(0)
-                ready[a, k] = t
-                remaining[w] = batch_bytes[fifo[w][0]] if fifo[w] else np.inf
-                if k == step and not np.isfinite(loaded[a]):
-                    take(a, k, t)
+                a, k, _ = fifo[w].pop(0)
+                remaining[w] = fifo[w][0][2] if fifo[w] else np.inf
+                parts_left[a, k] -= 1
+                if parts_left[a, k] == 0:
+                    ready[a, k] = t
+                    if k == step and not np.isfinite(loaded[a]):
+                        take(a, k, t)
             continue
         if step == 0:
             computed0 = loaded + compute[:, 0]
@@ -191,8 +247,30 @@ def simulate(workload: Workload, sizes: np.ndarray, curve: Curve, accelerators: 
 
 
 def predicted_au(workload: Workload, sizes: np.ndarray, curve: Curve, accelerators: int, steps: int) -> dict:
+    """The model's AU at a count, and why it may be off there (`flags`: empty where nothing says so)."""
     runs = [simulate(workload, sizes, curve, accelerators, steps, seed) for seed in range(SIMULATED_SEEDS)]
-    return {"accelerators": accelerators, "au_percent": 100 * float(np.mean(runs)), "steps": steps}
+    return {"accelerators": accelerators, "au_percent": 100 * float(np.mean(runs)), "steps": steps,
+            "flags": count_flags(workload, curve.points, accelerators, steps)}
+
+
+def count_flags(workload: Workload, points: list[ProbePoint], accelerators: int, steps: int) -> list[str]:
+    """Where the model is out of its depth at this count, in a word or two each: its readers beyond
+    the largest probed, a probe point near them that was not steady, the rate falling with readers
+    near them, or too few steps."""
+    readers = accelerators * workload.read_threads
+    flags = []
+    if readers > max(p.readers for p in points):
+        flags.append("beyond the probe")
+    near = [p for p in points if readers / 2 <= p.readers <= readers * 2]
+    if any(p.spread > SPREAD_WARNING for p in near):
+        flags.append("unsteady probe")
+    for a, b in zip(points, points[1:]):
+        if b.rate < (1 - FALL_WARNING) * a.rate and a.readers <= readers * 2 and b.readers >= readers / 2:
+            flags.append("rate falls with readers")
+            break
+    if steps < FEW_STEPS:
+        flags.append("few steps")
+    return flags
 
 
 def demand(workload: Workload, sizes: np.ndarray) -> float:
@@ -222,28 +300,33 @@ class Prediction:
 
 def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int = 0, also: list[int] | None = None,
             probe_seconds: float = PROBE_SECONDS, progress=None) -> Prediction:
-    """Probe, then find the most accelerators whose predicted AU meets the threshold.
-    `also`: counts to predict besides those around the answer (a sweep's)."""
+    """Probe, then find the most accelerators N such that every count up to N meets the
+    threshold. `also`: counts to predict besides those around the answer (a sweep's); a count
+    train would refuse is refused here in the same words."""
+    for n in also or []:
+        why = too_few_steps(dataset.samples, workload.batch, n, steps)
+        if why:
+            raise UsageError(why)
     began = time.monotonic()
     sizes = dataset.length.astype(float)
     need = demand(workload, sizes)
     r = workload.read_threads
     points: list[ProbePoint] = []
-    readers = r
-    while True:  # double until the storage can no longer feed that many accelerators fully
+    readers = 1  # a single reader too: what one accelerator's readers do when few are busy
+    while True:  # then R, 2R, 4R, ... until the storage can no longer feed that many accelerators fully
         if progress:
-            progress(f"probe: {readers} readers")
-        points.append(probe(dataset, spec, readers, probe_seconds, seed=len(points) + 1))
+            progress(f"probe: {readers} reader(s)")
+        points.append(probe(dataset, spec, readers, probe_seconds, seed=len(points) + 1,
+                            stream_chunk=workload.transfer_size if workload.format == "tfrecord" else 0))
         fed = points[-1].rate / need  # accelerators this rate keeps at 100%
-        if readers // r > fed or readers * 2 > MAX_PROBE_READERS:
+        if readers >= r and (readers // r > fed or readers * 2 > MAX_PROBE_READERS):
             break
-        readers *= 2
+        readers = r if readers < r else readers * 2
     curve = Curve(points)
 
     def steps_for(n: int) -> int:
         per_epoch = steps_per_epoch(dataset.samples, workload.batch, n)
-        wanted = min(per_epoch, steps) if steps else per_epoch
-        return max(2, min(wanted, 500))
+        return min(min(per_epoch, steps) if steps else per_epoch, 500)
 
     results: dict[int, dict] = {}
 
@@ -253,16 +336,33 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
         return results[n]["au_percent"]
 
     threshold = 100 * workload.au_threshold
-    top = max(1, int(points[-1].readers // r) * 2)
-    best = 0
-    for n in range(1, top + 1):
-        if au(n) >= threshold:
-            best = n
-        elif n > best + 2:  # two counts in a row below: past the answer
+    runnable = [n for n in range(1, max(1, int(points[-1].readers // r) * 2) + 1)
+                if not too_few_steps(dataset.samples, workload.batch, n, steps)]
+    best, failed = 0, None
+    for n in runnable:
+        passes = au(n) >= threshold
+        if passes and failed is None:
+            best = n  # every count up to here passes
+        elif not passes and failed is None:
+            failed = n
+        if failed is not None and n > failed + 2:  # past the answer: a few more to see the curve does not come back
             break
-    for n in list(range(max(1, best - 2), best + 4)) + list(also or []):
+    for n in [m for m in range(max(1, best - 2), best + 4) if m in runnable] + list(also or []):
         au(n)
     warnings = _out_of_depth(workload, dataset, points, best, need, steps_for(max(best, 1)))
+    comeback = [n for n in sorted(results) if failed is not None and n > failed and results[n]["au_percent"] >= threshold]
+    if comeback:
+        warnings.append(f"the predicted AU is not monotone in the accelerators: {failed} fails the threshold but "
+                        f"{', '.join(map(str, comeback))} pass; the answer is the largest count up to which every count "
+                        "passes")
+    if runnable and best == runnable[-1] and best + 1 not in runnable and too_few_steps(dataset.samples, workload.batch,
+                                                                                           best + 1, steps):
+        warnings.append(f"{best + 1} accelerators would have fewer than 2 steps each, which train refuses: the answer "
+                        f"stops at {best}; prepare more files to look further")
+    cached = max(p.cached for p in points)
+    if cached > 0.01:
+        warnings.append(f"{cached:.0%} of the dataset stayed in the page cache when it was dropped before a probe "
+                        "(dirty or mapped pages): those reads came from RAM, and the rate may be high")
     return Prediction(workload, best, curve, [results[n] for n in sorted(results)], need, steps_for(max(best, 1)),
                       time.monotonic() - began, warnings)
 
@@ -273,18 +373,24 @@ def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint]
     out = []
     for p in points:
         if p.spread > SPREAD_WARNING:
-            out.append(f"the storage's rate varied by {p.spread:.0%} during the {p.readers}-reader probe: "
+            out.append(f"the storage's rate differed by {p.spread:.0%} between the {p.readers}-reader probe's repeats: "
                        "the prediction is uncertain; probe longer (--probe-seconds) on a quieter system")
         if p.cpu_share > 0.8:
             out.append(f"the {p.readers}-reader probe used {p.cpu_share:.0%} of this host's CPUs: the figure may be "
                        "this host's limit, not the storage's")
+    for a, b in zip(points, points[1:]):
+        if b.rate < (1 - FALL_WARNING) * a.rate:
+            out.append(f"the storage's rate fell from {a.rate / MiB:,.0f} MiB/s at {a.readers} readers to "
+                       f"{b.rate / MiB:,.0f} MiB/s at {b.readers}: more readers slowed it (contention, or this host's "
+                       "CPUs); the model follows the measured curve, and the emulation may differ where it bends")
     largest = max(p.readers for p in points)
     if (best + 1) * workload.read_threads > largest:
         out.append(f"{best + 1} accelerators need {(best + 1) * workload.read_threads} readers, beyond the largest "
                    f"probed ({largest}): the rate there is taken as at {largest}")
-    if steps < 30:
-        out.append(f"only {steps} steps per epoch: with so few, prefetch during the first (left out) step inflates "
-                   "AU, in DLIO as here; use more files")
-    if points[0].samples < 4 * points[0].readers:
+    if steps < FEW_STEPS:
+        out.append(f"only {steps} steps per epoch: the first step, which AU leaves out, takes the prefetch that fills "
+                   "during it, and with so few steps that share is large. DLIO and train count it alike, but the "
+                   "model handles that step more simply, so it may differ from them here; use more files")
+    if points[-1].samples < 4 * points[-1].readers:
         out.append("the probe read few samples per reader (samples are large): probe longer (--probe-seconds)")
     return out

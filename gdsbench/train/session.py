@@ -16,7 +16,7 @@ from gdsbench.system import gpu, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.target import check_direct, inspect
 from gdsbench.train import accelerators, metrics
-from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch
+from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
 
@@ -71,10 +71,9 @@ def check_counts(run: TrainRun) -> None:
     for n in run.counts:
         if n < 1:
             raise UsageError(f"--accelerators {n}: must be at least 1")
-        if run.steps(n) < 2:
-            raise UsageError(f"--accelerators {n}: {run.dataset.samples} samples give each of {n} accelerators "
-                             f"{run.steps(n)} step(s) of {run.workload.batch}; AU needs at least 2 (the first is left "
-                             "out): prepare more files (--files)")
+        why = too_few_steps(run.dataset.samples, run.workload.batch, n, run.max_steps)
+        if why:
+            raise UsageError(why)
 
 
 def emulate(run: TrainRun, n: int) -> tuple[dict, list]:

@@ -43,8 +43,15 @@ class Workload:
 
     @property
     def batches_in_flight(self) -> int:
-        """Batches a data loader holds ahead of the accelerator (PyTorch's num_workers x prefetch_factor, as DLIO sets it)."""
-        return self.read_threads * max(1, math.ceil(self.prefetch / self.read_threads))
+        """Batches PyTorch's DataLoader holds ahead of the accelerator: num_workers x prefetch_factor,
+        as DLIO sets it (torch_data_loader.py): ceil(prefetch / read_threads), and 2 where prefetch is 0."""
+        factor = math.ceil(self.prefetch / self.read_threads) if self.prefetch > 0 else 2
+        return self.read_threads * max(1, factor)
+
+    @property
+    def prefetch_batches(self) -> int:
+        """Batches tf.data's prefetch holds ready (DLIO's tf_reader.py: prefetch(buffer_size=prefetch_size))."""
+        return self.prefetch
 
     @property
     def demand_bytes_per_s(self) -> float:
