@@ -8,7 +8,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "benchmarks")
 
@@ -38,56 +37,6 @@ def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict
     with open(json_path, "w") as f:
         json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1, default=str)
     return md_path, json_path
-
-
-BLKIO = "/sys/fs/cgroup/blkio"
-
-
-class Throttle:
-    """A real slower tier: a blkio cgroup (v1) that reads the disk holding
-    `path` at `bytes_per_s` (None: unthrottled, commands run as they are).
-    wrap(cmd) runs a command, and everything it starts, inside the cgroup."""
-
-    def __init__(self, path: str, bytes_per_s: int | None, name: str):
-        self.group = None
-        if bytes_per_s is None:
-            return
-        if not os.access(BLKIO, os.W_OK):
-            raise SystemExit(f"needs a writable blkio cgroup (v1) at {BLKIO} (root) to slow the disk down")
-        st = os.stat(path)
-        self.device = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-        self.group = os.path.join(BLKIO, f"gdsbench-{name}-{os.getpid()}")
-        os.makedirs(self.group, exist_ok=True)
-        try:
-            with open(os.path.join(self.group, "blkio.throttle.read_bps_device"), "w") as f:
-                f.write(f"{self.device} {bytes_per_s}\n")
-        except OSError:
-            self.close()
-            raise
-
-    def wrap(self, cmd: list[str]) -> list[str]:
-        if self.group is None:
-            return cmd
-        return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]
-
-    def close(self) -> None:
-        """Remove the cgroup; processes that are still exiting (a run's children) keep it busy a moment."""
-        if self.group is None:
-            return
-        for _ in range(50):
-            try:
-                os.rmdir(self.group)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:  # EBUSY while a process is still in it
-                time.sleep(0.05)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def drop_caches() -> None:

@@ -32,7 +32,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Throttle, markdown_table, write_outputs  # noqa: E402
+from common import markdown_table, write_outputs  # noqa: E402
+
+from gdsbench.system.throttle import Throttle  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gdsbench import prepare  # noqa: E402

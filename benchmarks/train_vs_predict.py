@@ -33,7 +33,9 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Throttle, markdown_table, median, write_outputs  # noqa: E402
+from common import markdown_table, median, write_outputs  # noqa: E402
+
+from gdsbench.system.throttle import Throttle  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
 AU_POINTS = 5.0

@@ -39,7 +39,9 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Throttle, drop_caches, markdown_table, median, write_outputs  # noqa: E402
+from common import drop_caches, markdown_table, median, write_outputs  # noqa: E402
+
+from gdsbench.system.throttle import Throttle  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
 AU_POINTS, THROUGHPUT = 5.0, 0.10  # the targets

@@ -41,7 +41,7 @@ import pytest
 
 from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.result import PERCENTILES, Result, percentile_key
-from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, ENGINE_INFO, JobSpec, spec_from_values
+from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, JobSpec, opens_target, spec_from_values
 
 PREFIX = "--gdsbench-"
 # Job options whose defaults a session sets from the command line, under the prefix.
@@ -214,8 +214,8 @@ def storage_bench(request):
             values["path"] = path
         try:
             spec: JobSpec = spec_from_values(values).validate()
-            if not spec.path and ENGINE_INFO[resolve_engine(spec)]["reads_file"]:  # no target given: the scratch file
-                from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
+            if not spec.path and opens_target(resolve_engine(spec)):  # no target given: the scratch file
+                from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 
                 ensure_scratch()
                 spec = spec.replace(path=SCRATCH_PATH)

@@ -169,32 +169,18 @@ PYBIND11_MODULE(_native, m) {
 
   py::class_<gds::Job> job(m, "Job");
   job.def(py::init<>());
-#define GDS_FIELD(name) job.def_readwrite(#name, &gds::Job::name)
-  GDS_FIELD(path);
-  GDS_FIELD(engine);
-  GDS_FIELD(bs);
-  GDS_FIELD(qd);
-  GDS_FIELD(submit_batch);
-  GDS_FIELD(threads);
-  GDS_FIELD(pattern);
-  GDS_FIELD(offset);
-  GDS_FIELD(size);
-  GDS_FIELD(runtime_ns);
-  GDS_FIELD(io_size);
-  GDS_FIELD(ramp_ns);
-  GDS_FIELD(direct);
-  GDS_FIELD(verify);
-  GDS_FIELD(seed);
-  GDS_FIELD(interval_ns);
-  GDS_FIELD(gpu);
-  GDS_FIELD(gpu_backend);
-  GDS_FIELD(gds_register);
-  GDS_FIELD(stonewall);
-  GDS_FIELD(round_reads);
+#define GDS_FIELD(type, name) job.def_readwrite(#name, &gds::Job::name);
+  GDS_JOB_SPEC_FIELDS(GDS_FIELD)
 #undef GDS_FIELD
+#define GDS_NAME(type, name) #name,
+  job.attr("SPEC_FIELDS") = field_names({GDS_JOB_SPEC_FIELDS(GDS_NAME)});
+#undef GDS_NAME
   job.def_property(
       "mode", [](const gds::Job& j) { return std::string(gds::mode_name(j.mode)); },
       [](gds::Job& j, const std::string& name) { j.mode = gds::parse_mode(name); });
+  job.def_property(
+      "direction", [](const gds::Job& j) { return std::string(gds::direction_name(j.direction)); },
+      [](gds::Job& j, const std::string& name) { j.direction = gds::parse_direction(name); });
 
   py::class_<LatencyHistogram>(m, "LatencyHistogram")
       .def(py::init<>())
@@ -281,9 +267,14 @@ PYBIND11_MODULE(_native, m) {
     for (const auto& e : gds::engines()) {
       py::dict d;
       d["name"] = e.name;
-      d["max_depth"] = e.max_depth;
-      d["reads_file"] = e.reads_file;
       d["about"] = e.about;
+      d["needs_local_file"] = e.can.needs_local_file;
+      d["supports_direct"] = e.can.supports_direct;
+      d["max_depth"] = e.can.max_depth;
+      py::list directions;
+      for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
+        if (e.can.does(dir)) directions.append(gds::direction_name(dir));
+      d["directions"] = py::tuple(directions);
       d["unavailable"] = e.unavailable_reason();
       out.append(d);
     }

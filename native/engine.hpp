@@ -1,14 +1,19 @@
-// The engine contract, after fio's ioengine_ops: an engine moves bytes from a
-// file descriptor into caller-owned buffers and knows nothing of timing,
-// statistics or offsets. The worker loop (worker.cpp) owns all of that.
+// The engine contract, after fio's ioengine_ops: an engine opens its target
+// (a local file today; a URL tomorrow), moves bytes between it and
+// caller-owned buffers in the direction each request says, and knows nothing
+// of timing, statistics or offsets. The transfer loop (transfer.hpp) owns all
+// of that.
 //
-//   queue(r)      hand over one read; the engine may do it at once (psync) or
-//                 only remember it (io_uring)
+//   queue(r)      hand over one request; the engine may do it at once (psync)
+//                 or only remember it (io_uring)
 //   submit()      start whatever is queued (a no-op where queue() already did)
 //   reap(min,..)  submit whatever is still queued, wait until at least `min`
-//                 reads have finished, and return the finished ones
+//                 requests have finished, and return the finished ones
 //
-// A finished request has result = bytes read, or -errno.
+// A finished request has result = bytes moved, or -errno.
+//
+// A new engine is one file in engines/ defining its EngineInfo, plus one line
+// in engines/registry.cpp (and one in CMakeLists.txt if it needs a library).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +23,15 @@
 
 namespace gds {
 
+// Which way bytes go: from the target into memory, or from memory to the target.
+enum class Direction : unsigned { kRead = 1, kWrite = 2 };
+const char* direction_name(Direction d);
+Direction parse_direction(const std::string& name);  // InputError if unknown
+
 struct IoRequest {
-  char* buf = nullptr;         // where the engine reads to (host, pinned staging or device memory)
-  char* device_dst = nullptr;  // bounce modes: where the staged bytes are copied on the GPU
+  Direction direction = Direction::kRead;
+  char* buf = nullptr;         // what the engine reads into or writes from (host, pinned staging or device memory)
+  char* device_dst = nullptr;  // bounce modes: the request's twin in GPU memory, copied to or from buf
   unsigned slot = 0;           // index of this request in its worker
   uint64_t offset = 0;
   uint32_t length = 0;
@@ -28,9 +39,18 @@ struct IoRequest {
   uint64_t submit_ns = 0;
 };
 
+// What an engine is handed to open.
+struct Target {
+  std::string path;     // a local file's path
+  bool direct = false;  // O_DIRECT
+  Direction direction = Direction::kRead;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
+  // The target's size in bytes (UINT64_MAX for an engine that opens none).
+  virtual uint64_t size() const { return UINT64_MAX; }
   virtual void queue(IoRequest* r) = 0;
   virtual void submit() {}
   // Tell the engine the buffers its reads will use (cuFile registration).
@@ -38,12 +58,28 @@ class Engine {
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
 
-// An engine whose reads finish inside queue() (pread, cuFileRead): depth 1,
+// A local file the engine opened, closed with it: InputError naming the path
+// and why where it cannot be opened.
+class LocalFile {
+ public:
+  explicit LocalFile(const Target& target);
+  ~LocalFile();
+  LocalFile(const LocalFile&) = delete;
+  LocalFile& operator=(const LocalFile&) = delete;
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// An engine whose requests finish inside queue() (pread, cuFileRead): depth 1,
 // concurrency from threads. reap() hands back the one finished request.
 class SynchronousEngine : public Engine {
  public:
   void queue(IoRequest* r) final {
-    r->result = read(*r);
+    r->result = transfer(*r);
     done_ = r;
   }
   unsigned reap(unsigned, IoRequest** done, unsigned max) final {
@@ -54,22 +90,37 @@ class SynchronousEngine : public Engine {
   }
 
  protected:
-  // Read r.length bytes at r.offset into r.buf; bytes read, or -errno.
-  virtual int64_t read(const IoRequest& r) = 0;
+  // Move r.length bytes at r.offset between the target and r.buf, as r.direction
+  // says; bytes moved, or -errno.
+  virtual int64_t transfer(const IoRequest& r) = 0;
 
  private:
   IoRequest* done_ = nullptr;
 };
 
+// What an engine can do, as fio's ioengine_ops flags say it: the Python layer
+// plans from these (gdsbench.job.spec.ENGINE_INFO), never from engine names.
+struct Capabilities {
+  bool needs_local_file;  // false: never opens a target (null)
+  bool supports_direct;   // honours O_DIRECT
+  unsigned max_depth;     // largest queue depth (1: concurrency only from threads)
+  unsigned directions;    // Direction values it does, or-ed
+  bool does(Direction d) const { return directions & unsigned(d); }
+};
+
 struct EngineInfo {
   const char* name;
-  unsigned max_depth;  // largest queue depth it supports
-  bool reads_file;     // false: never opens the target (null)
   const char* about;
-  std::unique_ptr<Engine> (*make)(int fd, unsigned depth);
+  Capabilities can;
+  // Opens the target and sets up for `depth` requests in flight; on the thread
+  // that will use it (io_uring's ring is single-issuer).
+  std::unique_ptr<Engine> (*open)(const Target& target, unsigned depth);
   // Why the engine cannot run here ("" when it can).
   std::string (*unavailable_reason)();
 };
+
+constexpr unsigned kReadOnly = unsigned(Direction::kRead);
+constexpr unsigned kReadWrite = unsigned(Direction::kRead) | unsigned(Direction::kWrite);
 
 // Every engine, in the order listed by `gdsbench info` (engines/registry.cpp).
 const std::vector<EngineInfo>& engines();

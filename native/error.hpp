@@ -1,6 +1,6 @@
 // Errors raised by the native core. The bindings translate them into
-// gdsbench.errors.UsageError (bad input: the message names the parameter and
-// the fix) and gdsbench.errors.IoFailure (the storage failed during a run).
+// gdsbench.job.errors.UsageError (bad input: the message names the parameter and
+// the fix) and gdsbench.job.errors.IoFailure (the storage failed during a run).
 #pragma once
 #include <cerrno>
 #include <cstring>

@@ -1,11 +1,10 @@
-// A job as the native core runs it. Field names match gdsbench.spec.JobSpec
-// one for one; the Python layer validates and resolves every field (a region
-// length of 0 becomes the real length, and so on) before a Job reaches here.
+// A job as the native core runs it, and what it reports.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine.hpp"
 #include "histogram.hpp"
 
 namespace gds {
@@ -19,31 +18,30 @@ enum class Mode { kCpu, kBounce, kCachedBounce, kGds };
 Mode parse_mode(const std::string& name);  // the one place a mode name is read; InputError if unknown
 const char* mode_name(Mode mode);
 
-struct Job {
-  std::string path;
-  std::string engine = "psync";
-  uint64_t bs = 4096;         // bytes per read
-  uint32_t qd = 1;            // reads in flight per thread
-  uint32_t submit_batch = 1;  // reads queued before each submission (io_uring)
-  uint32_t threads = 1;
-  std::string pattern = "seq";       // "seq" or "rand"
-  uint64_t offset = 0;               // region start, bytes
-  uint64_t size = 0;                 // region length, bytes (resolved: never 0 here)
-  uint64_t runtime_ns = 0;           // stop after this long (0: no time limit)
-  uint64_t io_size = 0;              // stop after this many bytes (0: no byte limit)
-  uint64_t ramp_ns = 0;              // run this long first, outside the statistics
-  bool direct = true;                // O_DIRECT
-  bool verify = false;               // check every block against the prepare pattern
-  uint64_t seed = 1;                 // random order
-  uint64_t interval_ns = 100000000;  // throughput timeline resolution
-  Mode mode = Mode::kCpu;
-  std::vector<int> gpu{0};           // GPU indexes: threads take them round-robin
-  std::string gpu_backend = "cuda";  // "cuda", or "sim": a CPU stand-in for tests (gpu/device.hpp)
-  bool gds_register = false;         // cuFileBufRegister the device buffers (gds)
-  bool stonewall = false;            // when the first worker finishes, every worker notes what it had done
-  uint64_t round_reads = 0;          // every N reads completed in the window are one round, timed (0: none)
+// Every field of a job that the Python layer sets from JobSpec's native
+// options, listed once: the struct below and its binding (bindings.cpp) are
+// made from this list, and gdsbench.execution.native checks it against JobSpec
+// on import, so a field added on one side only fails at once. What each means,
+// and its bounds, is JobSpec's (gdsbench/job/spec.py): the Python layer
+// validates and resolves every field (a region length of 0 becomes the real
+// length, and so on) before a Job reaches here, so none has a default of its own.
+// clang-format off
+#define GDS_JOB_SPEC_FIELDS(X)                                                                             \
+  X(std::string, path) X(std::string, engine) X(uint64_t, bs) X(uint32_t, qd) X(uint32_t, submit_batch)   \
+  X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                     \
+  X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, verify)      \
+  X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu) X(std::string, gpu_backend)        \
+  X(bool, gds_register) X(bool, stonewall) X(uint64_t, round_reads)
+// clang-format on
 
-  // Reads land in pinned host memory and are then copied to the GPU.
+struct Job {
+#define GDS_DECLARE(type, name) type name{};
+  GDS_JOB_SPEC_FIELDS(GDS_DECLARE)
+#undef GDS_DECLARE
+  Mode mode = Mode::kCpu;                  // set from its name (parse_mode)
+  Direction direction = Direction::kRead;  // no write mode is offered to users yet: tests set it
+
+  // Transfers go through pinned host memory, copied to or from the GPU.
   bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }
   bool on_gpu() const { return mode != Mode::kCpu; }
 };

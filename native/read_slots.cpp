@@ -57,19 +57,24 @@ std::vector<uint64_t> ReadSlots::bad_blocks(const IoRequest& r, uint64_t length,
   return bad;
 }
 
-void check_read(const IoRequest& r, const std::string& path, bool direct, uint64_t end_of_file) {
+void check_transfer(const IoRequest& r, const std::string& path, bool direct, uint64_t end_of_file) {
   if (r.result == int64_t(r.length)) return;
-  if (r.result >= 0 && r.offset + uint64_t(r.result) == end_of_file) return;
-  std::string where =
-      " reading " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) + " of " + path;
+  const bool read = r.direction == Direction::kRead;
+  if (read && r.result >= 0 && r.offset + uint64_t(r.result) == end_of_file) return;
+  std::string where = std::string(read ? " reading " : " writing ") + std::to_string(r.length) + " bytes at offset " +
+                      std::to_string(r.offset) + " of " + path;
   if (r.result < 0) {
     std::string hint = (r.result == -EINVAL && direct) ? " (O_DIRECT needs --bs, --offset and buffers aligned to the "
                                                          "device's logical block size)"
                                                        : "";
     throw IoError(errno_text(int(r.result)) + where + hint);
   }
-  throw IoError("short read: got " + std::to_string(r.result) + " bytes" + where +
-                " (was the file truncated during the run?)");
+  throw IoError(std::string(read ? "short read: got " : "short write: put ") + std::to_string(r.result) + " bytes" +
+                where + (read ? " (was the file truncated during the run?)" : ""));
+}
+
+void BadBlocks::add(const std::string& path, const std::vector<uint64_t>& offsets) {
+  for (uint64_t offset : offsets) seen_.emplace(path, offset);
 }
 
 }  // namespace gds

@@ -5,12 +5,14 @@
 //                  device memory: while one slot's bytes are copied to the GPU,
 //                  another is being read, so reads and copies overlap
 //   gds            qd slots in device memory, read by cuFile directly
-// and the checks every reader makes of a finished read.
+// and the checks every reader makes of a finished request.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "buffers.hpp"
@@ -53,9 +55,23 @@ class ReadSlots {
   std::vector<IoRequest> requests_;
 };
 
-// IoError unless r read all it asked for; a short read is allowed only where
+// IoError unless r moved all it asked for; a short read is allowed only where
 // it ends at end_of_file (pass UINT64_MAX where none is allowed).
-void check_read(const IoRequest& r, const std::string& path, bool direct, uint64_t end_of_file = UINT64_MAX);
+void check_transfer(const IoRequest& r, const std::string& path, bool direct, uint64_t end_of_file = UINT64_MAX);
+
+// --verify: the distinct bad blocks a reader has seen, so a block read again
+// (a benchmark's next pass, a training run's next epoch) counts once.
+class BadBlocks {
+ public:
+  void add(const std::string& path, const std::vector<uint64_t>& offsets);
+  uint64_t count() const { return seen_.size(); }
+  // The first bad block, by path and then offset: the same whatever order the reads ran in.
+  uint64_t first_offset() const { return seen_.empty() ? 0 : seen_.begin()->second; }
+  std::string first_path() const { return seen_.empty() ? std::string() : seen_.begin()->first; }
+
+ private:
+  std::set<std::pair<std::string, uint64_t>> seen_;
+};
 
 // Slots whose bytes are on their way to the GPU, oldest first (bounce modes).
 class CopyRing {

@@ -24,9 +24,11 @@ constexpr auto kPollPeriod = std::chrono::milliseconds(20);
 void check_job(const Job& job) {
   const EngineInfo& engine = engine_by_name(job.engine);
   GDS_EXPECT(job.bs > 0 && job.bs <= kMaxBlock, "--bs must be between 1 byte and 1 GiB");
-  GDS_EXPECT(job.qd >= 1 && job.qd <= engine.max_depth, "--qd " + std::to_string(job.qd) + ": the " + engine.name +
-                                                            " engine takes a queue depth from 1 to " +
-                                                            std::to_string(engine.max_depth));
+  GDS_EXPECT(job.qd >= 1 && job.qd <= engine.can.max_depth, "--qd " + std::to_string(job.qd) + ": the " + engine.name +
+                                                                " engine takes a queue depth from 1 to " +
+                                                                std::to_string(engine.can.max_depth));
+  GDS_EXPECT(engine.can.does(job.direction),
+             std::string("the ") + engine.name + " engine does not " + direction_name(job.direction));
   GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd, "--submit-batch must be between 1 and --qd");
   GDS_EXPECT(job.threads >= 1 && job.threads <= kMaxThreads, "--threads must be between 1 and 1024");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");

@@ -1,15 +1,12 @@
 #include "sample_reader.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 
 #include "clock.hpp"
 #include "error.hpp"
 #include "pattern.hpp"
+#include "transfer.hpp"
 
 namespace gds {
 
@@ -31,101 +28,56 @@ SampleReader::SampleReader(const Job& job, int gpu, DeviceVerifyFn verify_device
 SampleReader::~SampleReader() { close(); }
 
 void SampleReader::close() noexcept {
-  engine_.reset();  // first: cuFile deregisters the file handle
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  engine_.reset();  // cuFile deregisters the file handle; the engine closes the file
   path_.clear();
   owner_ = 0;
 }
 
 void SampleReader::open(const std::string& path) {
   close();
-  const int flags = O_RDONLY | O_CLOEXEC | (job_.direct ? O_DIRECT : 0);
-  fd_ = ::open(path.c_str(), flags);
-  if (fd_ < 0) throw InputError("sample file " + path + ": cannot open for reading: " + errno_text(errno));
-  struct stat st{};
-  if (::fstat(fd_, &st) != 0) throw InputError("sample file " + path + ": cannot stat: " + errno_text(errno));
-  file_size_ = uint64_t(st.st_size);
-  engine_ = engine_by_name(job_.engine).make(fd_, job_.qd);
+  engine_ = engine_by_name(job_.engine).open(Target{path, job_.direct, Direction::kRead}, job_.qd);
   if (job_.gds_register) slots_.register_with(*engine_);
   path_ = path;
   owner_ = thread_serial();
 }
 
-// queue -> reap -> [copy to the GPU] -> land, chunk by chunk, until the whole
-// region has landed. O_DIRECT chunks are whole logical blocks, so the first may
-// start before the region and the last reach past the end of the file (the
-// short read there is the file's end); only the region's bytes count.
+// The transfer loop (transfer.hpp) over one region, chunk by chunk. O_DIRECT
+// chunks are whole logical blocks, so the first may start before the region
+// and the last reach past the end of the file (the short read there is the
+// file's end); only the region's bytes count.
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
   slots_.make_current();
   if (path != path_ || thread_serial() != owner_) open(path);
-  std::vector<IoRequest>& requests = slots_.requests();
-  gpu::CopyStream* copies = slots_.copies();
-  const unsigned depth = job_.qd, slots = unsigned(requests.size());
-  std::vector<IoRequest*> idle(slots), done(depth);
-  for (unsigned i = 0; i < slots; ++i) idle[i] = &requests[i];
-  unsigned n_idle = slots, reading = 0;
-  CopyRing copying(slots);
-  const uint64_t end = std::min(offset + length, file_size_);
+  const uint64_t file_size = engine_->size();
+  const uint64_t end = std::min(offset + length, file_size);
   // O_DIRECT reads whole blocks: a sample at an unaligned offset (a TFRecord record) is read
   // from the block it starts in, and only its own bytes are counted
   const uint64_t align = job_.direct ? pattern::kBlock : 1;
   uint64_t next = offset / align * align;
   SampleRead out;
+  TransferLoop transfers(*engine_, slots_, job_.qd, job_.submit_batch, Direction::kRead, path_, job_.direct, file_size);
   const uint64_t started = now_ns();
 
-  auto land = [&](IoRequest* r, uint64_t when) {
-    idle[n_idle++] = r;
-    latency_.add(when > r->submit_ns ? when - r->submit_ns : 0);
-    const uint64_t got_end = r->offset + uint64_t(r->result);
-    out.bytes += got_end > offset ? std::min(got_end, end) - std::max(r->offset, offset) : 0;
+  auto next_chunk = [&](IoRequest& r, uint64_t) {
+    if (next >= end) return false;
+    const uint64_t want = std::min<uint64_t>(job_.bs, end - next);
+    r.offset = next;
+    r.length = uint32_t((want + align - 1) / align * align);
+    next += want;
+    return true;
+  };
+  auto landed = [&](IoRequest& r, uint64_t when) {
+    latency_.add(when > r.submit_ns ? when - r.submit_ns : 0);
+    const uint64_t got_end = r.offset + uint64_t(r.result);
+    out.bytes += got_end > offset ? std::min(got_end, end) - std::max(r.offset, offset) : 0;
     ++out.chunks;
     if (job_.verify) {
-      std::vector<uint64_t> bad =
-          slots_.bad_blocks(*r, uint64_t(r->result) / pattern::kBlock * pattern::kBlock, verify_device_);
-      verified_blocks_ += uint64_t(r->result) / pattern::kBlock;
-      if (!bad.empty() && verify_mismatches_ == 0) {
-        first_mismatch_offset_ = bad.front();
-        first_mismatch_path_ = path_;
-      }
-      verify_mismatches_ += bad.size();
+      const uint64_t whole = uint64_t(r.result) / pattern::kBlock * pattern::kBlock;
+      bad_blocks_.add(path_, slots_.bad_blocks(r, whole, verify_device_));
+      verified_blocks_ += whole / pattern::kBlock;
     }
   };
-
-  for (;;) {
-    while (next < end && n_idle && reading < depth) {
-      IoRequest* r = idle[--n_idle];
-      const uint64_t want = std::min<uint64_t>(job_.bs, end - next);
-      r->offset = next;
-      r->length = uint32_t((want + align - 1) / align * align);
-      r->submit_ns = now_ns();
-      engine_->queue(r);
-      ++reading;
-      next += want;
-    }
-    engine_->submit();
-    if (reading == 0 && copying.size() == 0) break;
-    if (reading > 0) {
-      const unsigned n = engine_->reap(1, done.data(), depth);
-      const uint64_t now = now_ns();
-      for (unsigned i = 0; i < n; ++i) {
-        IoRequest* r = done[i];
-        --reading;
-        check_read(*r, path_, job_.direct, file_size_);
-        if (copies) {
-          copies->copy_to_device(r->device_dst, r->buf, size_t(r->result), r->slot);
-          copying.push(r);
-        } else {
-          land(r, now);
-        }
-      }
-    } else {
-      IoRequest* r = copying.pop();
-      land(r, copies->wait(r->slot));
-    }
-    uint64_t when = 0;
-    while (copying.size() && copies->poll(copying.oldest()->slot, &when)) land(copying.pop(), when);
-  }
+  transfers.run(next_chunk, landed);
   out.ns = now_ns() - started;
   return out;
 }

@@ -42,9 +42,9 @@ class SampleReader {
 
   const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing
   uint64_t verified_blocks() const { return verified_blocks_; }
-  uint64_t verify_mismatches() const { return verify_mismatches_; }
-  uint64_t first_mismatch_offset() const { return first_mismatch_offset_; }
-  const std::string& first_mismatch_path() const { return first_mismatch_path_; }
+  uint64_t verify_mismatches() const { return bad_blocks_.count(); }  // distinct: epochs read them again
+  uint64_t first_mismatch_offset() const { return bad_blocks_.first_offset(); }
+  std::string first_mismatch_path() const { return bad_blocks_.first_path(); }
 
  private:
   void open(const std::string& path);
@@ -54,14 +54,12 @@ class SampleReader {
   int gpu_;
   DeviceVerifyFn verify_device_;
   ReadSlots slots_;
-  std::string path_;    // the file open now
-  uint64_t owner_ = 0;  // the thread that opened it (thread_serial()): its engine is that thread's
-  int fd_ = -1;
-  uint64_t file_size_ = 0;
-  std::unique_ptr<Engine> engine_;
+  std::string path_;                // the file open now
+  uint64_t owner_ = 0;              // the thread that opened it (thread_serial()): its engine is that thread's
+  std::unique_ptr<Engine> engine_;  // opened on path_
   LatencyHistogram latency_;
-  uint64_t verified_blocks_ = 0, verify_mismatches_ = 0, first_mismatch_offset_ = 0;
-  std::string first_mismatch_path_;
+  uint64_t verified_blocks_ = 0;
+  BadBlocks bad_blocks_;
 };
 
 }  // namespace gds

@@ -1,10 +1,8 @@
 #include "worker.hpp"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -13,6 +11,7 @@
 #include "error.hpp"
 #include "offsets.hpp"
 #include "pattern.hpp"
+#include "transfer.hpp"
 
 namespace gds {
 
@@ -21,29 +20,22 @@ Worker::Worker(const Job& job, const WorkerPlan& plan, RunControl& control)
 
 Worker::~Worker() { release(); }
 
-// Engine first (cuFile deregisters its buffers), then the buffers (the copy
-// stream waits for copies in flight). Called on the worker thread at the end
-// of run(), where the device is current.
+// Engine first (cuFile deregisters its buffers; the engine closes its
+// target), then the buffers (the copy stream waits for copies in flight).
+// Called on the worker thread at the end of run(), where the device is current.
 void Worker::release() noexcept {
   try {
     engine_.reset();
     slots_.reset();
   } catch (...) {
   }
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
 }
 
 void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
   slots_ = std::make_unique<ReadSlots>(job_, plan_.gpu, bool(control_.verify_device));
   if (job_.on_gpu()) result_.gpu = plan_.gpu;
-  if (engine.reads_file) {
-    int flags = O_RDONLY | O_CLOEXEC | (job_.direct ? O_DIRECT : 0);
-    fd_ = ::open(job_.path.c_str(), flags);
-    if (fd_ < 0) throw InputError("path " + job_.path + ": cannot open for reading: " + errno_text(errno));
-  }
-  engine_ = engine.make(fd_, job_.qd);
+  engine_ = engine.open(Target{job_.path, job_.direct, job_.direction}, job_.qd);
   if (job_.gds_register) slots_->register_with(*engine_);
 }
 
@@ -81,12 +73,10 @@ void Worker::run() noexcept {
 
 // Checks the bytes where they finally landed: host memory, or GPU memory
 // (natively for the simulated device, through the cupy hook for a real GPU).
-// A block read again (the run loops over its region) counts once.
 void Worker::verify(const IoRequest& r) {
-  std::vector<uint64_t> bad = slots_->bad_blocks(r, r.length, control_.verify_device);
-  bad_blocks_.insert(bad.begin(), bad.end());
-  result_.verify_mismatches = bad_blocks_.size();
-  if (!bad_blocks_.empty()) result_.first_mismatch_offset = *bad_blocks_.begin();
+  bad_blocks_.add(job_.path, slots_->bad_blocks(r, r.length, control_.verify_device));
+  result_.verify_mismatches = bad_blocks_.count();
+  result_.first_mismatch_offset = bad_blocks_.first_offset();
   result_.verified_blocks += r.length / pattern::kBlock;
 }
 
@@ -175,83 +165,43 @@ class Window {
 
 }  // namespace
 
-// queue -> reap -> [copy to the GPU] -> complete, until the deadline, the
-// byte budget or a stop. Each read is stamped just before it is queued, so its
-// latency runs from issue to the completion being seen (fio's "clat" for a
-// synchronous engine, its "lat" for an asynchronous one), or in bounce modes
-// to its copy finishing on the GPU. --io-size counts completions in the window
-// plus what is still outstanding, so exactly the budget completes in it.
+// The transfer loop (transfer.hpp) until the deadline, the byte budget or a
+// stop. Each request is stamped just before it is queued, so its latency runs
+// from issue to the completion being seen (fio's "clat" for a synchronous
+// engine, its "lat" for an asynchronous one), or in bounce modes to its copy
+// finishing. --io-size counts completions in the window plus what is still
+// outstanding, so exactly the budget completes in it.
 void Worker::loop() {
   started_ns_ = now_ns();
   Window window(result_, progress_bytes_, control_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns,
                 job_.round_reads ? kMaxRoundHistograms / job_.threads : 0);
   const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
-  std::vector<IoRequest>& requests = slots_->requests();
-  gpu::CopyStream* copies = slots_->copies();
-  const unsigned depth = job_.qd, slots = unsigned(requests.size());
   OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
                                                       job_.seed, plan_.index);
-  std::vector<IoRequest*> idle(slots), done(depth);
-  for (unsigned i = 0; i < slots; ++i) idle[i] = &requests[i];
-  unsigned n_idle = slots, reading = 0, unsubmitted = 0;
-  CopyRing copying(slots);
+  TransferLoop transfers(*engine_, *slots_, job_.qd, job_.submit_batch, job_.direction, job_.path, job_.direct);
   // room for the timeline of an ordinary run up front; a very long one grows it as it goes
   result_.timeline_bytes.reserve(
       std::min<uint64_t>(job_.runtime_ns ? job_.runtime_ns / job_.interval_ns + 2 : 256, 65536));
   bool submitting = true;
 
-  auto complete = [&](IoRequest* r, uint64_t when) {
-    idle[n_idle++] = r;
-    if (job_.verify) verify(*r);
-    if (window.reached(when, control_) && when >= window.start()) window.completed(*r, when);
+  auto next = [&](IoRequest& r, uint64_t now) {
+    const bool measuring = window.reached(now, control_);
+    if (!submitting || control_.stop.load(std::memory_order_relaxed) || now >= deadline) {
+      submitting = false;
+      return false;
+    }
+    if (measuring && result_.ops + transfers.outstanding() >= plan_.block_budget) return false;
+    r.offset = offsets.next();
+    if (measuring) window.issued(now);
+    return true;
+  };
+  auto landed = [&](IoRequest& r, uint64_t when) {
+    if (job_.verify) verify(r);
+    if (window.reached(when, control_) && when >= window.start()) window.completed(r, when);
     if (job_.stonewall && control_.stonewall.load(std::memory_order_relaxed)) window.snapshot(when);
   };
+  transfers.run(next, landed);
 
-  for (;;) {
-    while (submitting && n_idle && reading < depth) {  // refill the queue
-      const uint64_t now = now_ns();
-      const bool measuring = window.reached(now, control_);
-      if (control_.stop.load(std::memory_order_relaxed) || now >= deadline) {
-        submitting = false;
-        break;
-      }
-      if (measuring && result_.ops + reading + copying.size() >= plan_.block_budget) break;
-      IoRequest* r = idle[--n_idle];
-      r->offset = offsets.next();
-      r->submit_ns = now;
-      engine_->queue(r);
-      ++reading;
-      if (copying.size()) ++result_.reads_while_copying;
-      if (++unsubmitted >= job_.submit_batch) {
-        engine_->submit();
-        unsubmitted = 0;
-      }
-      if (measuring) window.issued(now);
-    }
-    if (reading == 0 && copying.size() == 0) break;
-
-    if (reading > 0) {
-      unsigned n = engine_->reap(1, done.data(), depth);  // also submits any still queued
-      unsubmitted = 0;
-      const uint64_t now = now_ns();
-      for (unsigned i = 0; i < n; ++i) {
-        IoRequest* r = done[i];
-        --reading;
-        check_read(*r, job_.path, job_.direct);
-        if (copies) {
-          copies->copy_to_device(r->device_dst, r->buf, r->length, r->slot);
-          copying.push(r);
-        } else {
-          complete(r, now);
-        }
-      }
-    } else {  // nothing being read: every free slot waits on a copy
-      IoRequest* r = copying.pop();
-      complete(r, copies->wait(r->slot));
-    }
-    uint64_t when = 0;
-    while (copying.size() && copies->poll(copying.oldest()->slot, &when)) complete(copying.pop(), when);
-  }
   if (!control_.stop.load()) {  // this worker ran out of work (it was not stopped)
     uint64_t expected = 0;
     control_.first_done_ns.compare_exchange_strong(expected, now_ns());
@@ -259,6 +209,7 @@ void Worker::loop() {
   }
   window.close();
   result_.passes = offsets.passes_started();
+  result_.reads_while_copying = transfers.queued_while_copying();
 }
 
 }  // namespace gds

@@ -1,7 +1,7 @@
-// One worker thread: opens its own descriptor (one shared descriptor caps
-// throughput), owns its buffers, requests and engine (all sized once, before
-// the start gate: nothing is allocated per read), then runs the loop
-// queue -> reap -> [copy to the GPU] -> time -> record until its stop condition.
+// One worker thread: its own engine, which opens its own descriptor (one
+// shared descriptor caps throughput), its buffers and requests (all sized
+// once, before the start gate: nothing is allocated per read), then the one
+// transfer loop (transfer.hpp), timing and recording, until its stop condition.
 #pragma once
 #include <sys/resource.h>
 
@@ -12,7 +12,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <vector>
 
 #include "engine.hpp"
@@ -108,12 +107,11 @@ class Worker {
   void loop();
   void release() noexcept;
   void verify(const IoRequest& r);
-  std::set<uint64_t> bad_blocks_;  // --verify: distinct bad blocks, so a block read again counts once
+  BadBlocks bad_blocks_;  // --verify
 
   const Job& job_;
   const WorkerPlan plan_;
   RunControl& control_;
-  int fd_ = -1;
   std::unique_ptr<ReadSlots> slots_;  // buffers and requests, by mode
   std::unique_ptr<Engine> engine_;
   ThreadResult result_;

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from gdsbench import cli, prepare
+from gdsbench.system.throttle import BLKIO
 
 MiB = 1024 * 1024
-BLKIO = "/sys/fs/cgroup/blkio"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -122,7 +122,7 @@ def disk_file(tmp_path):
 def throttle(disk_file):
     """A blkio cgroup that reads the disk at 20 MB/s: a real slower tier, not a faked number.
     Its wrap(cmd) runs a command, and what it starts, inside the cgroup."""
-    from benchmarks.common import Throttle
+    from gdsbench.system.throttle import Throttle
 
     if not os.path.isdir(BLKIO) or not os.access(BLKIO, os.W_OK):
         pytest.skip(f"no writable blkio cgroup (v1) at {BLKIO}: cannot make a slower tier here")

@@ -73,3 +73,11 @@ def test_pytest_threshold_expects_a_fire_past_x_over_100_plus_x():
     assert script.verdict(0.215, False, 0.20) == script.verdict(0.185, True, 0.20) == "borderline"
     out = "Performance has regressed:\n\ttest_read[4K-16-rand] (0001_baseline) - Field 'mean' has failed ...\n"
     assert script.regressed_tests(out) == {"test_read[4K-16-rand]"} and script.regressed_tests("4 passed") == set()
+
+
+def test_build_ab_runs_a_build_as_a_user_does():
+    """build_ab.py turns a vs_fio row into the flags a user types and reads the build's --json."""
+    build_ab = load("build_ab")
+    null = next(r for r in build_ab.ROWS if r.name == "null 4K")
+    got = build_ab.run_build(sys.executable, null, None, 0.2, 0.0, 1)
+    assert got["iops"] > 0 and got["bandwidth"] == got["iops"] * 4096 and got["p50"] > 0

@@ -73,11 +73,11 @@ def test_cpu_per_gb_counts_the_whole_process_over_the_window(pattern_file):
 
 
 def test_copy_failure_mid_stream_is_reported(pattern_file, gdsbench):
-    with pytest.raises(IoFailure, match="copy to device failed"):
+    with pytest.raises(IoFailure, match="simulated device: copy failed"):
         run(JobSpec(path=pattern_file, mode="bounce", gpu_backend="sim:fail-copy=10", bs=64 * 1024, qd=4,
                     io_size=4 * MiB))
     res = gdsbench("run", pattern_file, "--mode", "bounce", "--gpu-backend", "sim:fail-copy=3", "--io-size", "4M")
-    assert res.code == 3 and res.err.count("\n") == 1 and "copy to device failed" in res.err
+    assert res.code == 3 and res.err.count("\n") == 1 and "simulated device: copy failed" in res.err
 
 
 def test_short_read_mid_stream_is_reported(tmp_path):
@@ -111,6 +111,46 @@ def test_simulation_never_stands_in_for_the_gds_or_kvikio_paths(pattern_file):
 def test_simulated_copies_with_null_reads_measure_the_pipeline_alone(pattern_file):
     r = run(sim(engine="null", bs=MiB, qd=4, runtime_ns=200_000_000))
     assert r.ops > 0 and "null" in r.data_path
+
+
+def _native_job(**kw):
+    from gdsbench.execution.native import to_native
+    from gdsbench.execution.runner import plan
+
+    return to_native(plan(JobSpec(**kw)).spec)
+
+
+def test_the_write_direction_copies_from_the_gpu_before_each_write():
+    """No write mode is offered yet; the one transfer loop's write direction is tested here, on the
+    null engine (which does writes by doing nothing) and the SIMULATED device: each request's
+    bytes are copied from GPU memory to pinned staging first, and its latency runs from that
+    copy's start to the write's completion."""
+    job = _native_job(mode="bounce", gpu_backend="sim:copy-delay-us=2000", engine="null", bs=MiB, qd=2,
+                      io_size=12 * MiB)
+    job.direction = "write"
+    t = _native.run(job)["threads"][0]
+    assert t["ops"] == 12 and t["bytes"] == 12 * MiB
+    assert t["latency"].min >= 2_000_000  # the copy from the GPU is part of every write
+    assert t["reads_while_copying"] >= 6  # writes were queued while the next copies ran
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_the_write_direction_copies_from_a_real_gpu_before_each_write():
+    """The same loop with a real GPU: device-to-host copies (cudaMemcpyAsync) before each null write."""
+    job = _native_job(mode="bounce", engine="null", bs=MiB, qd=2, io_size=12 * MiB)
+    job.direction = "write"
+    t = _native.run(job)["threads"][0]
+    assert t["ops"] == 12 and t["bytes"] == 12 * MiB and t["latency"].min > 0
+
+
+def test_an_engine_refuses_a_direction_it_does_not_declare(pattern_file):
+    job = _native_job(path=pattern_file, engine="psync", bs=MiB, io_size=MiB)
+    job.direction = "write"
+    with pytest.raises(UsageError, match="the psync engine does not write"):
+        _native.run(job)
+    with pytest.raises(UsageError, match="direction sideways: unknown; use read or write"):
+        job.direction = "sideways"
 
 
 # ---- without a GPU, every GPU mode says what is missing ----

@@ -59,6 +59,41 @@ def test_no_import_cycles_even_inside_functions():
         visit(name)
 
 
+# The layers, most basic first, as docs/architecture.md lists them: each uses only the ones before it.
+LAYERS = ["job", "system", "execution", "results", "validate", "train", "reporting", "commands", "suites", "(top)"]
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else "(top)"
+
+
+def test_layers_import_only_the_layers_before_them():
+    mods = modules()
+    assert {layer(m) for m in mods} <= set(LAYERS)
+    for name, tree in sorted(mods.items()):
+        for used in sorted(imports(name, tree, set(mods))):
+            if LAYERS.index(layer(used)) > LAYERS.index(layer(name)):
+                pytest.fail(f"{name} imports {used}: the {layer(name)} layer may use only "
+                            f"{', '.join(LAYERS[:LAYERS.index(layer(name))]) or 'itself'}")
+
+
+def test_engines_are_asked_what_they_can_do_not_named():
+    """No `engine == "null"` outside the declarations: code asks ENGINE_INFO's capabilities
+    (native/engine.hpp), so a new engine is one native file and a registry line."""
+    from gdsbench.job.spec import ENGINE_INFO
+
+    for name, tree in modules().items():
+        if name in ("gdsbench.job.modes", "gdsbench.job.spec"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for const in ast.walk(node):
+                    if isinstance(const, ast.Constant) and const.value in ENGINE_INFO:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the engine name {const.value!r}; "
+                                    "ask its capabilities (gdsbench.job.spec.ENGINE_INFO) instead")
+
+
 def test_the_top_level_holds_few_modules():
     top = [f for f in os.listdir(PACKAGE) if f.endswith(".py")]
     assert len(top) <= 8, top

@@ -78,7 +78,7 @@ def test_large_blocks_a_quarter_slower_fail_the_build(tmp_path, disk_file, throt
     """The case the per-interval statistic could not see: blocks that take longer than an
     interval (4 MiB at QD1 on a 20-27 MiB/s tier). A 25% lower rate must move the mean by
     about 1/0.75 and fire mean:20%."""
-    from benchmarks.common import Throttle
+    from gdsbench.system.throttle import Throttle
 
     (tmp_path / "test_big.py").write_text(
         f"def test_big(storage_bench):\n    storage_bench(path={disk_file[0]!r}, bs='4M', qd=1, runtime='1s', "

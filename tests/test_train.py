@@ -484,3 +484,26 @@ def test_an_unaligned_record_read_with_o_direct_counts_only_its_bytes(tmp_path):
     reader = _native.SampleReader(to_native(job), 0, None)
     assert reader.read(str(path), 1000, 5000)[0] == 5000  # blocks 0-1 read, 5000 bytes counted
     assert reader.read(str(path), 60 * KiB + 7, 10 * KiB)[0] == 4 * KiB - 7  # runs past the end: what is there
+
+
+@pytest.mark.parametrize("engine", ["psync", "io_uring"])
+def test_the_native_reader_counts_a_bad_block_once_however_often_it_is_read(tmp_path, engine):
+    """Each epoch reads every sample again: a bad block must not count once per sighting."""
+    from gdsbench import JobSpec
+    from gdsbench.execution.native import to_native
+    from gdsbench.system.prepare import prepare
+
+    path = str(tmp_path / "p.dat")
+    prepare(path, 256 * KiB)
+    with open(path, "r+b") as f:  # one flipped byte in the block at 8 KiB
+        f.seek(8 * KiB + 100)
+        byte = f.read(1)
+        f.seek(8 * KiB + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    job = JobSpec(path=path, engine=engine, bs=16 * KiB, qd=2 if engine == "io_uring" else 1, verify=True,
+                  runtime_ns=0, io_size=16 * KiB)
+    reader = _native.SampleReader(to_native(job), 0, None)
+    for _ in range(3):
+        assert reader.read(path, 0, 64 * KiB)[0] == 64 * KiB
+    assert reader.verified_blocks == 3 * 16
+    assert (reader.verify_mismatches, reader.first_mismatch_path, reader.first_mismatch_offset) == (1, path, 8 * KiB)

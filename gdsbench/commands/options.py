@@ -14,7 +14,7 @@ NEGATIVE = "__negative"  # dest suffix of a bool option's negative flag (--buffe
 
 def add_target_argument(parser: argparse.ArgumentParser) -> None:
     """The optional PATH of run and sweep: without it, the scratch file."""
-    from gdsbench.system.scratch import SCRATCH_PATH
+    from gdsbench.execution.scratch import SCRATCH_PATH
 
     parser.add_argument("path", metavar="PATH", nargs="?", default=None,
                         help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")

@@ -3,10 +3,10 @@ from __future__ import annotations
 import argparse
 
 from gdsbench.commands.options import WORKLOAD_FLAGS, count_arg, workload_from_args
+from gdsbench.execution.scratch import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
 from gdsbench.system.prepare import prepare
-from gdsbench.system.scratch import progress_printer
 from gdsbench.train.dataset import SHAPE
 
 

@@ -6,10 +6,10 @@ import sys
 
 from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values
 from gdsbench.execution.runner import resolve_engine, run
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
-from gdsbench.job.spec import ENGINE_INFO, spec_from_values
+from gdsbench.job.spec import opens_target, spec_from_values
 from gdsbench.reporting.display import run_summary
-from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
 
 
 class RunCommand:
@@ -24,7 +24,7 @@ class RunCommand:
     def run(self, args: argparse.Namespace) -> int:
         spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
         if args.path is None:
-            if ENGINE_INFO[resolve_engine(spec)]["reads_file"]:
+            if opens_target(resolve_engine(spec)):
                 ensure_scratch()
             spec = spec.replace(path=SCRATCH_PATH)
         else:

@@ -4,9 +4,9 @@ import argparse
 import sys
 
 from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values, sweep_values
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
-from gdsbench.job.spec import BY_KEY
-from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch
+from gdsbench.job.spec import BY_KEY, opens_target
 
 
 class SweepCommand:
@@ -37,7 +37,7 @@ class SweepCommand:
         fixed = {**spec.fixed, **fixed}
         if args.path:
             fixed["path"] = args.path
-        if "path" not in fixed and set(grid.get("engine", [fixed.get("engine", "auto")])) != {"null"}:
+        if "path" not in fixed and any(opens_target(e) for e in grid.get("engine", [fixed.get("engine", "auto")])):
             ensure_scratch()
             fixed["path"] = SCRATCH_PATH
         repeat = args.repeat if args.repeat is not None else spec.repeat

@@ -13,6 +13,22 @@ from gdsbench.system.pattern import check_device
 POLL_CONTINUE, POLL_CANCEL, POLL_STONEWALL = 0, 1, 2
 
 
+# Native Job attributes set by name, not from JobSpec's table of native fields: the mode (a
+# string parsed natively), and the direction, which no user-facing option sets yet (the write
+# direction is tested through the null engine and the simulated device).
+_SET_BY_NAME = ("mode", "direction")
+
+
+def _check_against_native() -> None:
+    ours = {opt.name for opt in OPTIONS if opt.native} - set(_SET_BY_NAME)
+    if ours != set(_native.Job.SPEC_FIELDS):
+        raise ImportError(f"gdsbench._native.Job and JobSpec disagree on native fields: "
+                          f"{sorted(ours ^ set(_native.Job.SPEC_FIELDS))}; rebuild gdsbench (scripts/setup)")
+
+
+_check_against_native()
+
+
 def to_native(spec: JobSpec) -> _native.Job:
     """The resolved spec as the native Job struct (same field names)."""
     job = _native.Job()

@@ -64,7 +64,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
     parts = []
     for p, s in enumerate(part_specs(spec, nparts, shift)):
         target = None
-        if s.path and s.engine != "null" and own in (None, p):
+        if s.path and s.opens_target and own in (None, p):
             target = inspect(s.path)
             check_region(s, target)
             if s.is_direct and s.transfer.native:  # a Python-driven mode chooses its own flags

@@ -134,7 +134,7 @@ def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, pa
         return POLL_STONEWALL if spec.stonewall and link.stonewalled else POLL_CONTINUE
 
     def body() -> RunRecord:
-        target = inspect(spec.path) if spec.path and spec.engine != "null" else None
+        target = inspect(spec.path) if spec.path and spec.opens_target else None
         info["cpus"] = pin_cpus(pin, index, nparts, spec, target)
         try:
             return run_part(spec, poll, link.ready_then_wait)

@@ -12,7 +12,7 @@ from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
 from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
-from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
+from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, nvfs, pagecache
 from gdsbench.system.environment import host_environment, meminfo
@@ -35,7 +35,7 @@ def resolve_engine(spec: JobSpec) -> str:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         return spec.engine
-    usable = [e for e in mode.engines if not ENGINE_INFO[e]["unavailable"] and ENGINE_INFO[e]["reads_file"]]
+    usable = [e for e in mode.engines if not ENGINE_INFO[e]["unavailable"] and opens_target(e)]
     if not usable:
         first = mode.engines[0]
         raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
@@ -169,7 +169,7 @@ def plan(spec: JobSpec) -> Plan:
     # a run with no time limit has runtime 0, here and in the native core; None only means "not given"
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (0 if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
-    if ENGINE_INFO[spec.engine]["reads_file"]:
+    if spec.opens_target:
         if nparts > 1:
             # per-proc: sized from this process's own file (rank 0's locally; under MPI, the rank's)
             target = inspect(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path)

@@ -56,7 +56,8 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # Engines no native engine file provides, described as the native registry describes its own
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode.py).
 PYTHON_ENGINES = {
-    "kvikio": {"name": "kvikio", "max_depth": 1024, "reads_file": True, "unavailable": "",
+    "kvikio": {"name": "kvikio", "max_depth": 1024, "needs_local_file": True, "supports_direct": True,
+               "directions": ("read",), "unavailable": "",
                "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)"},
 }
 

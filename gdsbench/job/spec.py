@@ -27,6 +27,12 @@ SECOND = 1_000_000_000
 # Every engine: native/engines/registry.cpp lists the native ones, job/modes.py the Python-driven one.
 ENGINE_INFO: dict[str, dict] = {**{e["name"]: e for e in _native.engines()}, **PYTHON_ENGINES}
 ENGINES = ("auto", *ENGINE_INFO)
+
+
+def opens_target(engine: str) -> bool:
+    """Whether the engine opens the job's target, by what it declares (native/engine.hpp's
+    Capabilities): the null engine opens none. auto always picks one that does."""
+    return engine == "auto" or ENGINE_INFO[engine]["needs_local_file"]
 PATTERNS = ("seq", "rand")
 LAYOUTS = ("shared", "shared-all", "per-proc")
 PINNING = ("none", "cores", "numa")
@@ -233,6 +239,11 @@ class JobSpec:
         return MODES[self.mode]
 
     @property
+    def opens_target(self) -> bool:
+        """Whether its engine reads the target at all (the null engine does not)."""
+        return opens_target(self.engine)
+
+    @property
     def on_gpu(self) -> bool:
         """Reads land in GPU memory (real or simulated)."""
         return self.transfer.gpu
@@ -296,7 +307,7 @@ class JobSpec:
                 f"--io-size {units.format_size(self.io_size)}: less than one --bs block per thread "
                 f"({units.format_size(self.bs * self.threads)}); raise it or lower --bs/--threads"
             )
-        if self.verify and self.engine != "auto" and not ENGINE_INFO[self.engine]["reads_file"]:
+        if self.verify and not self.opens_target:
             raise IncompatibleOptions(f"--verify: the {self.engine} engine reads nothing to verify; use psync or io_uring")
         if self.gds_register and "cufile" not in mode.engines:
             raise IncompatibleOptions(f"--gds-register registers GPU buffers with cuFile: --mode {self.mode} does not "
@@ -316,7 +327,7 @@ class JobSpec:
                                                          f"QD{self.qd}"]
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
-        if self.engine != "null":
+        if self.opens_target:
             parts.append("O_DIRECT" if self.is_direct else "buffered")
         if self.warm:
             parts.append("warm cache")
@@ -326,7 +337,6 @@ class JobSpec:
 # The option table and its lookups, built once: by field name, by the key users write, by results column.
 OPTIONS: tuple[Option, ...] = tuple(dataclasses.replace(f.metadata["option"], name=f.name)
                                     for f in dataclasses.fields(JobSpec))
-BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
 

@@ -21,7 +21,7 @@ def _region(r: Result) -> str:
 def run_summary(r: Result) -> str:
     spec = r.spec
     target = (r.environment or {}).get("target") or {}
-    where = spec.path if spec.path and spec.engine != "null" else "(no target: null engine)"
+    where = spec.path if spec.path and spec.opens_target else f"(no target: {spec.engine} engine)"
     place = ", ".join(str(x) for x in (target.get("fs_type"), target.get("block_device")) if x)
     stop = []
     if spec.runtime_ns:

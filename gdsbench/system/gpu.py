@@ -234,8 +234,8 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
         if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
             return f"kvikio reads into GPU memory ({kvikio_path})"
         return f"kvikio reads into GPU memory ({kvikio_path}), {_through_cufile(status(), target, seen)}"
-    if spec.engine == "null":
-        read = "null engine: no reads (the harness's own floor)"
+    if not spec.opens_target:
+        read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
     return f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads {mode.landing}{sim}"
 

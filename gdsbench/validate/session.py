@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from gdsbench import __version__
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
@@ -19,7 +20,6 @@ from gdsbench.system import gpu
 from gdsbench.system.environment import host_environment
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import created_by_gdsbench, prepare
-from gdsbench.system.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
 from gdsbench.system.target import Target, describe, inspect
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
@@ -209,7 +209,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
                     continue
                 spec = measure.point_spec(m.point, target.path, profile.runtime_ns, profile.ramp_ns)
                 sample = None
-                if m.point.engine == "null" and facts.gpus:  # copies only: read the GPUs' links while they are busy
+                if not spec.opens_target and facts.gpus:  # copies only: read the GPUs' links while they are busy
                     def sample(nbytes, elapsed_ns):
                         links_under_load.update(platform.sample_links(facts.gpus))
                 measure.measure_once(m, spec, sample)

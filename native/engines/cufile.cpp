@@ -10,6 +10,10 @@
 #include "../engine.hpp"
 #include "../error.hpp"
 
+namespace gds {
+constexpr Capabilities kCuFileCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly};
+}  // namespace gds
+
 #ifdef GDSBENCH_HAVE_CUDA
 #include "../gpu/cuda.hpp"
 
@@ -18,10 +22,10 @@ namespace {
 
 class CuFileEngine final : public SynchronousEngine {
  public:
-  explicit CuFileEngine(int fd) : api_(gpu::CuFileApi::get()) {
+  explicit CuFileEngine(const Target& target) : file_(target), api_(gpu::CuFileApi::get()) {
     CUfileDescr_t descr{};
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    descr.handle.fd = fd;
+    descr.handle.fd = file_.fd();
     CUfileError_t status = api_.cuFileHandleRegister(&handle_, &descr);
     if (status.err != CU_FILE_SUCCESS)
       throw InputError("--mode gds: cuFileHandleRegister failed: " + gpu::CuFileApi::error_text(status) +
@@ -31,6 +35,7 @@ class CuFileEngine final : public SynchronousEngine {
     if (registered_) api_.cuFileBufDeregister(registered_);
     api_.cuFileHandleDeregister(handle_);
   }
+  uint64_t size() const override { return file_.size(); }
   void register_buffer(void* base, size_t length) override {
     CUfileError_t status = api_.cuFileBufRegister(base, length, 0);
     if (status.err != CU_FILE_SUCCESS)
@@ -39,7 +44,7 @@ class CuFileEngine final : public SynchronousEngine {
   }
 
  private:
-  int64_t read(const IoRequest& r) override {
+  int64_t transfer(const IoRequest& r) override {
     // A registered buffer is addressed by its base and an offset into it.
     char* base = registered_ ? static_cast<char*>(registered_) : r.buf;
     ssize_t n = api_.cuFileRead(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
@@ -49,6 +54,7 @@ class CuFileEngine final : public SynchronousEngine {
     return n == -1 ? -errno : n;
   }
 
+  LocalFile file_;  // declared first, so closed last: after the handle is deregistered
   gpu::CuFileApi& api_;
   CUfileHandle_t handle_ = nullptr;
   void* registered_ = nullptr;
@@ -57,11 +63,8 @@ class CuFileEngine final : public SynchronousEngine {
 }  // namespace
 
 const EngineInfo kCuFileEngine = {
-    "cufile",
-    1,
-    true,
-    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
-    [](int fd, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<CuFileEngine>(fd); },
+    "cufile", "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)", kCuFileCan,
+    [](const Target& target, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<CuFileEngine>(target); },
     [] { return gpu::CuFileApi::probe(); }};
 
 }  // namespace gds
@@ -70,11 +73,8 @@ const EngineInfo kCuFileEngine = {
 
 namespace gds {
 const EngineInfo kCuFileEngine = {
-    "cufile",
-    1,
-    true,
-    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
-    [](int, unsigned) -> std::unique_ptr<Engine> {
+    "cufile", "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)", kCuFileCan,
+    [](const Target&, unsigned) -> std::unique_ptr<Engine> {
       throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
     },
     [] { return std::string("built without CUDA headers"); }};

@@ -10,6 +10,11 @@
 #include "../engine.hpp"
 #include "../error.hpp"
 
+namespace gds {
+constexpr Capabilities kIoUringCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/32768,
+                                      kReadOnly};
+}  // namespace gds
+
 #ifdef GDSBENCH_HAVE_LIBURING
 #include <liburing.h>
 
@@ -18,18 +23,19 @@ namespace {
 
 class IoUringEngine final : public Engine {
  public:
-  IoUringEngine(int fd, unsigned depth) : fd_(fd), cqes_(depth) {
+  IoUringEngine(const Target& target, unsigned depth) : file_(target), cqes_(depth) {
     int r = init_ring(depth, &ring_);
     if (r < 0)
       throw InputError("--engine io_uring: io_uring_queue_init(" + std::to_string(depth) +
                        ") failed: " + errno_text(r) + "; " + hint(r));
   }
   ~IoUringEngine() override { io_uring_queue_exit(&ring_); }
+  uint64_t size() const override { return file_.size(); }
 
   void queue(IoRequest* r) override {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (!sqe) throw IoError("io_uring: submission queue full (worker queued more than --qd)");
-    io_uring_prep_read(sqe, fd_, r->buf, r->length, r->offset);
+    io_uring_prep_read(sqe, file_.fd(), r->buf, r->length, r->offset);
     io_uring_sqe_set_data(sqe, r);
   }
 
@@ -84,7 +90,7 @@ class IoUringEngine final : public Engine {
   }
 
  private:
-  int fd_;
+  LocalFile file_;
   io_uring ring_{};
   std::vector<io_uring_cqe*> cqes_;
 };
@@ -99,13 +105,12 @@ std::string probe() {
 
 }  // namespace
 
-const EngineInfo kIoUringEngine = {
-    "io_uring",
-    32768,
-    true,
-    "io_uring (liburing), up to --qd reads in flight per thread",
-    [](int fd, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<IoUringEngine>(fd, depth); },
-    probe};
+const EngineInfo kIoUringEngine = {"io_uring", "io_uring (liburing), up to --qd reads in flight per thread",
+                                   kIoUringCan,
+                                   [](const Target& target, unsigned depth) -> std::unique_ptr<Engine> {
+                                     return std::make_unique<IoUringEngine>(target, depth);
+                                   },
+                                   probe};
 
 }  // namespace gds
 
@@ -113,11 +118,8 @@ const EngineInfo kIoUringEngine = {
 
 namespace gds {
 const EngineInfo kIoUringEngine = {
-    "io_uring",
-    32768,
-    true,
-    "io_uring (liburing)",
-    [](int, unsigned) -> std::unique_ptr<Engine> {
+    "io_uring", "io_uring (liburing)", kIoUringCan,
+    [](const Target&, unsigned) -> std::unique_ptr<Engine> {
       throw InputError(
           "--engine io_uring: this build of gdsbench has no io_uring support; "
           "install liburing-dev and reinstall gdsbench, or use --engine psync");

@@ -1,4 +1,5 @@
-// null: completes every read at once without touching storage or memory.
+// null: completes every request, either way, at once without touching
+// storage or memory.
 // What it measures is the harness's own floor: the worker loop, clock reads
 // and histogram updates (fio's engines/null.c plays the same part).
 #include "../engine.hpp"
@@ -29,10 +30,9 @@ class NullEngine final : public Engine {
 
 const EngineInfo kNullEngine = {
     "null",
-    65536,
-    false,
     "no I/O: measures the harness's own per-request floor",
-    [](int, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<NullEngine>(depth); },
+    {/*needs_local_file=*/false, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite},
+    [](const Target&, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<NullEngine>(depth); },
     []() { return std::string(); }};
 
 }  // namespace gds

@@ -12,28 +12,28 @@ namespace {
 
 class PsyncEngine final : public SynchronousEngine {
  public:
-  explicit PsyncEngine(int fd) : fd_(fd) {}
+  explicit PsyncEngine(const Target& target) : file_(target) {}
+  uint64_t size() const override { return file_.size(); }
 
  private:
-  int64_t read(const IoRequest& r) override {
+  int64_t transfer(const IoRequest& r) override {
     ssize_t n;
     do {
-      n = ::pread(fd_, r.buf, r.length, off_t(r.offset));
+      n = ::pread(file_.fd(), r.buf, r.length, off_t(r.offset));
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
   }
 
-  int fd_;
+  LocalFile file_;
 };
 
 }  // namespace
 
 const EngineInfo kPsyncEngine = {
     "psync",
-    1,
-    true,
     "pread(2), one request at a time per thread",
-    [](int fd, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<PsyncEngine>(fd); },
+    {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly},
+    [](const Target& target, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<PsyncEngine>(target); },
     []() { return std::string(); }};
 
 }  // namespace gds

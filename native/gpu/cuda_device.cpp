@@ -42,25 +42,27 @@ class CudaStream final : public CopyStream {
     if (stream_) rt_.cudaStreamDestroy(stream_);
   }
 
-  void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) override {
+  void copy(void* dst, const void* src, size_t n, unsigned slot, Toward toward) override {
     if (!next_pending_ && now_ns() - anchor_ns_ > kAnchorPeriodNs) {  // move the anchor forward
       rt_.check(rt_.cudaEventRecord(anchors_[1 - current_], stream_), "cudaEventRecord");
       next_pending_ = true;
     }
-    rt_.check(rt_.cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    rt_.check(rt_.cudaMemcpyAsync(dst, src, n,
+                                  toward == Toward::kDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync");
     rt_.check(rt_.cudaEventRecord(events_[slot], stream_), "cudaEventRecord");
   }
 
   bool poll(unsigned slot, uint64_t* done_ns) override {
     cudaError_t err = rt_.cudaEventQuery(events_[slot]);
     if (err == cudaErrorNotReady) return false;
-    rt_.check(err, "copy to device (cudaMemcpyAsync)");
+    rt_.check(err, "copy between host and GPU (cudaMemcpyAsync)");
     *done_ns = finished_at(slot);
     return true;
   }
 
   uint64_t wait(unsigned slot) override {
-    rt_.check(rt_.cudaEventSynchronize(events_[slot]), "copy to device (cudaMemcpyAsync)");
+    rt_.check(rt_.cudaEventSynchronize(events_[slot]), "copy between host and GPU (cudaMemcpyAsync)");
     return finished_at(slot);
   }
 

@@ -18,15 +18,19 @@
 
 namespace gds::gpu {
 
-// An in-order queue of host-to-device copies for one worker thread. Each copy
-// belongs to a request slot and reports when it finished, on the now_ns()
-// clock: not when the worker happened to look (that can be a whole read
-// later, while it waits for reads), and not by a host callback (CUDA runs
-// those on one thread per device, which would then set the pace).
+// Which way a copy goes: to the GPU after a read, from it before a write.
+enum class Toward { kDevice, kHost };
+
+// An in-order queue of copies between pinned host memory and the GPU for one
+// worker thread. Each copy belongs to a request slot and reports when it
+// finished, on the now_ns() clock: not when the worker happened to look (that
+// can be a whole read later, while it waits for reads), and not by a host
+// callback (CUDA runs those on one thread per device, which would then set the
+// pace).
 class CopyStream {
  public:
   virtual ~CopyStream() = default;
-  virtual void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) = 0;
+  virtual void copy(void* dst, const void* src, size_t n, unsigned slot, Toward toward) = 0;
   // Non-blocking: true (and when the copy finished) once slot's copy is done.
   // Throws IoError if the copy failed.
   virtual bool poll(unsigned slot, uint64_t* done_ns) = 0;
@@ -44,7 +48,7 @@ class Device {
   virtual bool simulated() const = 0;
   virtual void make_current() = 0;  // bind the calling thread to the device
   virtual Memory alloc_device(size_t n) = 0;
-  // Page-locked host memory the device can copy from: 2 MiB aligned, huge-page
+  // Page-locked host memory the device can copy to and from: 2 MiB aligned, huge-page
   // backed where possible (buffers.hpp), registered with the device.
   virtual Memory alloc_pinned(size_t n) = 0;
   virtual std::unique_ptr<CopyStream> stream(unsigned slots) = 0;

@@ -37,7 +37,7 @@ class SimStream final : public CopyStream {
     thread_.join();
   }
 
-  void copy_to_device(void* dst, const void* src, size_t n, unsigned slot) override {
+  void copy(void* dst, const void* src, size_t n, unsigned slot, Toward) override {  // memcpy either way
     std::lock_guard<std::mutex> lock(mu_);
     state_[slot] = kPending;
     queue_.push_back({dst, src, n, slot});
@@ -68,8 +68,8 @@ class SimStream final : public CopyStream {
 
   bool finished(unsigned slot, uint64_t* done_ns) {  // mu_ held
     if (state_[slot] == kFailed)
-      throw IoError("simulated device: copy to device failed (injected fault at copy " +
-                    std::to_string(options_.fail_copy) + ")");
+      throw IoError("simulated device: copy failed (injected fault at copy " + std::to_string(options_.fail_copy) +
+                    ")");
     if (state_[slot] != kDone) return false;
     *done_ns = done_ns_[slot];
     state_[slot] = kIdle;

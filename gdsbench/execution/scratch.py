@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from gdsbench.execution import mpi
 from gdsbench.job.spec import GiB
 from gdsbench.job.units import format_size
 from gdsbench.system.prepare import prepare
@@ -16,8 +17,6 @@ SCRATCH_SIZE = GiB
 
 def ensure_scratch(path: str = SCRATCH_PATH, size: int | None = None) -> None:
     """Create the scratch file if needed (under MPI: rank 0 writes, the others wait)."""
-    from gdsbench.execution import mpi
-
     size = size or SCRATCH_SIZE
 
     if mpi.is_root():
