@@ -25,8 +25,17 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, median, write_outputs  # noqa: E402
-from vs_fio import (ROWS, SCRATCH, DiskCounters, median_interval, release_hugepages, reserve_hugepages,  # noqa: E402
-                    run_fio, run_fio_huge, warm_up)
+from vs_fio import (  # noqa: E402
+    ROWS,
+    SCRATCH,
+    DiskCounters,
+    median_interval,
+    release_hugepages,
+    reserve_hugepages,
+    run_fio,
+    run_fio_huge,
+    warm_up,
+)
 
 import gdsbench  # noqa: E402
 from gdsbench.job.units import format_duration, format_rate  # noqa: E402
