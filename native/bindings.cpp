@@ -178,6 +178,7 @@ PYBIND11_MODULE(_native, m) {
   job.def_property(
       "mode", [](const gds::Job& j) { return std::string(gds::mode_name(j.mode)); },
       [](gds::Job& j, const std::string& name) { j.mode = gds::parse_mode(name); });
+  job.def_readwrite("engine_options", &gds::Job::engine_options);
   job.def_property(
       "direction", [](const gds::Job& j) { return std::string(gds::direction_name(j.direction)); },
       [](gds::Job& j, const std::string& name) { j.direction = gds::parse_direction(name); });
@@ -275,6 +276,19 @@ PYBIND11_MODULE(_native, m) {
       for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
         if (e.can.does(dir)) directions.append(gds::direction_name(dir));
       d["directions"] = py::tuple(directions);
+      py::list options;
+      for (const auto& o : e.options) {
+        py::dict od;
+        od["name"] = o.name;
+        od["kind"] = o.kind;
+        od["help"] = o.help;
+        od["default"] = o.fallback;
+        od["low"] = o.low;
+        od["high"] = o.high;
+        od["at_most_depth"] = o.at_most_depth;
+        options.append(od);
+      }
+      d["options"] = options;
       d["unavailable"] = e.unavailable_reason();
       out.append(d);
     }

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include "error.hpp"
 
 namespace gds {
@@ -14,6 +16,15 @@ Direction parse_direction(const std::string& name) {
   if (name == "read") return Direction::kRead;
   if (name == "write") return Direction::kWrite;
   throw InputError("direction " + name + ": unknown; use read or write");
+}
+
+uint64_t EngineInfo::option(const OptionValues& values, const std::string& option_name) const {
+  for (const EngineOption& o : options) {
+    if (option_name != o.name) continue;
+    auto it = values.find(option_name);
+    return it == values.end() ? o.fallback : it->second;
+  }
+  throw std::logic_error(std::string(name) + " engine: no option " + option_name);
 }
 
 // Never creates or truncates: a write goes only to a file that is already there (gdsbench

@@ -4,19 +4,21 @@
 // of timing, statistics or offsets. The transfer loop (transfer.hpp) owns all
 // of that.
 //
-//   queue(r)      hand over one request; the engine may do it at once (psync)
-//                 or only remember it (io_uring)
-//   submit()      start whatever is queued (a no-op where queue() already did)
-//   reap(min,..)  submit whatever is still queued, wait until at least `min`
+//   queue(r)      hand over one request; the engine may do it at once (psync),
+//                 or start it with others when it has enough (io_uring's
+//                 submit_batch)
+//   reap(min,..)  start whatever is still queued, wait until at least `min`
 //                 requests have finished, and return the finished ones
 //
 // A finished request has result = bytes moved, or -errno.
 //
-// A new engine is one file in engines/ defining its EngineInfo, plus one line
-// in engines/registry.cpp (and one in CMakeLists.txt if it needs a library).
+// A new engine is one file in engines/ defining its EngineInfo (options
+// included), plus one line in engines/registry.cpp (and one in
+// CMakeLists.txt if it needs a library).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,8 +54,7 @@ class Engine {
   // The target's size in bytes (UINT64_MAX for an engine that opens none).
   virtual uint64_t size() const { return UINT64_MAX; }
   virtual void queue(IoRequest* r) = 0;
-  virtual void submit() {}
-  // Tell the engine the buffers its reads will use (cuFile registration).
+  // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
@@ -108,15 +109,35 @@ struct Capabilities {
   bool does(Direction d) const { return directions & unsigned(d); }
 };
 
+// An option an engine declares for itself, as fio's engines do theirs
+// (FIO_OPT_C_ENGINE): the Python option table gathers them beside the job's
+// own (gdsbench/job/spec.py), so each gets its flag, sweep key, results column
+// and line in docs/options.md, and is refused with any other engine.
+struct EngineOption {
+  const char* name;  // the JobSpec field and results column (submit_batch); the flag is --submit-batch
+  const char* kind;  // "int" or "bool"
+  const char* help;
+  uint64_t fallback;   // the default
+  uint64_t low, high;  // an int's bounds
+  bool at_most_depth;  // an int that may not exceed --qd either
+};
+
+// A job's values of its engine's options, by name (Job::engine_options).
+using OptionValues = std::map<std::string, uint64_t>;
+
 struct EngineInfo {
   const char* name;
   const char* about;
   Capabilities can;
   // Opens the target and sets up for `depth` requests in flight; on the thread
   // that will use it (io_uring's ring is single-issuer).
-  std::unique_ptr<Engine> (*open)(const Target& target, unsigned depth);
+  std::unique_ptr<Engine> (*open)(const Target& target, unsigned depth, const OptionValues& options);
   // Why the engine cannot run here ("" when it can).
   std::string (*unavailable_reason)();
+  std::vector<EngineOption> options;
+
+  // The value of one of its options: as the job set it, else its default.
+  uint64_t option(const OptionValues& values, const std::string& name) const;
 };
 
 constexpr unsigned kReadOnly = unsigned(Direction::kRead);

@@ -27,11 +27,11 @@ const char* mode_name(Mode mode);
 // length, and so on) before a Job reaches here, so none has a default of its own.
 // clang-format off
 #define GDS_JOB_SPEC_FIELDS(X)                                                                             \
-  X(std::string, path) X(std::string, engine) X(uint64_t, bs) X(uint32_t, qd) X(uint32_t, submit_batch)   \
+  X(std::string, path) X(std::string, engine) X(uint64_t, bs) X(uint32_t, qd)                             \
   X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                     \
   X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, verify)      \
   X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu) X(std::string, gpu_backend)        \
-  X(bool, gds_register) X(bool, stonewall) X(uint64_t, round_reads)
+  X(bool, stonewall) X(uint64_t, round_reads)
 // clang-format on
 
 struct Job {
@@ -40,6 +40,7 @@ struct Job {
 #undef GDS_DECLARE
   Mode mode = Mode::kCpu;                  // set from its name (parse_mode)
   Direction direction = Direction::kRead;  // no write mode is offered to users yet: tests set it
+  OptionValues engine_options;             // the options its engine declares (EngineInfo::options)
 
   // Transfers go through pinned host memory, copied to or from the GPU.
   bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }

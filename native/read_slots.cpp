@@ -44,7 +44,9 @@ void ReadSlots::make_current() const {
   if (device_) device_->make_current();
 }
 
-void ReadSlots::register_with(Engine& engine) const { engine.register_buffer(device_memory_.get(), bytes_); }
+void ReadSlots::register_with(Engine& engine) const {
+  if (device_memory_ && !staging_) engine.register_buffer(device_memory_.get(), bytes_);
+}
 
 std::vector<uint64_t> ReadSlots::bad_blocks(const IoRequest& r, uint64_t length,
                                             const DeviceVerifyFn& verify_device) const {

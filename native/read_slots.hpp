@@ -41,7 +41,7 @@ class ReadSlots {
   std::vector<IoRequest>& requests() { return requests_; }
   gpu::CopyStream* copies() const { return copies_.get(); }  // staged modes only
   void make_current() const;                                 // bind the calling thread to the GPU (if any)
-  void register_with(Engine& engine) const;                  // cuFileBufRegister the device memory
+  void register_with(Engine& engine) const;                  // the device memory reads go into, if any
   // The file offsets of the bad blocks among the bytes of r where they finally landed.
   std::vector<uint64_t> bad_blocks(const IoRequest& r, uint64_t length, const DeviceVerifyFn& verify_device) const;
 

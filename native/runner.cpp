@@ -29,7 +29,11 @@ void check_job(const Job& job) {
                                                                 std::to_string(engine.can.max_depth));
   GDS_EXPECT(engine.can.does(job.direction),
              std::string("the ") + engine.name + " engine does not " + direction_name(job.direction));
-  GDS_EXPECT(job.submit_batch >= 1 && job.submit_batch <= job.qd, "--submit-batch must be between 1 and --qd");
+  for (const EngineOption& o : engine.options) {
+    const uint64_t value = engine.option(job.engine_options, o.name);
+    GDS_EXPECT(value >= o.low && value <= o.high && (!o.at_most_depth || value <= job.qd),
+               std::string(o.name) + " is out of its bounds");
+  }
   GDS_EXPECT(job.threads >= 1 && job.threads <= kMaxThreads, "--threads must be between 1 and 1024");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
   GDS_EXPECT((job.mode == Mode::kGds) == (job.engine == std::string("cufile")),

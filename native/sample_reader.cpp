@@ -35,8 +35,8 @@ void SampleReader::close() noexcept {
 
 void SampleReader::open(const std::string& path) {
   close();
-  engine_ = engine_by_name(job_.engine).open(Target{path, job_.direct, Direction::kRead}, job_.qd);
-  if (job_.gds_register) slots_.register_with(*engine_);
+  engine_ = engine_by_name(job_.engine).open(Target{path, job_.direct, Direction::kRead}, job_.qd, job_.engine_options);
+  slots_.register_with(*engine_);
   path_ = path;
   owner_ = thread_serial();
 }
@@ -55,7 +55,7 @@ SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t
   const uint64_t align = job_.direct ? pattern::kBlock : 1;
   uint64_t next = offset / align * align;
   SampleRead out;
-  TransferLoop transfers(*engine_, slots_, job_.qd, job_.submit_batch, Direction::kRead, path_, job_.direct, file_size);
+  TransferLoop transfers(*engine_, slots_, job_.qd, Direction::kRead, path_, job_.direct, file_size);
   const uint64_t started = now_ns();
 
   auto next_chunk = [&](IoRequest& r, uint64_t) {

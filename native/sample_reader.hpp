@@ -30,7 +30,7 @@ struct SampleRead {
 class SampleReader {
  public:
   // job: mode, engine, bs (chunk size), qd (chunks in flight), direct, verify,
-  // gpu_backend, gds_register; gpu: the GPU index in GPU modes.
+  // gpu_backend, engine_options; gpu: the GPU index in GPU modes.
   SampleReader(const Job& job, int gpu, DeviceVerifyFn verify_device);
   ~SampleReader();
   SampleReader(const SampleReader&) = delete;

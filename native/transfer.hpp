@@ -6,7 +6,7 @@
 // where the copy is the bounce modes' (2 x qd slots, so copies overlap the
 // engine's work). The caller says what to move next and what to do with each
 // request whose bytes are where they are going; the loop owns the order of the
-// slots, submission batching and the copies.
+// slots and the copies.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,12 +21,11 @@ namespace gds {
 class TransferLoop {
  public:
   // target: named in errors; end_of_target: a read may stop short only there (UINT64_MAX: nowhere).
-  TransferLoop(Engine& engine, ReadSlots& slots, unsigned depth, unsigned submit_batch, Direction direction,
-               std::string target, bool direct, uint64_t end_of_target = UINT64_MAX)
+  TransferLoop(Engine& engine, ReadSlots& slots, unsigned depth, Direction direction, std::string target, bool direct,
+               uint64_t end_of_target = UINT64_MAX)
       : engine_(engine),
         copies_(slots.copies()),
         depth_(depth),
-        submit_batch_(submit_batch),
         direction_(direction),
         target_(std::move(target)),
         direct_(direct),
@@ -69,8 +68,7 @@ class TransferLoop {
       if (at_engine_ == 0 && copying_.size() == 0) break;
 
       if (at_engine_ > 0) {
-        const unsigned n = engine_.reap(1, done_.data(), depth_);  // also submits any still queued
-        unsubmitted_ = 0;
+        const unsigned n = engine_.reap(1, done_.data(), depth_);  // also starts any still queued
         const uint64_t now = now_ns();
         for (unsigned i = 0; i < n; ++i) {
           IoRequest* r = done_[i];
@@ -106,10 +104,6 @@ class TransferLoop {
     engine_.queue(r);
     ++at_engine_;
     if (copying_.size()) ++queued_while_copying_;
-    if (++unsubmitted_ >= submit_batch_) {
-      engine_.submit();
-      unsubmitted_ = 0;
-    }
   }
   template <class Landed>
   void land(IoRequest* r, uint64_t when, Landed& landed) {
@@ -119,13 +113,13 @@ class TransferLoop {
 
   Engine& engine_;
   gpu::CopyStream* copies_;
-  const unsigned depth_, submit_batch_;
+  const unsigned depth_;
   const Direction direction_;
   const std::string target_;
   const bool direct_;
   const uint64_t end_of_target_;
   std::vector<IoRequest*> idle_, done_;
-  unsigned n_idle_ = 0, at_engine_ = 0, unsubmitted_ = 0;
+  unsigned n_idle_ = 0, at_engine_ = 0;
   CopyRing copying_;
   uint64_t queued_while_copying_ = 0;
 };

@@ -35,8 +35,8 @@ void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
   slots_ = std::make_unique<ReadSlots>(job_, plan_.gpu, bool(control_.verify_device));
   if (job_.on_gpu()) result_.gpu = plan_.gpu;
-  engine_ = engine.open(Target{job_.path, job_.direct, job_.direction}, job_.qd);
-  if (job_.gds_register) slots_->register_with(*engine_);
+  engine_ = engine.open(Target{job_.path, job_.direct, job_.direction}, job_.qd, job_.engine_options);
+  slots_->register_with(*engine_);
 }
 
 void Worker::run() noexcept {
@@ -178,7 +178,7 @@ void Worker::loop() {
   const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
   OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
                                                       job_.seed, plan_.index);
-  TransferLoop transfers(*engine_, *slots_, job_.qd, job_.submit_batch, job_.direction, job_.path, job_.direct);
+  TransferLoop transfers(*engine_, *slots_, job_.qd, job_.direction, job_.path, job_.direct);
   // room for the timeline of an ordinary run up front; a very long one grows it as it goes
   result_.timeline_bytes.reserve(
       std::min<uint64_t>(job_.runtime_ns ? job_.runtime_ns / job_.interval_ns + 2 : 256, 65536));

@@ -15,7 +15,7 @@ from gdsbench.job.spec import OPTIONS, JobSpec
 def test_spec_maps_one_to_one_onto_the_native_job():
     native_fields = {name for name in dir(_native.Job()) if not name.startswith("_")} - {"SPEC_FIELDS"}
     spec_native = {opt.name for opt in OPTIONS if opt.native}
-    assert spec_native | {"direction"} == native_fields  # no option sets the direction yet
+    assert spec_native | {"direction", "engine_options"} == native_fields  # no option sets the direction yet
     assert set(_native.Job.SPEC_FIELDS) == spec_native - {"mode"}
     assert [opt.name for opt in OPTIONS] == [f.name for f in dataclasses.fields(JobSpec)]
 
@@ -107,3 +107,32 @@ def test_the_first_sweep_says_it_writes_a_scratch_file_and_each_line_says_what_r
     assert res.code == 0, res.err
     assert "writing a 8 MiB scratch file to read" in res.err  # said on a log, not only by a progress bar
     assert "io_uring 4 KiB rand QD2 O_DIRECT" in res.err or "psync 4 KiB rand QD1" in res.err
+
+
+def test_an_engines_own_options_come_from_its_declaration_alone():
+    """An engine declares its options in its own file (native/engines/*.cpp, or job/modes.py for
+    kvikio); the option table gathers them: each is a JobSpec field, a flag, a sweep key, a results
+    column and a line of docs/options.md, is refused with any other engine, and reaches the engine."""
+    import pytest
+
+    from gdsbench.commands.options import options_markdown
+    from gdsbench.execution.native import to_native
+    from gdsbench.job.errors import IncompatibleOptions, UsageError
+    from gdsbench.job.spec import BY_KEY, ENGINE_INFO
+
+    declared = {o["name"]: e["name"] for e in ENGINE_INFO.values() for o in e.get("options", ())}
+    assert {"submit_batch": "io_uring", "gds_register": "cufile"}.items() <= declared.items()
+    table = {o.name: o for o in OPTIONS}
+    docs = options_markdown()
+    for name, engine in declared.items():
+        opt = table[name]
+        assert opt.engine == engine and not opt.native and BY_KEY[opt.key] is opt and f"`{opt.flag}`" in docs
+        other = next(e for e in ENGINE_INFO if e != engine and e != "kvikio" and e != "cufile")
+        value = True if opt.kind == "bool" else 2
+        with pytest.raises(IncompatibleOptions, match=f"{opt.flag} is an option of the {engine} engine"):
+            JobSpec(engine=other, **{name: value}).validate()
+    job = to_native(JobSpec(path="x", engine="io_uring", qd=4, submit_batch=4, runtime_ns=1))
+    assert job.engine_options == {"submit_batch": 4}
+    job.engine_options = {"submit_batch": 8}  # past --qd: the engine's own bounds, checked natively too
+    with pytest.raises(UsageError, match="submit_batch is out of its bounds"):
+        _native.run(job)

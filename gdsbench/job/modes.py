@@ -56,9 +56,13 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # Engines no native engine file provides, described as the native registry describes its own
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode.py).
 PYTHON_ENGINES = {
-    "kvikio": {"name": "kvikio", "max_depth": 1024, "needs_local_file": True, "supports_direct": True,
-               "directions": ("read",), "unavailable": "",
-               "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)"},
+    "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
+               "needs_local_file": True, "supports_direct": True, "directions": ("read",), "unavailable": "",
+               "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
+                   {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "
+                    "default)", "default": 0, "low": 0, "high": 1024},
+                   {"name": "kvikio_task_size", "kind": "size", "help": "size of the tasks kvikio splits a read into "
+                    "(kvikio; 0: kvikio's default)", "default": 0, "low": 0, "high": 1 << 30}]},
 }
 
 

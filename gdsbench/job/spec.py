@@ -1,10 +1,14 @@
-"""The job spec: every option declared once, here.
+"""The job spec: every option declared once.
 
 Each field of JobSpec carries its option (kind, CLI flag, help, bounds), and
 the CLI, sweep files, results columns and docs/options.md all read this one
-table (as fio's fio_options[] serves its command line and job files). Values
-are stored in base units: bytes and nanoseconds. Options marked native map
-one for one onto the native core's Job struct (native/job.hpp).
+table (as fio's fio_options[] serves its command line and job files). The
+job's own options are declared here; each engine declares its own (a native
+engine in its file under native/engines/, the kvikio engine in job/modes.py),
+and the table gathers them after the job's, as fio gathers its engines'
+FIO_OPT_C_ENGINE options. Values are stored in base units: bytes and
+nanoseconds. Options marked native map one for one onto the native core's Job
+struct (native/job.hpp); an engine's options reach it in Job.engine_options.
 
 An option's own bounds are checked when its value is parsed; rules between
 options are all in JobSpec.validate().
@@ -56,6 +60,8 @@ class Option:
     low: int | None = None  # bounds of a number, checked when parsed and by validate()
     high: int | None = None
     name: str = ""  # the JobSpec field (runtime_ns); filled in below
+    engine: str | None = None  # the engine that declares it, and alone takes it (None: the job's own)
+    at_most_depth: bool = False  # an engine's int that may not exceed --qd either
 
     @property
     def key(self) -> str:
@@ -149,7 +155,9 @@ def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class JobSpec:
+class _JobOptions:
+    """The job's own options and every rule between options; JobSpec (below) adds the engines'."""
+
     path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
     mode: str = option("cpu", "choice", "--mode", mode_help(), choices=tuple(MODES))
     engine: str = option(
@@ -159,10 +167,6 @@ class JobSpec:
     bs: int = option(MiB, "size", "--bs", "block size of each read", low=1, high=_native.MAX_BS)
     qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring, null; psync is always 1); each engine "
                      "has its own maximum", low=1)
-    submit_batch: int = option(
-        1, "int", "--submit-batch", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
-        low=1, high=65536,
-    )
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
@@ -215,13 +219,6 @@ class JobSpec:
     gpu_backend: str = option(
         "cuda", "str", "--gpu-backend", "cuda; or sim: a CPU stand-in that tests the staging pipeline "
         "and is never a GPU measurement (sim:fail-copy=N,copy-delay-us=M inject faults and delays)", sweep=False,
-    )
-    gds_register: bool = option(False, "bool", "--gds-register", "register the GPU buffers with cuFile (gds)")
-    kvikio_threads: int = option(0, "int", "--kvikio-threads", "kvikio's thread pool size (kvikio; 0: kvikio's default)",
-                                 native=False, low=0, high=1024)
-    kvikio_task_size: int = option(
-        0, "size", "--kvikio-task-size", "size of the tasks kvikio splits a read into (kvikio; 0: kvikio's default)",
-        native=False, low=0, high=GiB,
     )
 
     def __post_init__(self) -> None:
@@ -298,8 +295,7 @@ class JobSpec:
                                           "use --engine io_uring for deeper queues, or more --threads")
             raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
                                       f"{engine['max_depth']}")
-        if self.submit_batch > self.qd:
-            raise IncompatibleOptions(f"--submit-batch {self.submit_batch}: must be between 1 and --qd ({self.qd})")
+        self._check_engine_options(mode)
         if self.runtime_ns == 0 and not self.io_size:
             raise UsageError("--runtime 0 means no time limit: give --io-size too, or a positive --runtime such as 10s")
         if self.io_size and self.io_size < self.bs * self.threads:
@@ -309,14 +305,28 @@ class JobSpec:
             )
         if self.verify and not self.opens_target:
             raise IncompatibleOptions(f"--verify: the {self.engine} engine reads nothing to verify; use psync or io_uring")
-        if self.gds_register and "cufile" not in mode.engines:
-            raise IncompatibleOptions(f"--gds-register registers GPU buffers with cuFile: --mode {self.mode} does not "
-                                      "read through cuFile; use --mode gds")
         if self.warm and self.is_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
         if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
         return self
+
+    def _check_engine_options(self, mode) -> None:
+        """An engine's option is taken only by that engine, and some may not exceed --qd."""
+        engines = mode.engines if self.engine == "auto" else (self.engine,)
+        for opt in OPTIONS:
+            value = getattr(self, opt.name)
+            if opt.engine is None or value == _DEFAULTS[opt.name]:
+                continue
+            if opt.engine not in engines:
+                modes = [m.name for m in MODES.values() if opt.engine in m.engines]
+                fix = f"--engine {opt.engine}" if self.mode in modes else f"--mode {modes[0]}"
+                who = f"--engine {self.engine}" if self.engine != "auto" else f"--mode {self.mode}"
+                raise IncompatibleOptions(f"{opt.flag} is an option of the {opt.engine} engine, which {who} does not "
+                                          f"read with; use {fix}")
+            if opt.at_most_depth and value > self.qd:
+                raise IncompatibleOptions(f"{opt.flag} {opt.format(value)}: must be between {opt.format(opt.low)} and "
+                                          f"--qd ({self.qd})")
 
     def replace(self, **changes: Any) -> JobSpec:
         return dataclasses.replace(self, **changes)
@@ -334,9 +344,30 @@ class JobSpec:
         return " ".join(parts)
 
 
+_KINDS = {"int": int, "bool": bool, "size": int}
+
+
+def _engine_option_fields() -> list[tuple[str, type, Any]]:
+    """Every engine's own options as JobSpec fields, each with the engine's declaration."""
+    out = []
+    for engine in ENGINE_INFO.values():
+        for o in engine.get("options", ()):
+            default = bool(o["default"]) if o["kind"] == "bool" else o["default"]
+            bounds = {} if o["kind"] == "bool" else {"low": o["low"], "high": o["high"]}
+            out.append((o["name"], _KINDS[o["kind"]],
+                        option(default, o["kind"], "--" + o["name"].replace("_", "-"), o["help"], native=False,
+                               engine=engine["name"], at_most_depth=o.get("at_most_depth", False), **bounds)))
+    return out
+
+
+# JobSpec: the job's options, then each engine's own.
+JobSpec = dataclasses.make_dataclass("JobSpec", _engine_option_fields(), bases=(_JobOptions,), frozen=True,
+                                     namespace={"__module__": __name__, "__doc__": _JobOptions.__doc__})
+
 # The option table and its lookups, built once: by field name, by the key users write, by results column.
 OPTIONS: tuple[Option, ...] = tuple(dataclasses.replace(f.metadata["option"], name=f.name)
                                     for f in dataclasses.fields(JobSpec))
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(JobSpec)}
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
 

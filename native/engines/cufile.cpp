@@ -12,6 +12,8 @@
 
 namespace gds {
 constexpr Capabilities kCuFileCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly};
+const std::vector<EngineOption> kCuFileOptions = {
+    {"gds_register", "bool", "register the GPU buffers with cuFile (gds)", 0, 0, 1, /*at_most_depth=*/false}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_CUDA
@@ -22,7 +24,8 @@ namespace {
 
 class CuFileEngine final : public SynchronousEngine {
  public:
-  explicit CuFileEngine(const Target& target) : file_(target), api_(gpu::CuFileApi::get()) {
+  CuFileEngine(const Target& target, bool register_buffers)
+      : file_(target), api_(gpu::CuFileApi::get()), register_buffers_(register_buffers) {
     CUfileDescr_t descr{};
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     descr.handle.fd = file_.fd();
@@ -37,6 +40,7 @@ class CuFileEngine final : public SynchronousEngine {
   }
   uint64_t size() const override { return file_.size(); }
   void register_buffer(void* base, size_t length) override {
+    if (!register_buffers_) return;
     CUfileError_t status = api_.cuFileBufRegister(base, length, 0);
     if (status.err != CU_FILE_SUCCESS)
       throw InputError("--gds-register: cuFileBufRegister failed: " + gpu::CuFileApi::error_text(status));
@@ -56,6 +60,7 @@ class CuFileEngine final : public SynchronousEngine {
 
   LocalFile file_;  // declared first, so closed last: after the handle is deregistered
   gpu::CuFileApi& api_;
+  const bool register_buffers_;  // --gds-register
   CUfileHandle_t handle_ = nullptr;
   void* registered_ = nullptr;
 };
@@ -63,9 +68,14 @@ class CuFileEngine final : public SynchronousEngine {
 }  // namespace
 
 const EngineInfo kCuFileEngine = {
-    "cufile", "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)", kCuFileCan,
-    [](const Target& target, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<CuFileEngine>(target); },
-    [] { return gpu::CuFileApi::probe(); }};
+    "cufile",
+    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    kCuFileCan,
+    [](const Target& target, unsigned, const OptionValues& options) -> std::unique_ptr<Engine> {
+      return std::make_unique<CuFileEngine>(target, kCuFileEngine.option(options, "gds_register") != 0);
+    },
+    [] { return gpu::CuFileApi::probe(); },
+    kCuFileOptions};
 
 }  // namespace gds
 
@@ -73,11 +83,14 @@ const EngineInfo kCuFileEngine = {
 
 namespace gds {
 const EngineInfo kCuFileEngine = {
-    "cufile", "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)", kCuFileCan,
-    [](const Target&, unsigned) -> std::unique_ptr<Engine> {
+    "cufile",
+    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    kCuFileCan,
+    [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
     },
-    [] { return std::string("built without CUDA headers"); }};
+    [] { return std::string("built without CUDA headers"); },
+    kCuFileOptions};
 }  // namespace gds
 
 #endif

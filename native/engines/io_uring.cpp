@@ -3,16 +3,20 @@
 // registered buffers or files and no polling, and the ring set up as fio sets
 // it up by default (a CQ as deep as the SQ; cooperative, deferred task work
 // for a single issuing thread, dropped one by one on kernels that refuse
-// them), so the two are compared like for like. The worker decides how many
-// reads to queue before each submit (--submit-batch, fio's
-// iodepth_batch_submit, default 1); reap() submits any left over and waits in
-// the same io_uring_enter call.
+// them), so the two are compared like for like. Its own option submit_batch
+// (--submit-batch, fio's iodepth_batch_submit, default 1) is how many reads it
+// queues before each submission; reap() submits any left over and waits in the
+// same io_uring_enter call.
 #include "../engine.hpp"
 #include "../error.hpp"
 
 namespace gds {
 constexpr Capabilities kIoUringCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/32768,
                                       kReadOnly};
+const std::vector<EngineOption> kIoUringOptions = {
+    {"submit_batch", "int", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
+     1, 1, 65536,
+     /*at_most_depth=*/true}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBURING
@@ -23,7 +27,8 @@ namespace {
 
 class IoUringEngine final : public Engine {
  public:
-  IoUringEngine(const Target& target, unsigned depth) : file_(target), cqes_(depth) {
+  IoUringEngine(const Target& target, unsigned depth, unsigned submit_batch)
+      : file_(target), cqes_(depth), submit_batch_(submit_batch) {
     int r = init_ring(depth, &ring_);
     if (r < 0)
       throw InputError("--engine io_uring: io_uring_queue_init(" + std::to_string(depth) +
@@ -37,9 +42,11 @@ class IoUringEngine final : public Engine {
     if (!sqe) throw IoError("io_uring: submission queue full (worker queued more than --qd)");
     io_uring_prep_read(sqe, file_.fd(), r->buf, r->length, r->offset);
     io_uring_sqe_set_data(sqe, r);
+    if (++unsubmitted_ >= submit_batch_) submit();
   }
 
-  void submit() override {
+  void submit() {
+    unsubmitted_ = 0;
     int r;
     do {
       r = io_uring_submit(&ring_);
@@ -48,6 +55,7 @@ class IoUringEngine final : public Engine {
   }
 
   unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
+    unsubmitted_ = 0;
     for (;;) {
       int r = io_uring_submit_and_wait(&ring_, min);
       if (r >= 0 || r == -EBUSY) break;  // EBUSY: completions are pending, reap them
@@ -93,6 +101,8 @@ class IoUringEngine final : public Engine {
   LocalFile file_;
   io_uring ring_{};
   std::vector<io_uring_cqe*> cqes_;
+  const unsigned submit_batch_;
+  unsigned unsubmitted_ = 0;
 };
 
 std::string probe() {
@@ -105,12 +115,15 @@ std::string probe() {
 
 }  // namespace
 
-const EngineInfo kIoUringEngine = {"io_uring", "io_uring (liburing), up to --qd reads in flight per thread",
-                                   kIoUringCan,
-                                   [](const Target& target, unsigned depth) -> std::unique_ptr<Engine> {
-                                     return std::make_unique<IoUringEngine>(target, depth);
-                                   },
-                                   probe};
+const EngineInfo kIoUringEngine = {
+    "io_uring",
+    "io_uring (liburing), up to --qd reads in flight per thread",
+    kIoUringCan,
+    [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
+      return std::make_unique<IoUringEngine>(target, depth, unsigned(kIoUringEngine.option(options, "submit_batch")));
+    },
+    probe,
+    kIoUringOptions};
 
 }  // namespace gds
 
@@ -118,13 +131,16 @@ const EngineInfo kIoUringEngine = {"io_uring", "io_uring (liburing), up to --qd 
 
 namespace gds {
 const EngineInfo kIoUringEngine = {
-    "io_uring", "io_uring (liburing)", kIoUringCan,
-    [](const Target&, unsigned) -> std::unique_ptr<Engine> {
+    "io_uring",
+    "io_uring (liburing)",
+    kIoUringCan,
+    [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError(
           "--engine io_uring: this build of gdsbench has no io_uring support; "
           "install liburing-dev and reinstall gdsbench, or use --engine psync");
     },
-    []() { return std::string("built without liburing (install liburing-dev and reinstall gdsbench)"); }};
+    []() { return std::string("built without liburing (install liburing-dev and reinstall gdsbench)"); },
+    kIoUringOptions};
 }  // namespace gds
 
 #endif

@@ -28,11 +28,13 @@ class NullEngine final : public Engine {
 
 }  // namespace
 
-const EngineInfo kNullEngine = {
-    "null",
-    "no I/O: measures the harness's own per-request floor",
-    {/*needs_local_file=*/false, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite},
-    [](const Target&, unsigned depth) -> std::unique_ptr<Engine> { return std::make_unique<NullEngine>(depth); },
-    []() { return std::string(); }};
+const EngineInfo kNullEngine = {"null",
+                                "no I/O: measures the harness's own per-request floor",
+                                {/*needs_local_file=*/false, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite},
+                                [](const Target&, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
+                                  return std::make_unique<NullEngine>(depth);
+                                },
+                                []() { return std::string(); },
+                                {}};
 
 }  // namespace gds

@@ -29,11 +29,13 @@ class PsyncEngine final : public SynchronousEngine {
 
 }  // namespace
 
-const EngineInfo kPsyncEngine = {
-    "psync",
-    "pread(2), one request at a time per thread",
-    {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly},
-    [](const Target& target, unsigned) -> std::unique_ptr<Engine> { return std::make_unique<PsyncEngine>(target); },
-    []() { return std::string(); }};
+const EngineInfo kPsyncEngine = {"psync",
+                                 "pread(2), one request at a time per thread",
+                                 {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly},
+                                 [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+                                   return std::make_unique<PsyncEngine>(target);
+                                 },
+                                 []() { return std::string(); },
+                                 {}};
 
 }  // namespace gds
