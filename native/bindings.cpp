@@ -152,6 +152,66 @@ py::buffer_info contiguous(const py::buffer& b, bool writable) {
 
 }  // namespace
 
+// What CUDA and cuFile can do here, as gdsbench.system.gpu reads it.
+py::dict gpu_status_dict() {
+  gds::gpu::GpuStatus s = gds::gpu::gpu_status();
+  py::dict d;
+  d["built_with_cuda"] = s.built_with_cuda;
+  d["cudart_error"] = s.cudart_error;
+  d["cudart_path"] = s.cudart_path;
+  d["runtime_version"] = s.runtime_version;
+  d["driver_version"] = s.driver_version;
+  py::list devices;
+  for (const auto& dev : s.devices) {
+    py::dict x;
+    x["index"] = dev.index;
+    x["pci_bus_id"] = dev.pci_bus_id;
+    x["total_bytes"] = dev.total_bytes;
+    x["free_bytes"] = dev.free_bytes;
+    devices.append(x);
+  }
+  d["devices"] = devices;
+  d["cufile_error"] = s.cufile_error;
+  d["cufile_path"] = s.cufile_path;
+  d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
+  d["compat_allowed"] = s.compat_allowed;
+  d["max_direct_io_size"] = s.max_direct_io_size;
+  return d;
+}
+
+// Every engine with its capabilities and options, as gdsbench.job.spec.ENGINE_INFO holds them.
+py::list engines_list() {
+  py::list out;
+  for (const auto& e : gds::engines()) {
+    py::dict d;
+    d["name"] = e.name;
+    d["about"] = e.about;
+    d["needs_local_file"] = e.can.needs_local_file;
+    d["supports_direct"] = e.can.supports_direct;
+    d["max_depth"] = e.can.max_depth;
+    py::list directions;
+    for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
+      if (e.can.does(dir)) directions.append(gds::direction_name(dir));
+    d["directions"] = py::tuple(directions);
+    py::list options;
+    for (const auto& o : e.options) {
+      py::dict od;
+      od["name"] = o.name;
+      od["kind"] = o.kind;
+      od["help"] = o.help;
+      od["default"] = o.fallback;
+      od["low"] = o.low;
+      od["high"] = o.high;
+      od["at_most_depth"] = o.at_most_depth;
+      options.append(od);
+    }
+    d["options"] = options;
+    d["unavailable"] = e.unavailable_reason();
+    out.append(d);
+  }
+  return out;
+}
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "gdsbench native core: engines, worker loop, latency histogram";
 
@@ -234,66 +294,10 @@ PYBIND11_MODULE(_native, m) {
 
   m.def("set_library_candidates", &gds::gpu::set_library_candidates, py::arg("library"), py::arg("paths"),
         "Extra files to try when loading libcudart or libcufile (the nvidia-* wheels' copies).");
-  m.def(
-      "gpu_status",
-      [] {
-        gds::gpu::GpuStatus s = gds::gpu::gpu_status();
-        py::dict d;
-        d["built_with_cuda"] = s.built_with_cuda;
-        d["cudart_error"] = s.cudart_error;
-        d["cudart_path"] = s.cudart_path;
-        d["runtime_version"] = s.runtime_version;
-        d["driver_version"] = s.driver_version;
-        py::list devices;
-        for (const auto& dev : s.devices) {
-          py::dict x;
-          x["index"] = dev.index;
-          x["pci_bus_id"] = dev.pci_bus_id;
-          x["total_bytes"] = dev.total_bytes;
-          x["free_bytes"] = dev.free_bytes;
-          devices.append(x);
-        }
-        d["devices"] = devices;
-        d["cufile_error"] = s.cufile_error;
-        d["cufile_path"] = s.cufile_path;
-        d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
-        d["compat_allowed"] = s.compat_allowed;
-        d["max_direct_io_size"] = s.max_direct_io_size;
-        return d;
-      },
-      "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
+  m.def("gpu_status", &gpu_status_dict,
+        "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
-  m.def("engines", [] {
-    py::list out;
-    for (const auto& e : gds::engines()) {
-      py::dict d;
-      d["name"] = e.name;
-      d["about"] = e.about;
-      d["needs_local_file"] = e.can.needs_local_file;
-      d["supports_direct"] = e.can.supports_direct;
-      d["max_depth"] = e.can.max_depth;
-      py::list directions;
-      for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
-        if (e.can.does(dir)) directions.append(gds::direction_name(dir));
-      d["directions"] = py::tuple(directions);
-      py::list options;
-      for (const auto& o : e.options) {
-        py::dict od;
-        od["name"] = o.name;
-        od["kind"] = o.kind;
-        od["help"] = o.help;
-        od["default"] = o.fallback;
-        od["low"] = o.low;
-        od["high"] = o.high;
-        od["at_most_depth"] = o.at_most_depth;
-        options.append(od);
-      }
-      d["options"] = options;
-      d["unavailable"] = e.unavailable_reason();
-      out.append(d);
-    }
-    return out;
-  });
+  m.def("engines", &engines_list, "Every engine: capabilities, options, why it cannot run here.");
 
   m.def("check_gpu_backend", &gds::gpu::check_backend, py::arg("backend"),
         "UsageError unless the --gpu-backend value is cuda or a well-formed sim[:...] (checked before a run).");

@@ -61,6 +61,25 @@ std::vector<WorkerPlan> plan_workers(const Job& job) {
   return plans;
 }
 
+// What every worker measured, once all are joined and none failed.
+void collect(const RunControl& control, const std::vector<std::unique_ptr<Worker>>& workers, JobResult& result) {
+  if (control.window_closed) {
+    result.window_cpu_user_s = seconds(control.window_cpu1.ru_utime) - seconds(control.window_cpu0.ru_utime);
+    result.window_cpu_sys_s = seconds(control.window_cpu1.ru_stime) - seconds(control.window_cpu0.ru_stime);
+  }
+  if (uint64_t done = control.first_done_ns.load()) result.first_done_ns = done - control.start_ns.load();
+  result.round_end_ns = control.round_end_ns;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (auto& w : workers) {
+    result.threads.push_back(w->result());
+    if (w->started_ns()) {
+      first = std::min(first, w->started_ns());
+      last = std::max(last, w->started_ns());
+    }
+  }
+  result.start_skew_ns = last >= first && first != UINT64_MAX ? last - first : 0;
+}
+
 }  // namespace
 
 JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device, const ReadyFn& on_ready) {
@@ -135,26 +154,10 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
   getrusage(RUSAGE_SELF, &cpu1);
   result.process_cpu_user_s = seconds(cpu1.ru_utime) - seconds(cpu0.ru_utime);
   result.process_cpu_sys_s = seconds(cpu1.ru_stime) - seconds(cpu0.ru_stime);
-  if (control.window_closed) {
-    result.window_cpu_user_s = seconds(control.window_cpu1.ru_utime) - seconds(control.window_cpu0.ru_utime);
-    result.window_cpu_sys_s = seconds(control.window_cpu1.ru_stime) - seconds(control.window_cpu0.ru_stime);
-  }
-
   if (ready_error) std::rethrow_exception(ready_error);
   for (auto& w : workers)
     if (w->error()) std::rethrow_exception(w->error());
-  if (uint64_t done = control.first_done_ns.load()) result.first_done_ns = done - control.start_ns.load();
-  result.round_end_ns = control.round_end_ns;
-
-  uint64_t first = UINT64_MAX, last = 0;
-  for (auto& w : workers) {
-    result.threads.push_back(w->result());
-    if (w->started_ns()) {
-      first = std::min(first, w->started_ns());
-      last = std::max(last, w->started_ns());
-    }
-  }
-  result.start_skew_ns = last >= first && first != UINT64_MAX ? last - first : 0;
+  collect(control, workers, result);
   return result;
 }
 

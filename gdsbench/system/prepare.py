@@ -138,51 +138,18 @@ def prepare(
     exists = _check_may_write(path)
     if exists and not force and _is_complete(path, size):
         return Prepared(path, size, reused=True)
-
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UsageError(f"PATH {path}: directory {directory} does not exist")
-    vfs = os.statvfs(directory)
-    free = vfs.f_bavail * vfs.f_frsize + (os.stat(path).st_size if exists else 0)
-    if size > free:
-        raise UsageError(f"{size_flag} {format_size(size)}: only {format_size(free)} free in {directory}; choose a "
-                         "smaller size")
-
+    directory = _check_room(path, size, exists, size_flag)
     _remove_leftovers(path)
     tmp = f"{path}{PARTIAL}{os.getpid()}"
+    fd = _create(tmp, path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        why = {errno.EROFS: "the filesystem is read-only", errno.EACCES: "no permission to create files there",
-               errno.ENOSPC: "no space (or no free inodes) left there"}.get(e.errno, e.strerror)
-        raise UsageError(f"PATH {path}: cannot create the file: {why}; choose another directory") from None
-    try:
-        buf = np.empty(CHUNK, dtype=np.uint8)
-        done = 0
-        while done < size:
-            n = min(CHUNK, size - done)
-            view = buf[:n]
-            _native.pattern_fill(view, done, seed)
-            written = 0
-            while written < n:
-                try:
-                    written += os.pwrite(fd, view[written:], done + written)
-                except OSError as e:
-                    raise IoFailure(f"PATH {path}: writing failed after {format_size(done + written)}: {e.strerror}; "
-                                    "nothing was left behind") from None
-            done += n
-            if progress:
-                progress(done, size)
+        _write_pattern(fd, path, size, seed, progress)
         os.fsync(fd)
         _mark(fd)
         os.close(fd)
         fd = -1
-        os.rename(tmp, path)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        os.rename(tmp, path)  # only a whole, marked file ever has the name
+        _fsync_directory(directory)
     except BaseException:
         if fd >= 0:
             os.close(fd)
@@ -191,3 +158,53 @@ def prepare(
         raise
     pagecache.evict(path, 0, size)  # a run right after must not read what we just wrote from RAM
     return Prepared(path, size, reused=False)
+
+
+def _check_room(path: str, size: int, exists: bool, size_flag: str) -> str:
+    """The directory the file goes in, once it is known to exist and hold `size` bytes."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"PATH {path}: directory {directory} does not exist")
+    vfs = os.statvfs(directory)
+    free = vfs.f_bavail * vfs.f_frsize + (os.stat(path).st_size if exists else 0)
+    if size > free:
+        raise UsageError(f"{size_flag} {format_size(size)}: only {format_size(free)} free in {directory}; choose a "
+                         "smaller size")
+    return directory
+
+
+def _create(tmp: str, path: str) -> int:
+    """A new file of gdsbench's own (O_EXCL: never one that was there), for writing."""
+    try:
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        why = {errno.EROFS: "the filesystem is read-only", errno.EACCES: "no permission to create files there",
+               errno.ENOSPC: "no space (or no free inodes) left there"}.get(e.errno, e.strerror)
+        raise UsageError(f"PATH {path}: cannot create the file: {why}; choose another directory") from None
+
+
+def _write_pattern(fd: int, path: str, size: int, seed: int, progress) -> None:
+    buf = np.empty(CHUNK, dtype=np.uint8)
+    done = 0
+    while done < size:
+        n = min(CHUNK, size - done)
+        view = buf[:n]
+        _native.pattern_fill(view, done, seed)
+        written = 0
+        while written < n:
+            try:
+                written += os.pwrite(fd, view[written:], done + written)
+            except OSError as e:
+                raise IoFailure(f"PATH {path}: writing failed after {format_size(done + written)}: {e.strerror}; "
+                                "nothing was left behind") from None
+        done += n
+        if progress:
+            progress(done, size)
+
+
+def _fsync_directory(directory: str) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
