@@ -67,7 +67,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
         if s.path and s.opens_target and own in (None, p):
             target = inspect(s.path)
             check_region(s, target)
-            if s.is_direct and s.transfer.native:  # a Python-driven mode chooses its own flags
+            if s.checks_direct:
                 check_direct(target, s.bs, s.offset)
         parts.append(Part(p, s, target))
     return parts

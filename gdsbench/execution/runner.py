@@ -159,7 +159,7 @@ def plan(spec: JobSpec) -> Plan:
     gpu.require(spec)  # first: a GPU mode on a machine without one says that, not which engine is missing
     spec = spec.replace(engine=resolve_engine(spec))
     comm = mpi.world()
-    if comm is not None and not spec.transfer.native:
+    if comm is not None and not spec.transfer.many_processes:
         raise UsageError(f"--mode {spec.mode} under mpirun: it runs in one process; run it without mpirun")
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
@@ -177,7 +177,7 @@ def plan(spec: JobSpec) -> Plan:
         else:
             target = inspect(spec.path)
             size = resolve_region(spec, target)
-            if spec.is_direct and spec.transfer.native:  # a Python-driven mode chooses its own flags
+            if spec.checks_direct:
                 check_direct(target, spec.bs, spec.offset)
             _check_pattern([spec])
     else:  # (--verify with an engine that reads nothing is refused by validate())
@@ -228,7 +228,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         kvikio_path = None
         watched = gpu.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
-        if not spec.transfer.native:
+        if not spec.transfer.native_loop:
             run, kvikio_path = kvikio_mode.run(spec, progress)
             warnings.append(kvikio_mode.TIMING_NOTE)
         elif comm is not None:

@@ -21,7 +21,9 @@ class Mode:
     other_cache_mode: str | None  # the mode to use for the other choice, when this one has none
     gpu: bool  # reads land in GPU memory: needs a GPU, or the simulation
     staged: bool  # through pinned host memory, then copied to the GPU (native: Job::staged())
-    native: bool  # run by the native worker loop; False: its own Python loop, in one process
+    native_loop: bool  # run by the native transfer loop (benchmark workers; train's native SampleReader)
+    own_open_flags: bool  # opens files its own way (kvikio picks O_DIRECT itself): gdsbench checks no alignment
+    many_processes: bool  # may run as several processes (--procs) or MPI ranks
     simulated: bool  # --gpu-backend sim can stand in for its GPU
     worker_threads: bool  # --threads gives it more worker threads
     depth_note: str | None  # why --qd above 1 means nothing to it, and what to use instead
@@ -32,25 +34,28 @@ class Mode:
 
 _HOST_ENGINES = ("io_uring", "psync", "null")
 
+_NATIVE = dict(native_loop=True, own_open_flags=False, many_processes=True)  # what the native core's modes share
+
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cpu", "host memory", _HOST_ENGINES, direct=True, cache_choice=True, other_cache_mode=None, gpu=False,
-         staged=False, native=True, simulated=False, worker_threads=True, depth_note=None, requires=(),
+         staged=False, **_NATIVE, simulated=False, worker_threads=True, depth_note=None, requires=(),
          landing="into host memory", path_from="engine"),
     Mode("bounce", "O_DIRECT into pinned memory, then copied to the GPU", _HOST_ENGINES, direct=True,
-         cache_choice=False, other_cache_mode="cached-bounce", gpu=True, staged=True, native=True, simulated=True,
+         cache_choice=False, other_cache_mode="cached-bounce", gpu=True, staged=True, **_NATIVE, simulated=True,
          worker_threads=True, depth_note=None, requires=(),
          landing="into pinned host memory, then cudaMemcpyAsync to GPU memory", path_from="engine"),
     Mode("cached-bounce", "page-cache reads, then copied", _HOST_ENGINES, direct=False, cache_choice=False,
-         other_cache_mode="bounce", gpu=True, staged=True, native=True, simulated=True, worker_threads=True,
+         other_cache_mode="bounce", gpu=True, staged=True, **_NATIVE, simulated=True, worker_threads=True,
          depth_note=None, requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
          path_from="engine"),
     Mode("gds", "cuFile into GPU memory", ("cufile",), direct=True, cache_choice=False,
-         other_cache_mode="cached-bounce", gpu=True, staged=False, native=True, simulated=False, worker_threads=True,
+         other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=False, worker_threads=True,
          depth_note="cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio", requires=(),
          landing="", path_from="cufile-platform"),
     Mode("kvikio", "kvikio's own reads", ("kvikio",), direct=True, cache_choice=True, other_cache_mode=None, gpu=True,
-         staged=False, native=False, simulated=False, worker_threads=False, depth_note=None,
-         requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")), landing="", path_from="kvikio-statistics"),
+         staged=False, native_loop=False, own_open_flags=True, many_processes=False, simulated=False,
+         worker_threads=False, depth_note=None, requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")),
+         landing="", path_from="kvikio-statistics"),
 )}
 
 # Engines no native engine file provides, described as the native registry describes its own

@@ -236,6 +236,12 @@ class _JobOptions:
         return MODES[self.mode]
 
     @property
+    def checks_direct(self) -> bool:
+        """Whether gdsbench checks O_DIRECT alignment for it: O_DIRECT, in a mode that does not
+        open files its own way (kvikio chooses its own flags)."""
+        return self.is_direct and not self.transfer.own_open_flags
+
+    @property
     def opens_target(self) -> bool:
         """Whether its engine reads the target at all (the null engine does not)."""
         return opens_target(self.engine)
@@ -282,10 +288,10 @@ class _JobOptions:
         if not mode.worker_threads and self.threads > 1:
             raise IncompatibleOptions(f"--threads {self.threads}: --mode {self.mode} reads with its own pool; "
                                       "use --kvikio-threads")
-        if not mode.native and self.stonewall:
+        if not mode.native_loop and self.stonewall:
             raise IncompatibleOptions(f"--stonewall with --mode {self.mode}: it runs one loop, there are no workers "
                                       "to stonewall")
-        if not mode.native and self.procs > 1:
+        if not mode.many_processes and self.procs > 1:
             raise IncompatibleOptions(f"--procs {self.procs}: --mode {self.mode} runs in one process; "
                                       "use --kvikio-threads")
         engine = ENGINE_INFO[mode.engines[0] if self.engine == "auto" else self.engine]  # auto: what it picks first

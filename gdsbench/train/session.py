@@ -31,7 +31,7 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     gpu.require(spec)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
-    if spec.direct and spec.transfer.native:  # kvikio chooses its own flags
+    if spec.checks_direct:
         check_direct(inspect(dataset.paths[0]), spec.bs, 0)
     return spec
 
@@ -90,7 +90,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     seen = nvfs.observe(nvfs_before, sum(r.bytes_read for r in records)) if watched else None
     row = metrics.summarise(records, run.workload)
     at, au = metrics.au_over_time(records)
-    kvikio_path = None if run.spec.transfer.native else kvikio_mode.sample_data_path(
+    kvikio_path = None if run.spec.transfer.native_loop else kvikio_mode.sample_data_path(
         run.spec, int(run.dataset.length.mean()))
     row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0]), kvikio_path, seen),
                au_time_s=at.tolist(), au_time=au.tolist(),
