@@ -66,8 +66,8 @@ def _configure(defaults, spec: JobSpec) -> bool:
         return False
     defaults.set(settings)
     try:  # kvikio's POSIX reads go through the page cache unless asked (kvikio >= 25.08)
-        defaults.set({"auto_direct_io_read": spec.is_direct})
-        return spec.is_direct
+        defaults.set({"auto_direct_io_read": spec.uses_o_direct})
+        return spec.uses_o_direct
     except (KeyError, ValueError, TypeError):
         return False
 

@@ -28,7 +28,7 @@ def resolve_engine(spec: JobSpec) -> str:
     available here (io_uring, else psync, for host and bounce modes)."""
     if spec.engine not in ENGINE_INFO and spec.engine != "auto":
         raise UsageError(f"--engine {spec.engine}: unknown engine; choose one of auto, {', '.join(ENGINE_INFO)}")
-    mode = spec.transfer
+    mode = spec.mode_declaration
     if spec.engine != "auto":
         reason = ENGINE_INFO[spec.engine]["unavailable"]
         if reason:
@@ -159,7 +159,7 @@ def plan(spec: JobSpec) -> Plan:
     gpu.require(spec)  # first: a GPU mode on a machine without one says that, not which engine is missing
     spec = spec.replace(engine=resolve_engine(spec))
     comm = mpi.world()
-    if comm is not None and not spec.transfer.many_processes:
+    if comm is not None and not spec.mode_declaration.many_processes:
         raise UsageError(f"--mode {spec.mode} under mpirun: it runs in one process; run it without mpirun")
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
@@ -182,7 +182,7 @@ def plan(spec: JobSpec) -> Plan:
             _check_pattern([spec])
     else:  # (--verify with an engine that reads nothing is refused by validate())
         size = spec.size or NULL_REGION
-    resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.is_direct)
+    resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.uses_o_direct)
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
@@ -228,7 +228,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         kvikio_path = None
         watched = gpu.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
-        if not spec.transfer.native_loop:
+        if not spec.mode_declaration.native_loop:
             run, kvikio_path = kvikio_mode.run(spec, progress)
             warnings.append(kvikio_mode.TIMING_NOTE)
         elif comm is not None:

@@ -231,7 +231,7 @@ class _JobOptions:
         return self.gpu_backend == "sim" or self.gpu_backend.startswith("sim:")
 
     @property
-    def transfer(self):
+    def mode_declaration(self):
         """The declaration of this job's mode (job/modes.py)."""
         return MODES[self.mode]
 
@@ -239,7 +239,7 @@ class _JobOptions:
     def checks_direct(self) -> bool:
         """Whether gdsbench checks O_DIRECT alignment for it: O_DIRECT, in a mode that does not
         open files its own way (kvikio chooses its own flags)."""
-        return self.is_direct and not self.transfer.own_open_flags
+        return self.uses_o_direct and not self.mode_declaration.own_open_flags
 
     @property
     def opens_target(self) -> bool:
@@ -249,17 +249,17 @@ class _JobOptions:
     @property
     def on_gpu(self) -> bool:
         """Reads land in GPU memory (real or simulated)."""
-        return self.transfer.gpu
+        return self.mode_declaration.gpu
 
     @property
     def real_gpu(self) -> bool:
         """Reads land in a real GPU's memory."""
-        return self.transfer.gpu and not self.simulated
+        return self.mode_declaration.gpu and not self.simulated
 
     @property
-    def is_direct(self) -> bool:
+    def uses_o_direct(self) -> bool:
         """O_DIRECT as it will run: the flag, or the mode's default."""
-        return self.direct if self.direct is not None else self.transfer.direct
+        return self.direct if self.direct is not None else self.mode_declaration.direct
 
     def validate(self) -> JobSpec:
         """Check what can be checked without touching the target; return self.
@@ -269,7 +269,7 @@ class _JobOptions:
             if opt.kind == "choice" and value not in opt.choices:
                 raise UsageError(f"{opt.flag} {value}: unknown; choose one of {', '.join(opt.choices)}")
             opt.check(value)
-        mode = self.transfer
+        mode = self.mode_declaration
         if self.gpu_backend != "cuda" and not self.simulated:
             raise UsageError(f"--gpu-backend {self.gpu_backend}: choose cuda (or sim, a CPU stand-in for tests)")
         _native.check_gpu_backend(self.gpu_backend)  # a typo in sim's test hooks, found before anything runs
@@ -311,7 +311,7 @@ class _JobOptions:
             )
         if self.verify and not self.opens_target:
             raise IncompatibleOptions(f"--verify: the {self.engine} engine reads nothing to verify; use psync or io_uring")
-        if self.warm and self.is_direct:
+        if self.warm and self.uses_o_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
         if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
@@ -344,7 +344,7 @@ class _JobOptions:
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
-            parts.append("O_DIRECT" if self.is_direct else "buffered")
+            parts.append("O_DIRECT" if self.uses_o_direct else "buffered")
         if self.warm:
             parts.append("warm cache")
         return " ".join(parts)

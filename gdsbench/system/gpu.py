@@ -143,7 +143,7 @@ def why_no_gpu() -> str | None:
 
 def require(spec: JobSpec) -> None:
     """UsageError, one line naming what is missing, unless spec's mode can run here."""
-    mode = spec.transfer
+    mode = spec.mode_declaration
     if not mode.gpu:
         return
     if spec.simulated:  # job/spec.py refuses modes the simulation cannot stand in for
@@ -174,7 +174,7 @@ def _importable(module: str) -> bool:
 def cufile_serves(spec: JobSpec) -> bool:
     """Whether cuFile serves this job's reads on a real GPU: then nvidia-fs's counters,
     read around the run (system/nvfs.py), are the evidence of the path they took."""
-    return spec.real_gpu and spec.transfer.path_from != "engine"
+    return spec.real_gpu and spec.mode_declaration.path_from != "engine"
 
 
 def compat_forced(info: dict) -> str | None:
@@ -226,7 +226,7 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
               seen: nvfs.Observation | None = None) -> str:
     """What the bytes of this (resolved) job really pass through, in words. `seen` is what
     nvidia-fs counted during the run, for the modes that read through cuFile."""
-    mode = spec.transfer
+    mode = spec.mode_declaration
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
         return f"cuFile reads into GPU memory, {_through_cufile(status(), target, seen)}"
@@ -237,7 +237,7 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if not spec.opens_target:
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
-    return f"{spec.engine} {'O_DIRECT' if spec.is_direct else 'page-cache'} reads {mode.landing}{sim}"
+    return f"{spec.engine} {'O_DIRECT' if spec.uses_o_direct else 'page-cache'} reads {mode.landing}{sim}"
 
 
 def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) -> list[str]:

@@ -49,7 +49,7 @@ def make_readers(config: TrainConfig, rank: int) -> list:
 
 def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
     """`count` readers of whole samples: native SampleReaders, or kvikio's in --mode kvikio."""
-    if not spec.transfer.native_loop:
+    if not spec.mode_declaration.native_loop:
         return [kvikio_mode.SampleReader(spec, gpu) for _ in range(count)]
     check = check_device if spec.real_gpu and spec.verify else None
     job = to_native(spec)

@@ -27,7 +27,7 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
     # (a reader reads the samples it is given: the job's runtime is never used)
     spec = spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)).validate()
-    spec = spec.replace(engine=resolve_engine(spec), direct=spec.is_direct, runtime_ns=spec.runtime_ns or 0)
+    spec = spec.replace(engine=resolve_engine(spec), direct=spec.uses_o_direct, runtime_ns=spec.runtime_ns or 0)
     gpu.require(spec)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
@@ -90,7 +90,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     seen = nvfs.observe(nvfs_before, sum(r.bytes_read for r in records)) if watched else None
     row = metrics.summarise(records, run.workload)
     at, au = metrics.au_over_time(records)
-    kvikio_path = None if run.spec.transfer.native_loop else kvikio_mode.sample_data_path(
+    kvikio_path = None if run.spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(
         run.spec, int(run.dataset.length.mean()))
     row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0]), kvikio_path, seen),
                au_time_s=at.tolist(), au_time=au.tolist(),
