@@ -507,3 +507,21 @@ def test_the_native_reader_counts_a_bad_block_once_however_often_it_is_read(tmp_
         assert reader.read(path, 0, 64 * KiB)[0] == 64 * KiB
     assert reader.verified_blocks == 3 * 16
     assert (reader.verify_mismatches, reader.first_mismatch_path, reader.first_mismatch_offset) == (1, path, 8 * KiB)
+
+
+def test_the_probe_leaves_its_start_out_as_fio_leaves_out_its_ramp():
+    """A throttle's first slice, or the first reads after a cache drop, can run far faster than the
+    storage does after: what completes in the probe's first PROBE_RAMP does not count."""
+    class BurstThenSteady:  # a stand-in reader (no storage): one big read at once, then 1000 bytes per 10 ms
+        calls = 0
+
+        def read(self, path, offset, length):
+            BurstThenSteady.calls += 1
+            if BurstThenSteady.calls > 1:
+                time.sleep(0.01)
+                return (1000,)
+            return (10 << 20,)
+
+    nbytes, seconds, reads, _ = predict._probe_once([BurstThenSteady()], [iter([("x", 0, 0)] * 10**6)], 0.5)
+    assert 10 << 20 > nbytes > 0 and reads == nbytes // 1000
+    assert nbytes / seconds < 1 << 20  # the burst alone would make it 20 MiB/s

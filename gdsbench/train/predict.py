@@ -47,6 +47,7 @@ from gdsbench.train.workloads import Workload
 MiB = 1 << 20
 PROBE_SECONDS = 3.0
 PROBE_REPEATS = 2  # each probe point is this many whole probes: their spread says how steady the storage was
+PROBE_RAMP = 0.2  # the share of each probe left out at its start, as fio's ramp_time
 MAX_PROBE_READERS = 1024
 SPREAD_WARNING = 0.20  # a probe point's repeats differing more than this: the prediction is uncertain
 FALL_WARNING = 0.10  # the rate falling by more than this as readers are added: said
@@ -115,9 +116,12 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
 
 def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, int, float]:
     """One probe, each reader reading its share of (path, offset, length) in order: (bytes read,
-    seconds, reads, process CPU seconds)."""
+    seconds, reads, process CPU seconds) over its measured part. As fio's ramp_time, the first
+    PROBE_RAMP of it is left out: a probe of a second or two is short enough that its start
+    (readers starting, a throttle's first slice, the first reads after the cache was dropped)
+    would otherwise weigh on the rate. What completes after the ramp counts, issued before it or not."""
     readers = len(pool)
-    done = [[0, 0] for _ in range(readers)]  # bytes, samples per reader
+    done: list[list[tuple[float, int]]] = [[] for _ in range(readers)]  # per reader: (completed at, bytes)
     errors: list[BaseException] = []
     gate = threading.Barrier(readers + 1)
     deadline = [0.0]
@@ -128,8 +132,8 @@ def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, i
             for path, offset, length in shares[w]:
                 if time.monotonic() >= deadline[0]:
                     return
-                done[w][0] += pool[w].read(path, offset, length)[0]
-                done[w][1] += 1
+                got = pool[w].read(path, offset, length)[0]
+                done[w].append((time.monotonic(), got))
         except BaseException as e:  # noqa: BLE001 - raised in the caller
             errors.append(e)
 
@@ -142,10 +146,16 @@ def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, i
     gate.wait()
     for t in threads:
         t.join()
-    elapsed = max(time.monotonic() - start, 1e-9)
+    end = max(time.monotonic(), start + 1e-9)
     if errors:
         raise errors[0]
-    return sum(d[0] for d in done), elapsed, sum(d[1] for d in done), time.process_time() - cpu0
+    reads = [r for mine in done for r in mine]
+    measured_from = start + PROBE_RAMP * seconds
+    counted = [r for r in reads if r[0] >= measured_from]
+    if not counted:  # samples so large that none completed after the ramp: the whole probe
+        counted, measured_from = reads, start
+    return (sum(b for _, b in counted), max(end - measured_from, 1e-9), len(counted),
+            (time.process_time() - cpu0) * (end - measured_from) / (end - start))
 
 
 def _cpus() -> int:
