@@ -27,9 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, median, write_outputs  # noqa: E402
 from vs_fio import (  # noqa: E402
     ROWS,
-    SCRATCH,
-    DiskCounters,
     median_interval,
+    prepare_files,
     release_hugepages,
     reserve_hugepages,
     run_fio,
@@ -37,7 +36,6 @@ from vs_fio import (  # noqa: E402
     warm_up,
 )
 
-import gdsbench  # noqa: E402
 from gdsbench.job.units import format_duration, format_rate  # noqa: E402
 
 SAME_WITHIN = 0.05
@@ -72,11 +70,7 @@ def main() -> int:
     ap.add_argument("--name", default="build_ab")
     args = ap.parse_args()
 
-    os.makedirs(SCRATCH, exist_ok=True)
-    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat")}
-    gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(args.disk_size))
-    gdsbench.prepare(files["warm"], 1 << 30)
-    counters = DiskCounters(files["disk"])
+    files, counters = prepare_files(args.disk_size)
     builds = {"old": args.old, "new": sys.executable}
     old_hugepages = reserve_hugepages(32)
     reference = run_fio_huge if old_hugepages is not None else run_fio

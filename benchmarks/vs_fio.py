@@ -185,6 +185,15 @@ def warm_up(path: str) -> None:
             pass
 
 
+def prepare_files(disk_size: str) -> tuple[dict[str, str], DiskCounters]:
+    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache) and the disk's counters."""
+    os.makedirs(SCRATCH, exist_ok=True)
+    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat")}
+    gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(disk_size))
+    gdsbench.prepare(files["warm"], 1 << 30)
+    return files, DiskCounters(files["disk"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", type=float, default=3.0, help="seconds per measurement (default 3)")
@@ -196,12 +205,7 @@ def main() -> int:
     ap.add_argument("--name", default="vs_fio", help="output name under results/benchmarks/")
     args = ap.parse_args()
 
-    os.makedirs(SCRATCH, exist_ok=True)
-    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat")}
-    gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(args.disk_size))
-    gdsbench.prepare(files["warm"], 1 << 30)
-    counters = DiskCounters(files["disk"])
-
+    files, counters = prepare_files(args.disk_size)
     old_hugepages = reserve_hugepages(32)
     reference = run_fio_huge if old_hugepages is not None else run_fio
     try:

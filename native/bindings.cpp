@@ -20,6 +20,7 @@
 #include "runner.hpp"
 #include "sample_reader.hpp"
 #include "step_barrier.hpp"
+#include "window_rule.hpp"
 
 namespace py = pybind11;
 using gds::LatencyHistogram;
@@ -242,6 +243,14 @@ PYBIND11_MODULE(_native, m) {
   job.def_property(
       "direction", [](const gds::Job& j) { return std::string(gds::direction_name(j.direction)); },
       [](gds::Job& j, const std::string& name) { j.direction = gds::parse_direction(name); });
+
+  py::class_<gds::WindowRule>(m, "WindowRule", "The measured window's rule (native/window_rule.hpp), for Python loops.")
+      .def(py::init([](uint64_t start, uint64_t end, uint64_t budget) { return gds::WindowRule{start, end, budget}; }),
+           py::arg("start"), py::arg("end"), py::arg("budget"))
+      .def("open_at", &gds::WindowRule::open_at, py::arg("now"))
+      .def("counts", &gds::WindowRule::counts, py::arg("completed_at"))
+      .def("ended_at", &gds::WindowRule::ended_at, py::arg("now"))
+      .def("may_issue", &gds::WindowRule::may_issue, py::arg("now"), py::arg("counted"), py::arg("outstanding"));
 
   py::class_<LatencyHistogram>(m, "LatencyHistogram")
       .def(py::init<>())

@@ -12,6 +12,7 @@
 #include "offsets.hpp"
 #include "pattern.hpp"
 #include "transfer.hpp"
+#include "window_rule.hpp"
 
 namespace gds {
 
@@ -175,7 +176,8 @@ void Worker::loop() {
   started_ns_ = now_ns();
   Window window(result_, progress_bytes_, control_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns,
                 job_.round_reads ? kMaxRoundHistograms / job_.threads : 0);
-  const uint64_t deadline = job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX;
+  const WindowRule rule{window.start(), job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX,
+                        plan_.block_budget};
   OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
                                                       job_.seed, plan_.index);
   TransferLoop transfers(*engine_, *slots_, job_.qd, job_.direction, job_.path, job_.direct);
@@ -186,18 +188,18 @@ void Worker::loop() {
 
   auto next = [&](IoRequest& r, uint64_t now) {
     const bool measuring = window.reached(now, control_);
-    if (!submitting || control_.stop.load(std::memory_order_relaxed) || now >= deadline) {
+    if (!submitting || control_.stop.load(std::memory_order_relaxed) || rule.ended_at(now)) {
       submitting = false;
       return false;
     }
-    if (measuring && result_.ops + transfers.outstanding() >= plan_.block_budget) return false;
+    if (!rule.may_issue(now, result_.ops, transfers.outstanding())) return false;
     r.offset = offsets.next();
     if (measuring) window.issued(now);
     return true;
   };
   auto landed = [&](IoRequest& r, uint64_t when) {
     if (job_.verify) verify(r);
-    if (window.reached(when, control_) && when >= window.start()) window.completed(r, when);
+    if (window.reached(when, control_) && rule.counts(when)) window.completed(r, when);
     if (job_.stonewall && control_.stonewall.load(std::memory_order_relaxed)) window.snapshot(when);
   };
   transfers.run(next, landed);

@@ -204,3 +204,13 @@ def test_verify_failure_on_the_command_line_shows_the_result_then_one_error_line
     assert res.code == VerifyFailure.exit_code == 4
     assert "1 mismatched" in res.out and "bandwidth" in res.out  # the measurement is printed all the same
     assert res.err.count("\n") == 1 and "did not match the pattern" in res.err and "offset 20480" in res.err
+
+
+def test_the_window_rule_is_fios_and_one_for_every_loop():
+    """native/window_rule.hpp: the Worker's rule, and the kvikio loop's through the binding."""
+    rule = _native.WindowRule(100, 200, 3)
+    assert not rule.open_at(99) and rule.open_at(100)
+    assert rule.counts(150) and rule.counts(250) and not rule.counts(99)  # completed in it, issued whenever
+    assert rule.may_issue(50, 0, 10)  # during the ramp the budget does not apply
+    assert rule.may_issue(150, 1, 1) and not rule.may_issue(150, 2, 1)  # completed + outstanding
+    assert not rule.may_issue(200, 0, 0) and rule.ended_at(200)

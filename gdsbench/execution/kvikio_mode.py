@@ -157,11 +157,10 @@ def _since(before: tuple[float, float] | None, after: tuple[float, float]) -> tu
 
 class _Loop:
     """Up to --qd preads in flight through one kvikio file handle, collected
-    oldest first, and what they measured. The measured window follows the
-    native rule: it opens when the ramp ends, a read counts if it completes
-    inside it, and --io-size stops issuing at completions plus reads
-    outstanding. CPU is the process's over the window (kvikio's pool threads
-    are this process's), and this thread's beside it."""
+    oldest first, and what they measured. The measured window is the native
+    core's own rule (native/window_rule.hpp, through _native.WindowRule). CPU is
+    the process's over the window (kvikio's pool threads are this process's),
+    and this thread's beside it."""
 
     def __init__(self, spec: JobSpec, cupy, handle, progress):
         self.spec, self.handle, self.progress = spec, handle, progress
@@ -183,7 +182,8 @@ class _Loop:
         self.cpu0 = self.thread_cpu0 = None  # process and this thread's CPU when the window opened
         self.t0 = time.monotonic_ns()
         self.measure_start = self.t0 + spec.ramp_ns
-        self.deadline = self.measure_start + spec.runtime_ns if spec.runtime_ns else None
+        self.rule = _native.WindowRule(self.measure_start, self.measure_start + spec.runtime_ns if spec.runtime_ns
+                                       else 2**64 - 1, self.budget if self.budget is not None else 2**64 - 1)
 
     def start_measuring(self) -> None:
         self.cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
@@ -200,10 +200,9 @@ class _Loop:
         """Fill every free buffer, unless the window's end or the byte budget says stop."""
         while self.free:
             now = time.monotonic_ns()
-            if self.cpu0 is None and now >= self.measure_start:
+            if self.cpu0 is None and self.rule.open_at(now):
                 self.start_measuring()
-            if (self.deadline is not None and now >= self.deadline) or (
-                    self.cpu0 is not None and self.budget is not None and self.ops + len(self.inflight) >= self.budget):
+            if not self.rule.may_issue(now, self.ops, len(self.inflight)):
                 return
             index, off = self.free.popleft(), self.next_offset()
             try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
@@ -229,9 +228,9 @@ class _Loop:
         if self.spec.verify:
             self.bad.update(check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0]))
             self.verified += self.spec.bs // _native.PATTERN_BLOCK
-        if self.cpu0 is None and end >= self.measure_start:
+        if self.cpu0 is None and self.rule.open_at(end):
             self.start_measuring()
-        if end < self.measure_start:  # finished during the ramp, whenever it was collected
+        if not self.rule.counts(end):  # finished during the ramp, whenever it was collected
             return
         self.samples.append(end - started)
         self.done_bytes += self.spec.bs

@@ -42,6 +42,13 @@ from gdsbench.train.workloads import Workload
 READ_JOIN_S = 2.0  # how long an ending epoch waits for each read thread
 
 
+def _hand_over(loader, error: BaseException) -> None:
+    """A reader thread's failure, for the accelerator waiting on the loader to raise."""
+    with loader.cond:
+        loader.error = error
+        loader.cond.notify_all()
+
+
 @dataclass
 class EpochRecord:
     """One accelerator's epoch, step by step (ns on the monotonic clock)."""
@@ -112,9 +119,7 @@ class Loader:
                     path, offset, length = self.dataset.sample(int(i))
                     total += reader.read(path, offset, length)[0]
             except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
-                with self.cond:
-                    self.error = e
-                    self.cond.notify_all()
+                _hand_over(self, e)
                 return
             with self.cond:
                 self.ready[b] = total
@@ -197,9 +202,7 @@ class StreamLoader:
                             self.ready[w].append((i, int(self.dataset.length[i])))
                         self.cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
-            with self.cond:
-                self.error = e
-                self.cond.notify_all()
+            _hand_over(self, e)
             return
         with self.cond:
             self.finished[w] = True
