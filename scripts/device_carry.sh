@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Run HERE (a machine with network), IN THE CHECKOUT THE DEVICE COMMAND IS
-# SENT FROM, before scripts/device_check.sh runs on an offline GPU machine: the
-# device tool sends that checkout, and these two ignored folders travel only
-# when the call names them in `carry`:
+# For a GPU machine with no internet: run this on a machine with network, in
+# the checkout that scripts/device_check.sh will run from (or copy the two
+# folders it makes there). Where the checkout is sent by a remote-device tool,
+# as this project's H200 is, those ignored folders travel only when the call
+# names them (its `carry`). An online GPU machine needs none of this.
 #   .whl/                    kvikio-cu13 and the wheels it needs beyond the GPU image's own
 #   .dev/liburing/           Debian's liburing-dev, unpacked, for the io_uring engine's build
 #   .dev/cuda/include/       CUDA runtime and cuFile headers (from the nvidia-* wheels), used
@@ -18,9 +19,9 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 download() { python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   "${platforms[@]}" "$@"; }
-# Only what the GPU image lacks (../.library/device/KINDS.md lists what it has:
-# cupy, numpy, the nvidia libraries, cuda-pathfinder), so nothing carried
-# shadows the image's own packages.
+# Only what a GPU image with cupy, numpy, the nvidia libraries and
+# cuda-pathfinder lacks (this project's H200 image has those), so nothing
+# carried shadows the image's own packages.
 download --no-deps -d .whl "kvikio-cu13==26.10.*" "libkvikio-cu13==26.10.*" "rapids-logger==0.3.*"
 (cd /tmp && apt-get download -q liburing-dev >/dev/null && dpkg -x liburing-dev_*.deb "$OLDPWD/.dev/liburing" && rm -f liburing-dev_*.deb)
 headers=$(mktemp -d)

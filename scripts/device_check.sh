@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# One command for a machine with an NVIDIA GPU and no internet (the project's
-# H200: CUDA 13, cupy-cuda13x and nvidia-cufile installed; Python 3.12). It
-# builds gdsbench into a private prefix, then runs the steps named in
-# $DEVICE_STEPS (default all four): "modes" verifies and measures every GPU
-# mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
+# One command for any machine with an NVIDIA GPU, online or not (CUDA 13
+# with cupy-cuda13x and nvidia-cufile installed; tried on an H200 with
+# Python 3.12). It builds gdsbench into a private prefix, then runs the steps
+# named in $DEVICE_STEPS (default all four): "modes" verifies and measures
+# every GPU mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
 # `gdsbench validate` twice, "train" emulates a scaled unet3d in each GPU mode
 # (verified) and predicts it, "tests" runs the GPU-marked tests.
 #
-#   scripts/device_carry.sh      # FIRST, in the checkout the device command is sent from:
-#                                # it fills .whl/ and .dev/, which the call must carry
-#   device run, carry [".whl", ".dev"], timeout_s 600:
-#       scripts/device_check.sh
-#   or, in a shorter call: DEVICE_STEPS="validate tests" scripts/device_check.sh   (timeout_s 300)
+#   scripts/device_check.sh                      # on the GPU machine, in a checkout
+#   DEVICE_STEPS="validate tests" scripts/device_check.sh
 #
-# Every step has a time limit: 7 s + 20 + 120 + 45, then modes 210, validate
-# 150 + 60, train 20 + 4 x 45 + 40, tests 50, and 10 to pack the logs: 912 s
-# at worst for all four (more than one call allows: name fewer steps), about
-# 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
+# kvikio (for --mode kvikio) is used if the machine's Python has it; else
+# installed from .whl/ if there is one; else from PyPI if the machine is
+# online. A machine with no internet needs .whl/ and .dev/ beside the checkout:
+# run scripts/device_carry.sh on a machine with network first and copy them
+# over (this project's remote H200 sends them with the checkout: its device
+# call names them in `carry`; a call's time limit there is 600 s, so name fewer
+# steps in one call where the limits below add up to more).
 #
-# Output goes to $OUT (the device tool's folder), else results/device/. It
+# Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
+# package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
+# 4 x 45 + 40, tests 50, and 10 to pack the logs: 912 s at worst for all four
+# with carried wheels, about 5 minutes in a normal run; "validate tests" alone
+# about 2, "train tests" 2.
+#
+# Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
 # writes at most these files, so all of them come back:
 #   device_check.log    everything this script printed
 #   info.json           gdsbench info --json
@@ -82,11 +88,15 @@ main() {
   done
 
   step "carried wheels (kvikio) and build inputs"
-  if ls .whl/*.whl >/dev/null 2>&1; then
+  if $python -c "import kvikio" 2>/dev/null; then
+    echo "kvikio: the machine's own ($($python -c 'import kvikio; print(kvikio.__version__)' 2>/dev/null))"
+  elif ls .whl/*.whl >/dev/null 2>&1; then
     timeout 20 $python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
       && export PYTHONPATH=/tmp/site || echo "WARNING: carried wheels did not install: kvikio mode will say why it cannot run"
+  elif timeout 90 $python -m pip install -q --retries 0 --timeout 5 --no-compile --target /tmp/site "kvikio-cu13==26.10.*" 2>/dev/null; then
+    export PYTHONPATH=/tmp/site && echo "kvikio: installed from the package index into /tmp/site"
   else
-    echo "WARNING: no .whl/ carried (run scripts/device_carry.sh here first): kvikio mode cannot run"
+    echo "WARNING: no kvikio here, no .whl/ (scripts/device_carry.sh makes one) and no package index: kvikio mode cannot run"
   fi
   [ -d .dev/liburing/usr ] && export LIBURING_ROOT=$repo/.dev/liburing \
     || echo "WARNING: no .dev/liburing carried: unless the image has liburing, io_uring is missing and gpu_modes uses psync"
