@@ -16,6 +16,7 @@ import numpy as np
 
 from gdsbench import _native
 from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.job.result import part_summary
 
 
 def _round_ends(runs: list[RunRecord], t0: int) -> list[int]:
@@ -51,12 +52,10 @@ def aggregate(runs: list[RunRecord], infos: list[dict], interval_ns: int) -> Run
         if run.first_done_ns:
             done = shift + run.first_done_ns
             first_done = done if first_done is None else min(first_done, done)
-        seconds = max((t.last_complete_ns for t in run.threads if t.ops), default=0) / 1e9
-        nbytes = sum(t.bytes for t in run.threads)
+        last = max((t.last_complete_ns for t in run.threads if t.ops), default=0)
         procs.append({
-            "proc": index, **info, "start_offset_ns": shift, "bytes": nbytes, "ops": sum(t.ops for t in run.threads),
-            "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0,
-            "lat_p50_ns": latency.percentile(50), "lat_p99_ns": latency.percentile(99),
+            "proc": index, **info, "start_offset_ns": shift,
+            **part_summary(sum(t.bytes for t in run.threads), sum(t.ops for t in run.threads), last, latency),
             "cpu_s": run.window_cpu_user_s + run.window_cpu_sys_s,
             "worker_cpu_s": sum(t.cpu_user_s + t.cpu_sys_s for t in run.threads),
             "interrupted": run.interrupted,

@@ -239,16 +239,18 @@ def histogram_to_dict(h: _native.LatencyHistogram) -> dict:
     }
 
 
+def part_summary(nbytes: int, ops: int, last_complete_ns: int, latency: _native.LatencyHistogram) -> dict:
+    """What a thread's or a process's row says of its reads: the one place both are summarised."""
+    seconds = last_complete_ns / 1e9
+    return {"bytes": nbytes, "ops": ops, "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0,
+            "lat_p50_ns": latency.percentile(50), "lat_p99_ns": latency.percentile(99)}
+
+
 def _thread_summary(index: int, t) -> dict:
-    seconds = t.last_complete_ns / 1e9
     return {
         "thread": index,
         "gpu": t.gpu,
-        "bytes": t.bytes,
-        "ops": t.ops,
-        "bandwidth_bytes_per_s": t.bytes / seconds if seconds else 0.0,
-        "lat_p50_ns": t.latency.percentile(50),
-        "lat_p99_ns": t.latency.percentile(99),
+        **part_summary(t.bytes, t.ops, t.last_complete_ns, t.latency),
         "lat_max_ns": t.latency.max,
         "cpu_user_s": t.cpu_user_s,
         "cpu_sys_s": t.cpu_sys_s,

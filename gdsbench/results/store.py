@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from gdsbench import __version__
 from gdsbench.job.errors import UsageError
-from gdsbench.job.result import Result
+from gdsbench.job.result import Result, histogram_to_dict
 from gdsbench.job.spec import spec_columns
 
 RUN_FILE = "run.json"
@@ -92,17 +92,16 @@ def _pid_alive(pid: int) -> bool:
 def record(result: Result, point: int, point_key: str, repeat: int) -> dict[str, Any]:
     """One row of points.jsonl: the spec as run, the figures, the histogram
     (sparse, enough to merge exactly) and the timeline."""
-    counts = result.latency.counts
-    nonzero = counts.nonzero()[0]
+    sparse = histogram_to_dict(result.latency)  # the one sparse form; its columns keep the names results have
     return {
         "point": point,
         "point_key": point_key,
         "repeat": repeat,
         **spec_columns(result.spec),
         **result.summary(),
-        "hist_index": nonzero.tolist(),
-        "hist_count": counts[nonzero].tolist(),
-        "hist_m2": result.latency.m2,
+        "hist_index": sparse["index"],
+        "hist_count": sparse["count"],
+        "hist_m2": sparse["m2"],
         "timeline_bytes": result.timeline_bytes,
         "warnings": "; ".join(result.warnings),
     }
