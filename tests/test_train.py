@@ -378,7 +378,8 @@ def test_the_probe_reads_each_sample_once_drops_the_cache_and_repeats(dataset_di
     for repeat in (1, 2):
         reads = [(p, o) for r, p, o in asked if r == repeat]
         assert reads and len(reads) == len(set(reads))  # no sample read twice within a probe
-    assert point.spread >= 0 and point.samples == len(asked)
+    # what completed in each repeat's ramp is left out (all of it counts where none completed after it)
+    assert point.spread >= 0 and 0 < point.samples <= len(asked)
 
 
 def test_the_tfrecord_model_reads_each_batch_with_every_stream():
