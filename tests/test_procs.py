@@ -207,6 +207,6 @@ def test_ctrl_c_with_processes_stops_cleanly(when):
         for child in children:
             wait_for_workers(child)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=90)  # a hang guard: a machine loaded past its cores is slow to stop 16 threads
     assert proc.returncode == 130, err
     assert json.loads(out)["interrupted"] is True
