@@ -83,30 +83,23 @@ void Worker::verify(const IoRequest& r) {
 
 namespace {
 
-// The measured window of one worker, and what completes inside it. The window
-// opens when the ramp ends, noticed at the next issue or completion. What
-// counts is what completes inside it, as fio counts: a read issued during the
-// ramp that completes after it is measured, so large blocks at depth do not
-// read low by the bytes in flight.
+// The measured window of one worker, by its rule (window_rule.hpp), and what
+// completes inside it. The window opens when the ramp ends, noticed at the
+// next issue or completion.
 class Window {
  public:
   // keep_rounds: the rounds whose latency this thread keeps a histogram of (0: none).
-  Window(ThreadResult& out, std::atomic<uint64_t>& progress, RunControl& control, uint64_t start, uint64_t interval,
-         uint64_t keep_rounds)
-      : out_(out),
-        progress_(progress),
-        control_(control),
-        start_(start),
-        interval_(interval),
-        keep_rounds_(keep_rounds) {
+  Window(ThreadResult& out, std::atomic<uint64_t>& progress, RunControl& control, const WindowRule& rule,
+         uint64_t interval, uint64_t keep_rounds)
+      : out_(out), progress_(progress), control_(control), rule_(rule), interval_(interval), keep_rounds_(keep_rounds) {
     out_.round_latency.reserve(std::min<uint64_t>(keep_rounds, 64));
   }
 
-  uint64_t start() const { return start_; }
+  const WindowRule& rule() const { return rule_; }
   bool opened() const { return opened_; }
   // Opens the window if `now` is past its start; whether it is open.
   bool reached(uint64_t now, RunControl& control) {
-    if (!opened_ && now >= start_) {
+    if (!opened_ && rule_.open_at(now)) {
       opened_ = true;
       getrusage(RUSAGE_THREAD, &cpu0_);
       control.open_window();
@@ -120,7 +113,7 @@ class Window {
     out_.bytes += r.length;
     progress_.store(out_.bytes, std::memory_order_relaxed);
     ++out_.ops;
-    const uint64_t at = when - start_;
+    const uint64_t at = when - rule_.start;
     if (at > out_.last_complete_ns) out_.last_complete_ns = at;
     if (control_.round_reads) {
       const uint64_t round = control_.count_round_read(at);
@@ -135,7 +128,7 @@ class Window {
     out_.timeline_bytes[tick] += r.length;
   }
   void issued(uint64_t now) {
-    if (!issued_) out_.first_submit_ns = now - start_;
+    if (!issued_) out_.first_submit_ns = now - rule_.start;
     issued_ = true;
   }
   // Stonewall: what this worker had done by `when` (once).
@@ -144,7 +137,7 @@ class Window {
     snapshot_taken_ = true;
     out_.stonewall_bytes = out_.bytes;
     out_.stonewall_ops = out_.ops;
-    out_.stonewall_ns = when > start_ ? when - start_ : 0;
+    out_.stonewall_ns = when > rule_.start ? when - rule_.start : 0;
   }
   void close() {
     snapshot(now_ns());  // done before any stonewall: its snapshot is its total
@@ -159,7 +152,8 @@ class Window {
   ThreadResult& out_;
   std::atomic<uint64_t>& progress_;
   RunControl& control_;
-  const uint64_t start_, interval_, keep_rounds_;
+  const WindowRule rule_;
+  const uint64_t interval_, keep_rounds_;
   bool opened_ = false, issued_ = false, snapshot_taken_ = false;
   rusage cpu0_{};
 };
@@ -174,10 +168,11 @@ class Window {
 // outstanding, so exactly the budget completes in it.
 void Worker::loop() {
   started_ns_ = now_ns();
-  Window window(result_, progress_bytes_, control_, control_.start_ns.load() + job_.ramp_ns, job_.interval_ns,
-                job_.round_reads ? kMaxRoundHistograms / job_.threads : 0);
-  const WindowRule rule{window.start(), job_.runtime_ns ? window.start() + job_.runtime_ns : UINT64_MAX,
-                        plan_.block_budget};
+  const uint64_t start = control_.start_ns.load() + job_.ramp_ns;
+  Window window(result_, progress_bytes_, control_,
+                WindowRule{start, job_.runtime_ns ? start + job_.runtime_ns : UINT64_MAX, plan_.block_budget},
+                job_.interval_ns, job_.round_reads ? kMaxRoundHistograms / job_.threads : 0);
+  const WindowRule& rule = window.rule();
   OffsetSequence offsets = OffsetSequence::for_worker(plan_.first_byte, plan_.nblocks, job_.bs, job_.pattern == "rand",
                                                       job_.seed, plan_.index);
   TransferLoop transfers(*engine_, *slots_, job_.qd, job_.direction, job_.path, job_.direct);

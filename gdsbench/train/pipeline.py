@@ -43,10 +43,15 @@ READ_JOIN_S = 2.0  # how long an ending epoch waits for each read thread
 
 
 def _hand_over(loader, error: BaseException) -> None:
-    """A reader thread's failure, for the accelerator waiting on the loader to raise."""
+    """A reader thread's failure, for the accelerator waiting on the loader to raise (_raise_handed)."""
     with loader.cond:
         loader.error = error
         loader.cond.notify_all()
+
+
+def _raise_handed(error: BaseException):
+    """In the accelerator's thread: a reader's failure as gdsbench reports it (a storage failure unless it says more)."""
+    raise error if isinstance(error, GdsbenchError) else IoFailure(str(error))
 
 
 @dataclass
@@ -133,7 +138,7 @@ class Loader:
             while b not in self.ready and self.error is None and not self.stop.is_set():
                 self.cond.wait(0.1)
             if self.error is not None:
-                raise self.error if isinstance(self.error, GdsbenchError) else IoFailure(str(self.error))
+                _raise_handed(self.error)
             nbytes = self.ready.pop(b, 0)
         if b + self.in_flight < len(self.batches):
             self._ask(b + self.in_flight)
@@ -213,7 +218,7 @@ class StreamLoader:
         with self.cond:
             while True:
                 if self.error is not None:
-                    raise self.error if isinstance(self.error, GdsbenchError) else IoFailure(str(self.error))
+                    _raise_handed(self.error)
                 live = [w for w in range(len(self.readers)) if self.ready[w] or not self.finished[w]]
                 if not live or self.stop.is_set():
                     return -1

@@ -159,9 +159,12 @@ def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, i
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0))
+
+
+def _falls(a: ProbePoint, b: ProbePoint) -> bool:
+    """Whether the rate fell by more than FALL_WARNING from probe point a to the next one, b."""
+    return b.rate < (1 - FALL_WARNING) * a.rate
 
 
 @dataclass
@@ -275,7 +278,7 @@ def count_flags(workload: Workload, points: list[ProbePoint], accelerators: int,
     if any(p.spread > SPREAD_WARNING for p in near):
         flags.append("unsteady probe")
     for a, b in zip(points, points[1:]):
-        if b.rate < (1 - FALL_WARNING) * a.rate and a.readers <= readers * 2 and b.readers >= readers / 2:
+        if _falls(a, b) and a.readers <= readers * 2 and b.readers >= readers / 2:
             flags.append("rate falls with readers")
             break
     if steps < FEW_STEPS:
@@ -389,7 +392,7 @@ def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint]
             out.append(f"the {p.readers}-reader probe used {p.cpu_share:.0%} of this host's CPUs: the figure may be "
                        "this host's limit, not the storage's")
     for a, b in zip(points, points[1:]):
-        if b.rate < (1 - FALL_WARNING) * a.rate:
+        if _falls(a, b):
             out.append(f"the storage's rate fell from {a.rate / MiB:,.0f} MiB/s at {a.readers} readers to "
                        f"{b.rate / MiB:,.0f} MiB/s at {b.readers}: more readers slowed it (contention, or this host's "
                        "CPUs); the model follows the measured curve, and the emulation may differ where it bends")
