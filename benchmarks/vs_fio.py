@@ -47,7 +47,7 @@ from common import markdown_table, median, write_outputs  # noqa: E402
 import gdsbench  # noqa: E402
 from gdsbench.job.spec import spec_from_values  # noqa: E402
 from gdsbench.job.units import format_duration, format_rate  # noqa: E402
-from gdsbench.system.target import describe, inspect  # noqa: E402
+from gdsbench.system.targets import target_for  # noqa: E402
 
 SCRATCH = os.path.join("results", "scratch")
 
@@ -104,7 +104,7 @@ class DiskCounters:
     """Reads and sectors completed by one block device, from /sys/block/<disk>/stat."""
 
     def __init__(self, path: str):
-        disk = describe(inspect(path)).get("block_device")
+        disk = target_for(path).describe().get("block_device")
         self.stat = f"/sys/block/{disk}/stat" if disk else None
 
     def sample(self) -> tuple[int, int]:

@@ -190,6 +190,7 @@ py::list engines_list() {
     d["needs_local_file"] = e.can.needs_local_file;
     d["supports_direct"] = e.can.supports_direct;
     d["max_depth"] = e.can.max_depth;
+    d["gpu_buffers"] = e.can.gpu_buffers;
     py::list directions;
     for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
       if (e.can.does(dir)) directions.append(gds::direction_name(dir));

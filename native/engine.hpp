@@ -106,6 +106,7 @@ struct Capabilities {
   bool supports_direct;   // honours O_DIRECT
   unsigned max_depth;     // largest queue depth (1: concurrency only from threads)
   unsigned directions;    // Direction values it does, or-ed
+  bool gpu_buffers;       // reads into and writes from GPU memory itself (--mode gds)
   bool does(Direction d) const { return directions & unsigned(d); }
 };
 

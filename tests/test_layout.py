@@ -115,6 +115,36 @@ def test_mode_names_are_compared_only_in_their_declaration():
 
 
 ROOT = os.path.dirname(PACKAGE)
+ENGINES_DIR = os.path.join(ROOT, "native", "engines")
+
+
+def test_a_native_engine_is_one_file_a_registry_line_and_a_build_line():
+    """Each file in native/engines/ defines one EngineInfo, listed once in registry.cpp and once in
+    native/CMakeLists.txt; no other native source names an engine (they ask its Capabilities)."""
+    import glob
+    import re
+
+    from gdsbench import _native
+
+    registry = open(os.path.join(ENGINES_DIR, "registry.cpp")).read()
+    build = open(os.path.join(ROOT, "native", "CMakeLists.txt")).read()
+    names = set()
+    for path in sorted(glob.glob(os.path.join(ENGINES_DIR, "*.cpp"))):
+        file = os.path.basename(path)
+        if file == "registry.cpp":
+            continue
+        declared = set(re.findall(r"const EngineInfo (k\w+Engine) = \{\s*\"(\w+)\"", open(path).read()))
+        assert len({k for k, _ in declared}) == 1, f"{file} should define one EngineInfo, found {declared}"
+        constant, name = declared.pop()
+        names.add(name)
+        assert len(re.findall(rf"\b{constant}\b", registry)) == 1, f"{constant} ({file}) is not listed once in registry.cpp"
+        assert build.count(f"engines/{file}") == 1, f"engines/{file} is not listed once in native/CMakeLists.txt"
+    assert names == {e["name"] for e in _native.engines()}
+    core = [p for p in glob.glob(os.path.join(ROOT, "native", "*.[ch]pp"))]
+    for path in core:
+        for name in names:
+            assert f'"{name}"' not in open(path).read(), (f"{os.path.relpath(path, ROOT)} names the {name} engine; "
+                                                         "ask its Capabilities (native/engine.hpp) instead")
 
 
 def test_ruff_check_passes():

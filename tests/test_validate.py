@@ -292,9 +292,9 @@ def test_gpudirect_passes_only_when_nvidia_fs_counted_the_bytes(monkeypatch, pat
     """The platform alone (nvidia-fs loaded, ext4 on NVMe) once passed "GPUDirect required": now
     only nvidia-fs's counters moving by the bytes read pass, for gds and for kvikio."""
     from gdsbench.job.spec import JobSpec
-    from gdsbench.system.target import inspect
+    from gdsbench.system.targets import target_for
 
-    target = inspect(pattern_file)
+    target = target_for(pattern_file)
     monkeypatch.setattr(gpu, "status", lambda: PLANTED_NVFS)
     monkeypatch.setattr(gpu, "gds_is_direct", lambda info, t: (True, "ext4 on nvme0n1 (planted)"))
     spec = JobSpec(path=pattern_file, mode="gds", engine="cufile")

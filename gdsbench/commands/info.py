@@ -6,12 +6,12 @@ import json
 
 def _o_direct(path: str) -> str:
     from gdsbench.job.errors import UsageError
-    from gdsbench.system.target import check_direct, direct_alignment, inspect
+    from gdsbench.system.targets import target_for
 
     try:
-        target = inspect(path)
-        check_direct(target, 0, 0)
-        return f"supported on {path} ({target.where}; offsets and sizes in multiples of {direct_alignment(target)} B)"
+        target = target_for(path)
+        target.check_direct(0, 0)
+        return f"supported on {path} ({target.where}; offsets and sizes in multiples of {target.direct_alignment()} B)"
     except UsageError as e:
         return f"not usable on {path}: {e}"
 
@@ -29,13 +29,13 @@ class InfoCommand:
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
         from gdsbench.system import gpu
-        from gdsbench.system.target import describe, inspect
+        from gdsbench.system.targets import target_for
 
         if args.path is not None and not args.path:
             raise UsageError("--path '': give a file or block device to check, or leave --path out")
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}
-        storage = describe(inspect(args.path)) if args.path else None
+        storage = target_for(args.path).describe() if args.path else None
         if args.json:
             print(json.dumps({**s, "engines": engines, "storage": storage,
                               "o_direct": _o_direct(args.path) if args.path else None}, indent=1, default=str))
@@ -50,7 +50,7 @@ class InfoCommand:
                          f"x{g['pcie_max_link_width']})")
         if not s["gpus"]:
             lines.append("  none on the PCI bus")
-        direct_ok, why = gpu.gds_is_direct(s, inspect(args.path) if args.path else None)
+        direct_ok, why = gpu.gds_is_direct(s, target_for(args.path) if args.path else None)
         lines += [
             f"NVIDIA driver   {s['driver_version'] or 'not loaded'}",
             "libcudart       " + (f"{cuda['cudart_path']} (runtime {cuda['runtime_version']}, driver API "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
-from gdsbench.system.target import Target, check_direct, inspect
+from gdsbench.system.targets import Target, target_for
 
 
 @dataclass(frozen=True)
@@ -65,14 +65,14 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
     for p, s in enumerate(part_specs(spec, nparts, shift)):
         target = None
         if s.path and s.opens_target and own in (None, p):
-            target = inspect(s.path)
+            target = target_for(s.path)
             check_region(s, target)
             if s.checks_direct:
-                check_direct(target, s.bs, s.offset)
+                target.check_direct(s.bs, s.offset)
         parts.append(Part(p, s, target))
     return parts
 
 
-def regions(parts: list[Part]) -> list[tuple[str, int, int]]:
-    """(path, offset, length) of every part that reads a file."""
-    return [(p.spec.path, p.spec.offset, p.spec.size) for p in parts if p.target is not None]
+def regions(parts: list[Part]) -> list[tuple[Target, int, int]]:
+    """(target, offset, length) of every part that reads one."""
+    return [(p.target, p.spec.offset, p.spec.size) for p in parts if p.target is not None]

@@ -7,7 +7,8 @@ import os
 
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import gpu
-from gdsbench.system.target import Target, disk_dir, pci_placement
+from gdsbench.system.storage import disk_dir, pci_placement
+from gdsbench.system.targets import Target
 
 
 def pin_cpus(how: str, index: int, nparts: int, spec: JobSpec, target: Target | None) -> list[int] | None:

@@ -14,11 +14,9 @@ from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
-from gdsbench.system import gpu, nvfs, pagecache
+from gdsbench.system import gpu, nvfs
 from gdsbench.system.environment import host_environment, meminfo
-from gdsbench.system.pattern import has_pattern
-from gdsbench.system.prepare import created_by_gdsbench
-from gdsbench.system.target import Target, check_direct, describe, inspect
+from gdsbench.system.targets import HeldRegions, Target, target_for
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
@@ -53,7 +51,7 @@ def _larger_file_hint(target: Target, need: int) -> str:
     if target.kind != "file":
         return "a larger device"
     nice = 1 << max(20, (need - 1).bit_length())  # a power of two, at least 1 MiB
-    if created_by_gdsbench(target.path):
+    if target.created_by_gdsbench():
         return f"a larger file (`gdsbench prepare {target.path} --size {format_size(nice).replace(' ', '')}`)"
     return f"a larger file (`gdsbench prepare NEW.dat --size {format_size(nice).replace(' ', '')}`)"
 
@@ -137,15 +135,16 @@ def check_memory_for(spec: JobSpec, processes: int) -> None:
     check_memory(spec.replace(threads=spec.threads * processes))
 
 
-def _check_pattern(specs: list[JobSpec]) -> None:
-    """--verify needs pattern files. A file counts as one if the first block of
-    any region read from it, or its first block, carries the pattern: a region
-    that starts at a corrupt block is what --verify is for (exit 4, naming it)."""
-    if not specs or not specs[0].verify:  # none: the null engine's parts read no file
-        return
-    for path in dict.fromkeys(s.path for s in specs):
-        offsets = {0} | {s.offset for s in specs if s.path == path}
-        if not any(has_pattern(path, offset) for offset in sorted(offsets)):
+def _check_pattern(reads: list[tuple[Target, int]]) -> None:
+    """--verify needs pattern files: each (target, offset) read must be one. A
+    target counts as one if the first block of any region read from it, or its
+    first block, carries the pattern: a region that starts at a corrupt block is
+    what --verify is for (exit 4, naming it)."""
+    by_path: dict[str, tuple[Target, set[int]]] = {}
+    for target, offset in reads:
+        by_path.setdefault(target.path, (target, {0}))[1].add(offset)
+    for path, (target, offsets) in by_path.items():
+        if not any(target.has_pattern(offset) for offset in sorted(offsets)):
             raise UsageError(
                 f"--verify: {path} holds no gdsbench pattern (checked offsets {', '.join(map(str, sorted(offsets)))}); "
                 "write a pattern file with `gdsbench prepare NEW.dat --size 1G` or drop --verify"
@@ -172,14 +171,15 @@ def plan(spec: JobSpec) -> Plan:
     if spec.opens_target:
         if nparts > 1:
             # per-proc: sized from this process's own file (rank 0's locally; under MPI, the rank's)
-            target = inspect(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path)
+            target = target_for(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path)
             size = part_size(spec, target, nparts)
         else:
-            target = inspect(spec.path)
+            target = target_for(spec.path)
             size = resolve_region(spec, target)
             if spec.checks_direct:
-                check_direct(target, spec.bs, spec.offset)
-            _check_pattern([spec])
+                target.check_direct(spec.bs, spec.offset)
+            if spec.verify:
+                _check_pattern([(target, spec.offset)])
     else:  # (--verify with an engine that reads nothing is refused by validate())
         size = spec.size or NULL_REGION
     resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.uses_o_direct)
@@ -187,7 +187,8 @@ def plan(spec: JobSpec) -> Plan:
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1
         parts = tuple(plan_parts(resolved, nparts, shift, resolve_region, own))
-        _check_pattern([part.spec for part in parts if part.target is not None])
+        if spec.verify:
+            _check_pattern([(part.target, part.spec.offset) for part in parts if part.target is not None])
     return Plan(resolved, target, parts)
 
 
@@ -217,7 +218,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     spec, target = p.spec, p.target
     comm = mpi.world()
     parts = list(p.parts) or [Part(0, spec, target)]
-    with pagecache.HeldRegions(regions([parts[comm.Get_rank()]] if comm is not None else parts)) as held:
+    with HeldRegions(regions([parts[comm.Get_rank()]] if comm is not None else parts)) as held:
         warnings: list[str] = []
         if not spec.warm:
             held.evict()
@@ -247,7 +248,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     gpus = _after_run("environment.gpus", lambda: gpu.status()["gpus"], [], warnings) if spec.real_gpu else []
     # sysfs is read only where something uses it: the record, or GPU placement
     wanted = target is not None and (record_environment or gpus)
-    storage = _after_run("environment.target", lambda: describe(target), None, warnings) if wanted else None
+    storage = _after_run("environment.target", target.describe, None, warnings) if wanted else None
     warnings += gpu.placement_warnings(spec, storage, gpus)
     if record_environment:
         environment = {"host": _after_run("environment.host", host_environment, {}, warnings), "target": storage,

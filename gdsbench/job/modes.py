@@ -62,7 +62,8 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode.py).
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
-               "needs_local_file": True, "supports_direct": True, "directions": ("read",), "unavailable": "",
+               "needs_local_file": True, "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
+               "unavailable": "",
                "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
                    {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "
                     "default)", "default": 0, "low": 0, "high": 1024},

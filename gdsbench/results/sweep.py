@@ -33,7 +33,7 @@ from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_pa
 from gdsbench.job.units import format_rate
 from gdsbench.results.store import RunStore, record, require_kind
 from gdsbench.system.environment import host_environment
-from gdsbench.system.target import describe
+from gdsbench.system.targets import kind_of, target_for
 
 # The main job's grid, used when a sweep names no dimension of its own: about
 # a minute on a local disk.
@@ -226,21 +226,13 @@ class SweepOutcome:
     skipped: list[dict[str, Any]]
 
 
-def file_identity(path: str) -> dict[str, int]:
-    """What makes a target the same file later: its size, device, inode and
-    modification time (reading does not change it; a new file under the name,
-    even on a reused inode, does)."""
-    st = os.stat(path)
-    return {"size": st.st_size, "device": st.st_dev, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
-
-
 def _same_files(info: dict[str, Any]) -> None:
     """UsageError unless every target of the run is still the file it measured."""
     for path, was in info.get("target_files", {}).items():
         try:
-            now = file_identity(path)
-        except OSError as e:
-            raise UsageError(f"--resume: {path}, the run's target, is gone ({e.strerror}); the run cannot go on") from None
+            now = target_for(path).identity() or {}
+        except (OSError, UsageError) as e:
+            raise UsageError(f"--resume: {path}, the run's target, cannot be read now ({e}); the run cannot go on") from None
         changed = [f"{k} {was[k]} -> {now[k]}" for k in ("device", "inode", "size", "mtime_ns") if k in was and was[k] != now[k]]
         if changed:
             raise UsageError(f"--resume: {path} is not the file this run measured ({', '.join(changed)}); "
@@ -251,20 +243,22 @@ def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, li
     """Check every point against its target (no reads yet), then create the
     run directory. Under MPI every rank plans; only rank 0 has a store."""
     sweep = sweep.with_defaults()
-    if isinstance(sweep.fixed.get("path"), str) and sweep.fixed["path"]:  # a resume from elsewhere reads the same file
-        sweep = SweepSpec(grid=sweep.grid, fixed={**sweep.fixed, "path": os.path.abspath(sweep.fixed["path"])},
+    name = sweep.fixed.get("path")
+    if isinstance(name, str) and name:  # a resume from elsewhere reads the same target
+        sweep = SweepSpec(grid=sweep.grid, fixed={**sweep.fixed, "path": kind_of(name).absolute(name)},
                           repeat=sweep.repeat, name=sweep.name)
     grid = expand(sweep)
     plans = [runner.plan(p.spec) for p in grid.points]
     if not mpi.is_root():
         return None, grid, plans
-    targets = {p.target.path: describe(p.target) for p in plans if p.target is not None}
-    files = {p.target.path: file_identity(p.target.path) for p in plans if p.target is not None and p.target.kind == "file"}
+    targets = {p.target.path: p.target for p in plans if p.target is not None}
+    identities = {path: t.identity() for path, t in targets.items()}
+    files = {path: was for path, was in identities.items() if was is not None}
     store = RunStore.create(results_dir, sweep.name, {
         "sweep": sweep.to_dict(),
         "points": [{"point": p.index, "values": p.values, "label": p.label()} for p in grid.points],
         "skipped": grid.skipped,
-        "environment": {"host": host_environment(), "targets": targets},
+        "environment": {"host": host_environment(), "targets": {path: t.describe() for path, t in targets.items()}},
         "target_files": files,
     })
     return store, grid, plans

@@ -22,7 +22,8 @@ from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import nvfs
-from gdsbench.system.target import Target, describe, pci_placement, read_sysfs
+from gdsbench.system.storage import pci_placement, read_sysfs
+from gdsbench.system.targets import Target
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
 NO_GPU = "no NVIDIA GPU on the PCI bus"  # why every GPU mode, check and test is skipped on a machine without one
@@ -194,7 +195,7 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
     forced = compat_forced(info)
     if forced:
         return False, forced
-    storage = describe(target) if target is not None else {}
+    storage = target.describe() if target is not None else {}
     local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
     nvme = storage.get("driver") == "nvme" or str(storage.get("block_device") or "").startswith("nvme")
     if not (local and nvme):

@@ -14,7 +14,7 @@ from gdsbench.job.spec import JobSpec, spec_from_values
 from gdsbench.results.store import RunStore
 from gdsbench.system import gpu, nvfs
 from gdsbench.system.environment import host_environment
-from gdsbench.system.target import check_direct, inspect
+from gdsbench.system.targets import target_for
 from gdsbench.train import accelerators, metrics
 from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
@@ -32,7 +32,7 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
     if spec.checks_direct:
-        check_direct(inspect(dataset.paths[0]), spec.bs, 0)
+        target_for(dataset.paths[0]).check_direct(spec.bs, 0)
     return spec
 
 
@@ -92,7 +92,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     at, au = metrics.au_over_time(records)
     kvikio_path = None if run.spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(
         run.spec, int(run.dataset.length.mean()))
-    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, inspect(run.dataset.paths[0]), kvikio_path, seen),
+    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, target_for(run.dataset.paths[0]), kvikio_path, seen),
                au_time_s=at.tolist(), au_time=au.tolist(),
                step_time_s_all=[float(x) for r in records for e in r.epochs
                                 for x in ((e.released_ns - e.step_start_ns)[1:] / 1e9)])

@@ -16,7 +16,7 @@ from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_count, format_duration, format_size
 from gdsbench.system import gpu, nvfs
 from gdsbench.system.gpu import NO_GPU
-from gdsbench.system.target import Target
+from gdsbench.system.targets import Target
 from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
 from gdsbench.validate.profile import Point
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from gdsbench.job.errors import UsageError
 from gdsbench.system.gpu import NO_GPU
-from gdsbench.system.target import PCI_ADDRESS, Target, check_direct, describe, direct_alignment, read_sysfs
+from gdsbench.system.storage import PCI_ADDRESS, read_sysfs
+from gdsbench.system.targets import Target
 from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
 from gdsbench.validate.profile import ANY_NODE, PCIE_GTS, Node
 
@@ -31,7 +32,7 @@ class Facts:
         self.status, self.target, self.require_gds, self.node = status, target, require_gds, node
         self.gpus = status["gpus"]
         self.cuda = status["cuda"]
-        self.storage = describe(target) if target is not None else {}
+        self.storage = target.describe() if target is not None else {}
 
     def gds_status(self) -> str:
         """Where a GDS shortfall is a FAIL (the profile requires GDS) and where a WARN."""
@@ -362,12 +363,12 @@ def o_direct(f: Facts) -> Check:
     if f.target is None:
         return skip(name, "no target")
     try:
-        check_direct(f.target, 0, 0)
+        f.target.check_direct(0, 0)
     except UsageError as e:
         return Check(name, FAIL if f.require_gds else WARN, "refused", threshold="O_DIRECT opens and reads",
                      evidence=f"open({f.target.path}, O_DIRECT): {e}",
                      fix="the bounce and gds modes need O_DIRECT: put the data on a filesystem that allows it (ext4, xfs)")
-    return Check(name, PASS, f"supported; offsets and sizes in multiples of {direct_alignment(f.target)} B",
+    return Check(name, PASS, f"supported; offsets and sizes in multiples of {f.target.direct_alignment()} B",
                  threshold="O_DIRECT opens and reads", evidence=f"open({f.target.path}, O_DIRECT), statx DIO alignment")
 
 

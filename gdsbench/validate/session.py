@@ -18,9 +18,8 @@ from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
 from gdsbench.system import gpu
 from gdsbench.system.environment import host_environment
-from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import created_by_gdsbench, prepare
-from gdsbench.system.target import Target, describe, inspect
+from gdsbench.system.targets import Target, target_for
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile
@@ -104,7 +103,7 @@ class Targets:
     @staticmethod
     def _inspect(path: str) -> Target:
         try:
-            return inspect(path)
+            return target_for(path)
         except UsageError as e:
             raise NotReady(str(e)) from None
 
@@ -128,7 +127,7 @@ class Targets:
         return path
 
     def _pattern_file(self, target: Target, size: int) -> str | None:
-        if target.kind == "file" and has_pattern(target.path, 0):
+        if target.kind == "file" and target.has_pattern(0):
             return target.path
         if target.kind == "block":
             self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "
@@ -183,7 +182,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu]
     targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0))
     target = targets.target
-    v.target = describe(target)
+    v.target = target.describe()
     modes = measure.runnable_modes(target.path)
     points = profile.points
     rounds = profile.repeats
@@ -196,7 +195,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
         for mode, why_not in modes.items():
             progress.step(f"path: {mode}")
             v.checks += _timed(measure.path_check, mode, target, why_not, profile.require_gds)
-        size = os.stat(targets.prepared).st_size if targets.prepared else 0
+        size = target_for(targets.prepared).size if targets.prepared else 0
         for mode, why_not in modes.items():
             progress.step(f"integrity: {mode}")
             v.checks += _timed(measure.integrity_check, mode, targets.prepared, why_not, _point_for(mode, profile),

@@ -1,0 +1,120 @@
+"""What a job reads. A target is a local file or block device today, and can
+be an object behind a URL tomorrow: each kind is one module in this package
+with a class that answers the Target protocol below, so a new kind of target
+is one file and nothing else in gdsbench asks the operating system about it.
+
+target_for(name) hands a name to the first kind that claims it. The checks a
+kind makes raise UsageError with the parameter and the fix; the native engine
+then opens the target itself (read-only: nothing in gdsbench writes to one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Protocol, runtime_checkable
+
+from gdsbench.job.errors import UsageError
+from gdsbench.system.storage import Mount
+
+
+class Held(Protocol):
+    """A region of a target, held from before a run to after it, so the page
+    cache is measured on what was read even if its name is gone by the end."""
+
+    def evict(self) -> None: ...  # drop its cached pages (fio's invalidate=1); a no-op where none are kept
+
+    def cached_fraction(self) -> float | None: ...  # 0..1 resident now; None where nothing is cached locally
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Target(Protocol):
+    path: str  # the name the user gave (a path; a URL for a remote kind)
+    kind: str  # "file", "block", or a remote kind's own word
+    size: int  # bytes
+    device: tuple[int, int] | None  # (major, minor) of the local block device holding it, if any
+    mount: Mount | None  # the local filesystem holding it, if any
+
+    @classmethod
+    def claims(cls, name: str) -> bool: ...  # whether a name is one of this kind (a URL scheme, or a plain path)
+
+    @classmethod
+    def open(cls, name: str) -> Target: ...  # look at it without reading its data; UsageError if it cannot be read
+
+    @classmethod
+    def absolute(cls, name: str) -> str: ...  # the name as it reads from any directory (a resumed sweep's)
+
+    @property
+    def where(self) -> str: ...  # "ext4 at /", "block device", for messages
+
+    def identity(self) -> dict | None: ...  # what makes it the same data later (--resume); None: cannot tell
+
+    def check_direct(self, bs: int, offset: int) -> None: ...  # UsageError unless O_DIRECT reads can work
+
+    def direct_alignment(self) -> int: ...  # bytes O_DIRECT offsets and lengths must be multiples of
+
+    def hold(self, offset: int, length: int) -> Held: ...
+
+    def has_pattern(self, offset: int) -> bool: ...  # whether the 4 KiB block there is one `gdsbench prepare` wrote
+
+    def created_by_gdsbench(self) -> bool: ...  # whether `gdsbench prepare` made it (so may make it again)
+
+    def describe(self) -> dict: ...  # everything known about it and the storage beneath, for the record
+
+
+def kinds() -> list[type[Target]]:
+    """Every kind of target: the TARGET class of each module in this package."""
+    return [importlib.import_module(f"{__name__}.{m.name}").TARGET for m in pkgutil.iter_modules(__path__)]
+
+
+def kind_of(name: str) -> type[Target]:
+    """The kind of target a name is (UsageError if none reads it)."""
+    if not name:
+        raise UsageError("PATH: no target given; name a file or block device, or create one with `gdsbench prepare FILE`")
+    for kind in kinds():
+        if kind.claims(name):
+            return kind
+    raise UsageError(f"PATH {name}: no kind of target reads this name; give a file or block device path")
+
+
+def target_for(name: str) -> Target:
+    """The target a name means, looked at (UsageError if it cannot be one)."""
+    return kind_of(name).open(name)
+
+
+class HeldRegions:
+    """The regions a run reads, (target, offset, length) each, held open from
+    before it to after it (a context manager)."""
+
+    def __init__(self, regions: list[tuple[Target, int, int]]):
+        self.held: list[tuple[Held, int]] = []  # (held region, its length)
+        try:
+            for target, offset, length in regions:
+                self.held.append((target.hold(offset, length), length))
+        except BaseException:
+            self.close()
+            raise
+
+    def evict(self) -> None:
+        for held, _ in self.held:
+            held.evict()
+
+    def cached_fraction(self) -> float | None:
+        """The fraction of all the regions' pages in the page cache now (None: no region has a cache)."""
+        known = [(held.cached_fraction(), length) for held, length in self.held]
+        known = [(f, n) for f, n in known if f is not None]
+        total = sum(n for _, n in known)
+        return sum(f * n for f, n in known) / total if total else None
+
+    def close(self) -> None:
+        for held, _ in self.held:
+            held.close()
+        self.held = []
+
+    def __enter__(self) -> HeldRegions:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
