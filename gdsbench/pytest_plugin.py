@@ -41,7 +41,7 @@ import pytest
 
 from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.result import PERCENTILES, Result, percentile_key
-from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, JobSpec, opens_target, spec_from_values
+from gdsbench.job.spec import BY_KEY, DEFAULT_RUNTIME_NS, JobSpec, spec_from_values
 
 PREFIX = "--gdsbench-"
 # Job options whose defaults a session sets from the command line, under the prefix.
@@ -195,8 +195,7 @@ def storage_bench(request):
     `gdsbench run`, e.g. bs="1M", qd=16, pattern="seq") in rounds and hand them to pytest-benchmark.
     The Result is the run that measured the rounds (the median one of --gdsbench-repeat); its
     round_ns and round_latency hold each round."""
-    from gdsbench.execution.runner import resolve_engine, run  # here: a pytest session that never asks pays nothing
-    from gdsbench.system import gpu
+    from gdsbench.execution.runner import run, runnable_here  # here: a pytest session that never asks pays nothing
 
     if hasattr(request.config, "workerinput"):
         pytest.fail("storage benchmarks under pytest-xdist would run at once and measure each other: "
@@ -213,20 +212,18 @@ def storage_bench(request):
         if path is not None:
             values["path"] = path
         try:
-            spec: JobSpec = spec_from_values(values).validate()
-            if not spec.path and opens_target(resolve_engine(spec)):  # no target given: the scratch file
+            spec: JobSpec = spec_from_values(values)
+            try:
+                spec = runnable_here(spec)
+            except UsageError as e:  # a GPU mode this machine cannot run: skipped with the reason, never faked
+                if spec.on_gpu and unavailable == "skip":
+                    pytest.skip(f"cannot run here: {e}")
+                raise
+            if not spec.path and spec.opens_target:  # no target given: the scratch file
                 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 
                 ensure_scratch()
                 spec = spec.replace(path=SCRATCH_PATH)
-            if spec.on_gpu:  # what this machine cannot run: skipped with the reason, never faked
-                try:
-                    gpu.require(spec)
-                    resolve_engine(spec)
-                except UsageError as e:
-                    if unavailable == "skip":
-                        pytest.skip(f"cannot run here: {e}")
-                    raise
             benchmark = _benchmark(request)  # only now: a test skipped above never touched it
             if benchmark.disabled:  # --benchmark-disable: run it once, as a plain test
                 result = run(spec, record_environment=False)

@@ -46,6 +46,17 @@ def resolve_engine(spec: JobSpec) -> str:
     return engine
 
 
+def runnable_here(spec: JobSpec) -> JobSpec:
+    """Whether this job can run on this machine, decided here once for run,
+    sweep, train, validate and the pytest plugin: the spec validated (every
+    rule between options), the GPU and libraries its mode needs present (first:
+    a GPU mode on a machine without one says that, not which engine is
+    missing), and its engine resolved. UsageError names what is missing."""
+    spec = spec.validate()
+    gpu.require(spec)
+    return spec.replace(engine=resolve_engine(spec))
+
+
 def _larger_file_hint(target: Target, need: int) -> str:
     """How to get a target large enough, where prepare could make one."""
     if target.kind != "file":
@@ -154,9 +165,7 @@ def _check_pattern(reads: list[tuple[Target, int]]) -> None:
 def plan(spec: JobSpec) -> Plan:
     """Check everything that can be checked without reading: options, target,
     O_DIRECT, memory. Raises UsageError; a sweep calls this for every point first."""
-    spec = spec.validate()
-    gpu.require(spec)  # first: a GPU mode on a machine without one says that, not which engine is missing
-    spec = spec.replace(engine=resolve_engine(spec))
+    spec = runnable_here(spec)
     comm = mpi.world()
     if comm is not None and not spec.mode_declaration.many_processes:
         raise UsageError(f"--mode {spec.mode} under mpirun: it runs in one process; run it without mpirun")

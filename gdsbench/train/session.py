@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.runner import resolve_engine
+from gdsbench.execution.runner import runnable_here
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.spec import JobSpec, spec_from_values
 from gdsbench.results.store import RunStore
@@ -26,9 +26,8 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     for, chunks of the workload's transfer size, `qd` chunks in flight."""
     values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
     # (a reader reads the samples it is given: the job's runtime is never used)
-    spec = spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)).validate()
-    spec = spec.replace(engine=resolve_engine(spec), direct=spec.uses_o_direct, runtime_ns=spec.runtime_ns or 0)
-    gpu.require(spec)
+    spec = runnable_here(spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)))
+    spec = spec.replace(direct=spec.uses_o_direct, runtime_ns=spec.runtime_ns or 0)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
     if spec.checks_direct:

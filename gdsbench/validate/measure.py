@@ -8,7 +8,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from gdsbench.execution.runner import resolve_engine, run
+from gdsbench.execution.runner import run, runnable_here
 from gdsbench.job.errors import IoFailure, UsageError, VerifyFailure
 from gdsbench.job.modes import MODES
 from gdsbench.job.result import Result
@@ -27,11 +27,8 @@ def why_not_runnable(mode: str, path: str) -> str | None:
     """Why a mode cannot run here (one line), or None where it can."""
     if MODES[mode].gpu and not gpu.pci_gpus():
         return NO_GPU
-    spec = JobSpec(path=path, mode=mode)
     try:
-        spec.validate()
-        gpu.require(spec)
-        resolve_engine(spec)
+        runnable_here(JobSpec(path=path, mode=mode))
     except UsageError as e:
         return str(e)
     if MODES[mode].path_from == "cufile-platform":
