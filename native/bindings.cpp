@@ -33,37 +33,31 @@ py::array_t<uint64_t> to_array(const uint64_t* data, size_t n) {
   return a;
 }
 
-// Every field a run reports, listed once: the dicts built here and the names
-// exported to Python (gdsbench.execution.record checks its records against
-// them on import, so a field added on one side only fails at once).
-// clang-format off
-#define GDS_THREAD_FIELDS(X)                                                                               \
-  X(gpu) X(latency) X(bytes) X(ops) X(first_submit_ns) X(last_complete_ns) X(cpu_user_s) X(cpu_sys_s)     \
-  X(verified_blocks) X(verify_mismatches) X(first_mismatch_offset) X(passes) X(reads_while_copying)       \
-  X(stonewall_bytes) X(stonewall_ops) X(stonewall_ns) X(round_latency)
-#define GDS_JOB_FIELDS(X)                                                                                  \
-  X(interrupted) X(start_skew_ns) X(process_cpu_user_s) X(process_cpu_sys_s) X(window_cpu_user_s)         \
-  X(window_cpu_sys_s) X(wall_ns) X(start_realtime_ns) X(first_done_ns) X(round_end_ns)
-// clang-format on
+// A result field as Python sees it (gdsbench.execution.record types them further).
+template <typename T>
+py::object to_python(const T& value) {
+  return py::cast(value);
+}
+py::object to_python(const std::vector<gds::ThreadResult>& threads);
 
-py::dict thread_dict(const gds::ThreadResult& t) {
+#define GDS_PUT(type, name, initial) d[#name] = to_python(r.name);
+py::dict result_dict(const gds::ThreadResult& r) {
   py::dict d;
-#define GDS_PUT(name) d[#name] = t.name;
-  GDS_THREAD_FIELDS(GDS_PUT)
-#undef GDS_PUT
-  d["timeline_bytes"] = to_array(t.timeline_bytes.data(), t.timeline_bytes.size());
+  GDS_THREAD_RESULT_FIELDS(GDS_PUT)
   return d;
 }
 
-py::dict job_dict(const gds::JobResult& r) {
+py::dict result_dict(const gds::JobResult& r) {
   py::dict d;
-#define GDS_PUT(name) d[#name] = r.name;
-  GDS_JOB_FIELDS(GDS_PUT)
-#undef GDS_PUT
-  py::list threads;
-  for (const auto& t : r.threads) threads.append(thread_dict(t));
-  d["threads"] = threads;
+  GDS_JOB_RESULT_FIELDS(GDS_PUT)
   return d;
+}
+#undef GDS_PUT
+
+py::object to_python(const std::vector<gds::ThreadResult>& threads) {
+  py::list out;
+  for (const auto& t : threads) out.append(result_dict(t));
+  return out;
 }
 
 py::tuple field_names(std::initializer_list<const char*> names) {
@@ -140,7 +134,7 @@ py::dict run(const gds::Job& job, const py::object& poll, const py::object& veri
     throw;
   }
   if (callback_error) throw std::move(*callback_error);
-  return job_dict(r);
+  return result_dict(r);
 }
 
 py::buffer_info contiguous(const py::buffer& b, bool writable) {
@@ -404,10 +398,10 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("parties", &gds::StepBarrier::parties);
   m.attr("BARRIER_BYTES") = sizeof(gds::BarrierState);
 
-#define GDS_NAME(name) #name,
+#define GDS_NAME(type, name, initial) #name,
   m.attr("MAX_ROUND_HISTOGRAMS") = gds::kMaxRoundHistograms;
-  m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_FIELDS(GDS_NAME) "timeline_bytes"});
-  m.attr("JOB_RESULT_FIELDS") = field_names({GDS_JOB_FIELDS(GDS_NAME) "threads"});
+  m.attr("THREAD_RESULT_FIELDS") = field_names({GDS_THREAD_RESULT_FIELDS(GDS_NAME)});
+  m.attr("JOB_RESULT_FIELDS") = field_names({GDS_JOB_RESULT_FIELDS(GDS_NAME)});
 #undef GDS_NAME
   m.attr("MAX_BS") = gds::kMaxBlock;
   m.attr("MAX_THREADS") = gds::kMaxThreads;

@@ -47,44 +47,49 @@ struct Job {
   bool on_gpu() const { return mode != Mode::kCpu; }
 };
 
+// What a run reports, each field listed once: the structs below, the dicts the
+// binding builds, and the names gdsbench.execution.record checks its records
+// against on import (a field added on one side only fails at once). Units are
+// in the names; times are ns from the measured window's start unless noted.
+// clang-format off
+#define GDS_THREAD_RESULT_FIELDS(X)                                                                        \
+  X(int, gpu, -1)                       /* the GPU it read into (-1: none) */                              \
+  X(LatencyHistogram, latency, {})                                                                         \
+  X(uint64_t, bytes, 0) X(uint64_t, ops, 0)                                                                \
+  X(uint64_t, first_submit_ns, 0) X(uint64_t, last_complete_ns, 0)                                         \
+  X(std::vector<uint64_t>, timeline_bytes, {})  /* bytes completed per interval */                         \
+  X(double, cpu_user_s, 0) X(double, cpu_sys_s, 0)  /* this thread, measured window only */                \
+  X(uint64_t, verified_blocks, 0) X(uint64_t, verify_mismatches, 0) X(uint64_t, first_mismatch_offset, 0)  \
+  X(uint64_t, passes, 0)                /* passes over its slice begun */                                  \
+  X(uint64_t, reads_while_copying, 0)   /* bounce: reads issued while a copy was in flight (overlap) */    \
+  /* stonewall: bytes and reads done when the first worker anywhere finished, and when this one noticed */ \
+  X(uint64_t, stonewall_bytes, 0) X(uint64_t, stonewall_ops, 0) X(uint64_t, stonewall_ns, 0)               \
+  /* --round-reads: its reads' latency per round (empty where too many would be kept: kMaxRoundHistograms) */ \
+  X(std::vector<LatencyHistogram>, round_latency, {})
+#define GDS_JOB_RESULT_FIELDS(X)                                                                           \
+  X(std::vector<ThreadResult>, threads, {})                                                                \
+  X(bool, interrupted, false)                                                                              \
+  X(uint64_t, start_skew_ns, 0)         /* spread of thread start times */                                 \
+  /* whole process, whole run (set-up, ramp and teardown included); then the measured window only */       \
+  X(double, process_cpu_user_s, 0) X(double, process_cpu_sys_s, 0)                                         \
+  X(double, window_cpu_user_s, 0) X(double, window_cpu_sys_s, 0)                                           \
+  X(uint64_t, wall_ns, 0)               /* whole run, ramp included */                                     \
+  X(uint64_t, start_realtime_ns, 0)     /* CLOCK_REALTIME when the gate opened: a clock processes share */ \
+  X(uint64_t, first_done_ns, 0)         /* when a worker here first finished (ns after the gate; 0: none) */ \
+  X(std::vector<uint64_t>, round_end_ns, {})  /* --round-reads: when each whole round's last read completed */
+// clang-format on
+
+#define GDS_DECLARE_RESULT(type, name, initial) type name = type(initial);
 struct ThreadResult {
-  int gpu = -1;  // GPU this thread read into (-1: none)
-  LatencyHistogram latency;
-  uint64_t bytes = 0;
-  uint64_t ops = 0;
-  uint64_t first_submit_ns = 0;          // relative to the measured window's start
-  uint64_t last_complete_ns = 0;         // relative to the measured window's start
-  std::vector<uint64_t> timeline_bytes;  // bytes completed per interval
-  double cpu_user_s = 0, cpu_sys_s = 0;  // this thread, measured window only
-  uint64_t verified_blocks = 0;
-  uint64_t verify_mismatches = 0;
-  uint64_t first_mismatch_offset = 0;
-  uint64_t passes = 0;               // passes over its slice begun
-  uint64_t reads_while_copying = 0;  // bounce: reads issued while a copy was in flight (overlap)
-  // Stonewall: bytes and reads done when the first worker anywhere finished,
-  // and when this worker noticed (ns after the window opened).
-  uint64_t stonewall_bytes = 0, stonewall_ops = 0, stonewall_ns = 0;
-  // --round-reads: the latency of this thread's reads in each round (empty where too many
-  // rounds x threads would be kept: see kMaxRoundHistograms).
-  std::vector<LatencyHistogram> round_latency;
+  GDS_THREAD_RESULT_FIELDS(GDS_DECLARE_RESULT)
 };
 
 // Per-round histograms kept at most, over every thread of a run (14.5 KiB each).
 constexpr uint64_t kMaxRoundHistograms = 8192;
 
 struct JobResult {
-  std::vector<ThreadResult> threads;
-  bool interrupted = false;
-  uint64_t start_skew_ns = 0;     // spread of thread start times
-  double process_cpu_user_s = 0;  // whole process, whole run: set-up, ramp and teardown included
-  double process_cpu_sys_s = 0;
-  double window_cpu_user_s = 0;  // whole process, measured window only (RunControl::open_window)
-  double window_cpu_sys_s = 0;
-  uint64_t wall_ns = 0;            // whole run, ramp included
-  uint64_t start_realtime_ns = 0;  // CLOCK_REALTIME when the gate opened: a clock other processes share
-  uint64_t first_done_ns = 0;      // when a worker here first finished its work (ns after the gate; 0: none)
-  std::vector<uint64_t>
-      round_end_ns;  // --round-reads: when each whole round's last read completed (ns into the window)
+  GDS_JOB_RESULT_FIELDS(GDS_DECLARE_RESULT)
 };
+#undef GDS_DECLARE_RESULT
 
 }  // namespace gds

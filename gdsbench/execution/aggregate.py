@@ -14,8 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from gdsbench import _native
-from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.execution.record import WINDOW_TIMES, RunRecord, ThreadRecord
 from gdsbench.job.result import part_summary
 
 
@@ -40,24 +39,22 @@ def aggregate(runs: list[RunRecord], infos: list[dict], interval_ns: int) -> Run
     for index, (run, info) in enumerate(zip(runs, infos)):
         shift = run.start_realtime_ns - t0 if run.start_realtime_ns else 0
         ticks = shift // interval_ns
-        latency = _native.LatencyHistogram()
         for t in run.threads:
             moved = {}
             if t.ops:  # times are relative to the part's own start: move them to the common one
-                moved = {k: getattr(t, k) + shift for k in ("last_complete_ns", "first_submit_ns", "stonewall_ns")}
+                moved = {k: getattr(t, k) + shift for k in WINDOW_TIMES}
             if ticks:
                 moved["timeline_bytes"] = np.concatenate((np.zeros(ticks, np.uint64), t.timeline_bytes))
-            latency.merge(t.latency)
             threads.append(dataclasses.replace(t, **moved))
         if run.first_done_ns:
             done = shift + run.first_done_ns
             first_done = done if first_done is None else min(first_done, done)
-        last = max((t.last_complete_ns for t in run.threads if t.ops), default=0)
+        total = run.thread_totals()
         procs.append({
             "proc": index, **info, "start_offset_ns": shift,
-            **part_summary(sum(t.bytes for t in run.threads), sum(t.ops for t in run.threads), last, latency),
+            **part_summary(total["bytes"], total["ops"], total["last_complete_ns"], total["latency"]),
             "cpu_s": run.window_cpu_user_s + run.window_cpu_sys_s,
-            "worker_cpu_s": sum(t.cpu_user_s + t.cpu_sys_s for t in run.threads),
+            "worker_cpu_s": total["cpu_user_s"] + total["cpu_sys_s"],
             "interrupted": run.interrupted,
         })
     return RunRecord(

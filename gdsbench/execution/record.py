@@ -6,33 +6,49 @@ native module's own list of fields is checked against them on import."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from gdsbench import _native
 
 
+def _per_thread(combine: str | None, *, window_time: bool = False, **kw):
+    """A ThreadRecord field, with how a run's threads' values become one
+    (RunRecord.thread_totals): "sum"; "max"; "latest" (the max among threads
+    that completed a read); "merge" (histograms); "timeline" (interval by
+    interval); "first_bad" (the lowest among threads that saw a bad block); or
+    None (kept per thread only). window_time: ns from the window's start, which
+    aggregation moves onto the common time base."""
+    return field(metadata={"combine": combine, "window_time": window_time}, **kw)
+
+
 @dataclass
 class ThreadRecord:
-    gpu: int  # GPU this thread read into (-1: none)
-    latency: _native.LatencyHistogram
-    bytes: int
-    ops: int
-    first_submit_ns: int  # relative to the measured window's start
-    last_complete_ns: int  # relative to the measured window's start
-    timeline_bytes: np.ndarray  # bytes completed per interval
-    cpu_user_s: float  # this thread, measured window
-    cpu_sys_s: float
-    verified_blocks: int
-    verify_mismatches: int
-    first_mismatch_offset: int
-    passes: int  # passes over its slice begun
-    reads_while_copying: int  # bounce: reads issued while a copy was in flight
-    stonewall_bytes: int  # what it had done when the first worker anywhere finished
-    stonewall_ops: int
-    stonewall_ns: int
-    round_latency: list = field(default_factory=list)  # --round-reads: a LatencyHistogram per round, this thread's reads
+    """One worker thread's figures, as native/job.hpp's GDS_THREAD_RESULT_FIELDS lists them."""
+
+    gpu: int = _per_thread(None)  # GPU this thread read into (-1: none)
+    latency: _native.LatencyHistogram = _per_thread("merge")
+    bytes: int = _per_thread("sum")
+    ops: int = _per_thread("sum")
+    first_submit_ns: int = _per_thread(None, window_time=True)
+    last_complete_ns: int = _per_thread("latest", window_time=True)
+    timeline_bytes: np.ndarray = _per_thread("timeline")  # bytes completed per interval
+    cpu_user_s: float = _per_thread("sum")  # this thread, measured window
+    cpu_sys_s: float = _per_thread("sum")
+    verified_blocks: int = _per_thread("sum")
+    verify_mismatches: int = _per_thread("sum")
+    first_mismatch_offset: int = _per_thread("first_bad")
+    passes: int = _per_thread("max")  # passes over its slice begun
+    reads_while_copying: int = _per_thread("sum")  # bounce: reads issued while a copy was in flight
+    stonewall_bytes: int = _per_thread("sum")  # what it had done when the first worker anywhere finished
+    stonewall_ops: int = _per_thread("sum")
+    stonewall_ns: int = _per_thread("max", window_time=True)
+    # --round-reads: a LatencyHistogram per round, this thread's reads (merged by round in job/result.py)
+    round_latency: list = _per_thread(None, default_factory=list)
+
+    def __post_init__(self):
+        self.timeline_bytes = np.asarray(self.timeline_bytes, dtype=np.uint64)
 
     @classmethod
     def empty(cls) -> ThreadRecord:
@@ -57,6 +73,30 @@ class RunRecord:
     round_end_ns: list[int] = field(default_factory=list)  # --round-reads: when each round ended, ns into the window
     procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
 
+    def thread_totals(self) -> dict:
+        """Every combined ThreadRecord field over this run's threads, by its declared rule."""
+        out: dict = {}
+        for f in fields(ThreadRecord):
+            rule, values = f.metadata["combine"], [getattr(t, f.name) for t in self.threads]
+            if rule == "sum":
+                out[f.name] = sum(values)
+            elif rule == "max":
+                out[f.name] = max(values, default=0)
+            elif rule == "latest":
+                out[f.name] = max((v for v, t in zip(values, self.threads) if t.ops), default=0)
+            elif rule == "merge":
+                out[f.name] = _native.LatencyHistogram()
+                for h in values:
+                    out[f.name].merge(h)
+            elif rule == "timeline":
+                timeline = np.zeros(max((len(v) for v in values), default=0), np.uint64)
+                for v in values:
+                    timeline[:len(v)] += v
+                out[f.name] = timeline
+            elif rule == "first_bad":
+                out[f.name] = min((v for v, t in zip(values, self.threads) if t.verify_mismatches), default=None)
+        return out
+
     @classmethod
     def from_native(cls, raw: dict) -> RunRecord:
         """The dict gdsbench._native.run returns."""
@@ -67,6 +107,9 @@ class RunRecord:
         """A part stopped before it started (Ctrl-C at the start barrier)."""
         return cls(threads=[], interrupted=True, start_skew_ns=0, process_cpu_user_s=0.0, process_cpu_sys_s=0.0,
                    window_cpu_user_s=0.0, window_cpu_sys_s=0.0, wall_ns=0, start_realtime_ns=0, first_done_ns=0)
+
+
+WINDOW_TIMES = tuple(f.name for f in fields(ThreadRecord) if f.metadata["window_time"])
 
 
 def _check_against_native() -> None:

@@ -60,23 +60,13 @@ class Result:
     @classmethod
     def from_run(cls, spec: JobSpec, run, **extra: Any) -> Result:
         """From a RunRecord (gdsbench.execution.record): one run, or several processes aggregated."""
-        threads = run.threads
-        latency = _native.LatencyHistogram()
-        timeline: list[int] = []
-        for t in threads:
-            latency.merge(t.latency)
-            for i, b in enumerate(t.timeline_bytes.tolist()):
-                if i == len(timeline):
-                    timeline.append(0)
-                timeline[i] += b
-        mismatched = [t for t in threads if t.verify_mismatches]
+        threads, total = run.threads, run.thread_totals()
         stonewall = None
         if spec.stonewall:
-            wall_ns = max((t.stonewall_ns for t in threads), default=0)
-            wall_bytes = sum(t.stonewall_bytes for t in threads)
+            wall_ns, wall_bytes = total["stonewall_ns"], total["stonewall_bytes"]
             stonewall = {
                 "bytes": wall_bytes,
-                "ops": sum(t.stonewall_ops for t in threads),
+                "ops": total["stonewall_ops"],
                 "elapsed_ns": wall_ns,
                 "bandwidth_bytes_per_s": wall_bytes / (wall_ns / 1e9) if wall_ns else 0.0,
                 "first_done_ns": max(run.first_done_ns - spec.ramp_ns, 0),
@@ -86,24 +76,24 @@ class Result:
             spec=spec,
             round_ns=round_ns,
             round_latency=round_latency,
-            bytes=sum(t.bytes for t in threads),
-            ops=sum(t.ops for t in threads),
-            elapsed_ns=max((t.last_complete_ns for t in threads if t.ops), default=0),
-            latency=latency,
+            bytes=total["bytes"],
+            ops=total["ops"],
+            elapsed_ns=total["last_complete_ns"],
+            latency=total["latency"],
             cpu_user_s=run.window_cpu_user_s,
             cpu_sys_s=run.window_cpu_sys_s,
-            worker_cpu_user_s=sum(t.cpu_user_s for t in threads),
-            worker_cpu_sys_s=sum(t.cpu_sys_s for t in threads),
-            timeline_bytes=timeline,
+            worker_cpu_user_s=total["cpu_user_s"],
+            worker_cpu_sys_s=total["cpu_sys_s"],
+            timeline_bytes=total["timeline_bytes"].tolist(),
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
-            passes=max((t.passes for t in threads), default=0),
-            reads_while_copying=sum(t.reads_while_copying for t in threads),
+            passes=total["passes"],
+            reads_while_copying=total["reads_while_copying"],
             procs=run.procs,
             stonewall=stonewall,
             interrupted=run.interrupted,
-            verified_blocks=sum(t.verified_blocks for t in threads),
-            verify_mismatches=sum(t.verify_mismatches for t in threads),
-            first_mismatch_offset=min(t.first_mismatch_offset for t in mismatched) if mismatched else None,
+            verified_blocks=total["verified_blocks"],
+            verify_mismatches=total["verify_mismatches"],
+            first_mismatch_offset=total["first_mismatch_offset"],
             start_skew_ns=run.start_skew_ns,
             wall_ns=run.wall_ns,
             process_cpu_user_s=run.process_cpu_user_s,
