@@ -20,11 +20,29 @@ def test_spec_maps_one_to_one_onto_the_native_job():
     assert [opt.name for opt in OPTIONS] == [f.name for f in dataclasses.fields(JobSpec)]
 
 
-def test_every_option_is_a_flag(gdsbench):
-    import pytest
+def _flags(command: str) -> set[str]:
+    from gdsbench.cli import build_parser
 
-    with pytest.raises(SystemExit):
-        gdsbench("run", "--help")
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return set(sub.choices[command]._option_string_actions)
+
+
+def test_every_option_is_a_flag_of_run_and_sweep():
+    for command in ("run", "sweep"):
+        flags = _flags(command)
+        missing = [o.flag for o in OPTIONS if o.name != "path" and o.flag not in flags]
+        assert not missing, (command, missing)
+
+
+def test_every_workload_field_is_a_flag_of_train_predict_and_prepare():
+    """The workload's own table (gdsbench/train/workloads.py) is the one that makes these flags."""
+    from gdsbench.train.workloads import ON_COMMAND_LINE
+    from gdsbench.train.workloads import OPTIONS as WORKLOAD_OPTIONS
+
+    assert "seed" not in ON_COMMAND_LINE and len(ON_COMMAND_LINE) == len(WORKLOAD_OPTIONS) - 1
+    for command in ("train", "predict", "prepare"):
+        flags = _flags(command)
+        assert {WORKLOAD_OPTIONS[f].flag for f in ON_COMMAND_LINE} <= flags, command
 
 
 def test_run_prints_a_table(gdsbench, pattern_file):

@@ -8,7 +8,7 @@ from typing import Any
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import BY_KEY, OPTIONS, JobSpec
 
-METAVARS = {"size": "SIZE", "duration": "TIME", "int": "N"}
+METAVARS = {"size": "SIZE", "duration": "TIME", "int": "N", "seconds": "TIME", "number": "NUMBER"}
 NEGATIVE = "__negative"  # dest suffix of a bool option's negative flag (--buffered)
 
 
@@ -115,7 +115,14 @@ def seconds_arg(flag: str, high_s: float = 3600.0):
 
 
 KIND_UNITS = {"size": "size (4K, 1M, 1GiB)", "duration": "time (500ms, 10s)", "int": "number", "bool": "flag",
-              "choice": "choice", "str": "text", "path": "path", "gpus": "GPU list (0 or 0,1)"}
+              "choice": "choice", "str": "text", "path": "path", "gpus": "GPU list (0 or 0,1)",
+              "seconds": "time (112ms, 0.5)", "number": "number (0.9)"}
+
+
+def _allowed(opt) -> str:
+    if opt.low is not None:
+        return f">= {opt.format(opt.low)}" if opt.high is None else f"{opt.format(opt.low)} to {opt.format(opt.high)}"
+    return ", ".join(opt.choices) if opt.choices else ""
 
 
 def options_markdown() -> str:
@@ -128,31 +135,29 @@ def options_markdown() -> str:
              "| flag | key | column | value | default | allowed | sweep | what it does |", "|---|---|---|---|---|---|---|---|"]
     for opt in OPTIONS:
         flags = " / ".join(f"`{f}`" for f in (opt.flag, *opt.aliases, *([opt.negative] if opt.negative else [])))
-        allowed = ", ".join(opt.choices) if opt.choices else ""
-        if opt.low is not None:
-            allowed = f">= {opt.format(opt.low)}" if opt.high is None else f"{opt.format(opt.low)} to {opt.format(opt.high)}"
         default = opt.format(getattr(defaults, opt.name)) if opt.name != "path" else "a scratch file"
         help_text = opt.help.replace("|", "\\|")
-        lines.append(f"| {flags} | `{opt.key}` | `{opt.column}` | {KIND_UNITS[opt.kind]} | {default} | {allowed} | "
+        lines.append(f"| {flags} | `{opt.key}` | `{opt.column}` | {KIND_UNITS[opt.kind]} | {default} | {_allowed(opt)} | "
                      f"{'yes' if opt.sweep else 'no'} | {help_text} |")
+    lines += ["", "## Training workload fields", "",
+              "The fields of a training workload (`gdsbench train`, `predict`, `prepare --workload`), from the",
+              "`Workload` table in `gdsbench/train/workloads.py`: each is a key of workload TOML files and, but",
+              "`seed`, a flag that overrides the workload's own value (`--seed` is train's and prepare's own flag).", "",
+              "| flag | key | value | allowed | what it does |", "|---|---|---|---|---|"]
+    from gdsbench.train.workloads import OPTIONS as WORKLOAD_OPTIONS
+
+    for name, opt in WORKLOAD_OPTIONS.items():
+        lines.append(f"| `{opt.flag}` | `{name}` | {KIND_UNITS[opt.kind]} | {_allowed(opt)} | {opt.help} |")
     return "\n".join(lines) + "\n"
 
 
 # ---- training workloads (train, predict, prepare --workload) ----
 
-WORKLOAD_FLAGS = (  # field, flag, metavar, help
-    ("files", "--files", "N", "files in the dataset"),
-    ("samples_per_file", "--samples-per-file", "N", "samples in each file"),
-    ("record_bytes", "--record-bytes", "SIZE", "mean sample size"),
-    ("record_stdev", "--record-stdev", "SIZE", "standard deviation of DLIO's sample size (see docs/train.md)"),
-    ("batch", "--batch", "N", "samples per step, per accelerator"),
-    ("read_threads", "--read-threads", "N", "reader threads per accelerator"),
-    ("prefetch", "--prefetch", "N", "DLIO's prefetch_size: batches held ahead = read threads x ceil(prefetch / read threads)"),
-    ("transfer_size", "--transfer-size", "SIZE", "each sample is read in chunks of this size"),
-    ("compute_s", "--compute-time", "TIME", "emulated compute per step (a sleep)"),
-    ("compute_stdev_s", "--compute-stdev", "TIME", "standard deviation of the compute time (normal distribution)"),
-    ("au_threshold", "--au", "FRACTION", "the accelerator utilisation a run must reach to pass, e.g. 0.9"),
-)
+def workload_flags():
+    """(field, option) of every workload field users set with a flag, from the workload's own table."""
+    from gdsbench.train.workloads import ON_COMMAND_LINE, OPTIONS
+
+    return [(name, OPTIONS[name]) for name in ON_COMMAND_LINE]
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
@@ -162,9 +167,9 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, 
     group = parser.add_argument_group("workload (any field overrides the workload's own)")
     group.add_argument("--workload", required=True, metavar="NAME|FILE.toml",
                        help=f"a built-in workload ({', '.join(BUILT_IN)}) or a TOML file describing one")
-    for field, flag, metavar, text in WORKLOAD_FLAGS:
+    for field, opt in workload_flags():
         if field not in skip:
-            group.add_argument(flag, dest=field, metavar=metavar, default=None, help=text)
+            group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help)
 
 
 def workload_from_args(args: argparse.Namespace):
@@ -173,10 +178,10 @@ def workload_from_args(args: argparse.Namespace):
 
     base = workloads.load(args.workload)
     overrides = {}
-    for field, flag, _, _ in WORKLOAD_FLAGS:
+    for field, opt in workload_flags():
         value = getattr(args, field, None)
         if value is not None:
-            overrides[field] = workloads.parse_field(field, value, flag)
+            overrides[field] = workloads.parse_field(field, value, opt.flag)
     if getattr(args, "seed", None) is not None:
         overrides["seed"] = args.seed
     return workloads.with_overrides(base, overrides)

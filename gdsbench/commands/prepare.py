@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from gdsbench.commands.options import WORKLOAD_FLAGS, count_arg, workload_from_args
+from gdsbench.commands.options import METAVARS, count_arg, workload_flags, workload_from_args
 from gdsbench.execution.scratch import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
@@ -31,10 +31,10 @@ class PrepareCommand:
                                 "the directory PATH, with a manifest")
         group.add_argument("--dry-run", action="store_true",
                            help="with --workload: say what would be written (files, samples, total) and write nothing")
-        for field, flag, metavar, text in WORKLOAD_FLAGS:  # all accepted, so train's flags can be repeated here
+        for field, opt in workload_flags():  # all accepted, so train's flags can be repeated here
             if field != "files":  # --files is above
                 shape = "" if field in SHAPE else " (not part of the dataset; accepted so train's flags can be reused)"
-                group.add_argument(flag, dest=field, metavar=metavar, default=None, help=text + shape)
+                group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help + shape)
 
     def run(self, args: argparse.Namespace) -> int:
         if args.workload is not None:

@@ -14,14 +14,13 @@ from gdsbench.commands.options import (
 )
 from gdsbench.job.errors import EXIT_INTERRUPTED
 
-# The job options a training reader takes (the rest are the workload's, or the emulation's own)
-READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register")
-
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="the dataset: a directory `gdsbench prepare --workload` wrote, or any "
                                                    "directory of files (each file one sample, as DLIO's npz)")
     add_workload_arguments(parser)
+    from gdsbench.train.session import READER_OPTIONS
+
     add_job_arguments(parser, only=READER_OPTIONS, title="how samples are read (--qd: chunks in flight per reader)")
     parser.add_argument("--allow-cached", action="store_true",
                         help="--buffered with a dataset under 5x this host's memory (its pages are dropped "

@@ -17,6 +17,7 @@ options are all in JobSpec.validate().
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +50,7 @@ DAY = 86_400 * SECOND
 
 @dataclass(frozen=True)
 class Option:
-    kind: str  # "path", "size", "duration", "int", "choice", "bool", "str" or "gpus"
+    kind: str  # "path", "size", "duration", "int", "choice", "bool", "str", "gpus"; "seconds" and "number" (floats)
     flag: str  # CLI flag, e.g. "--bs"
     help: str
     choices: tuple[str, ...] = ()
@@ -75,6 +76,12 @@ class Option:
 
     def parse(self, text: Any) -> Any:
         """Convert one value as written by a user (CLI, sweep file) to its base unit, and check its bounds."""
+        value = self.convert(text)
+        self.check(value)
+        return value
+
+    def convert(self, text: Any) -> Any:
+        """One value as written by a user, in its base unit (its bounds not checked yet)."""
         if text is None:
             return None
         if self.kind in ("size", "duration") and isinstance(text, bool):
@@ -90,6 +97,8 @@ class Option:
                 value = int(text)
             except (TypeError, ValueError, OverflowError):
                 raise UsageError(f"{self.flag} {text!r}: not a whole number") from None
+        elif self.kind in ("seconds", "number"):
+            value = self._parse_float(text)
         elif self.kind == "choice":
             if text not in self.choices:
                 raise UsageError(f"{self.flag} {text}: unknown; choose one of {', '.join(self.choices)}")
@@ -100,12 +109,25 @@ class Option:
             value = parse_gpus(text)
         else:
             value = str(text)
-        self.check(value)
+        return value
+
+    def _parse_float(self, text: Any) -> float:
+        """A finite number; for "seconds" also a duration written with a unit ("112ms")."""
+        if isinstance(text, bool):
+            raise UsageError(f"{self.flag} {text!r}: not a number")
+        if self.kind == "seconds" and isinstance(text, str):
+            return units.parse_duration(text, self.flag) / 1e9
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise UsageError(f"{self.flag} {text!r}: not a number") from None
+        if not math.isfinite(value):
+            raise UsageError(f"{self.flag} {text!r}: not a finite number")
         return value
 
     def check(self, value: Any) -> None:
         """UsageError unless value is within this option's own bounds."""
-        if value is None or self.kind not in ("size", "duration", "int"):
+        if value is None or self.kind not in ("size", "duration", "int", "seconds", "number"):
             return
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             low = "1 byte" if self.kind == "size" and self.low == 1 else self.format(self.low)
@@ -124,6 +146,8 @@ class Option:
             return str(int(value))
         if self.kind == "gpus":
             return ",".join(str(i) for i in value)
+        if self.kind in ("seconds", "number"):
+            return f"{value:g}" + (" s" if self.kind == "seconds" else "")
         return str(value)
 
     def to_column(self, value: Any) -> Any:

@@ -20,6 +20,10 @@ from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_fe
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
 
+# The job options a training reader takes (its --bs is the workload's transfer size; the rest of
+# a run is the workload's, or the emulation's own)
+READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register")
+
 
 def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     """The job every SampleReader runs: the mode, engine and cache choice asked
@@ -51,7 +55,7 @@ class TrainRun:
 
     def info(self) -> dict:
         return {"kind": "train", "workload": self.workload.to_dict(), "dataset": self.dataset.describe(),
-                "reader": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "verify", "gpu")},
+                "reader": {k: getattr(self.spec, k) for k in ("bs", *READER_OPTIONS)},
                 "accelerators": self.counts, "epochs": self.epochs, "max_steps": self.max_steps, "repeat": self.repeat,
                 "environment": {"host": host_environment()}, "cache_note": self.cache_note,
                 "prediction": self.prediction.to_dict() if self.prediction else None}

@@ -5,36 +5,53 @@ line."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
-from gdsbench.job.units import format_size, parse_duration, parse_size
+from gdsbench.job.spec import Option
 
 KiB, MiB = 1 << 10, 1 << 20
 FORMATS = ("npz", "tfrecord")
+
+
+HOUR = 3600.0
+MAX_SAMPLES = 20_000_000
+
+
+def _field(kind: str, flag: str, text: str, low, high, *, on_command_line: bool = True, **kw):
+    """A workload field declared as a job option is (gdsbench.job.spec.Option): its flag, help
+    and bounds feed train's, predict's and prepare's flags, workload files and docs/options.md."""
+    option = Option(kind, flag, text, low=low, high=high, native=False, sweep=False)
+    return field(metadata={"option": option, "on_command_line": on_command_line}, **kw)
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
     format: str  # npz: a sample is a whole file; tfrecord: samples packed in files, read in transfer-size chunks
-    files: int
-    samples_per_file: int
-    record_bytes: int  # mean sample size, as DLIO's record_length
-    record_stdev: int  # DLIO's record_length_stdev
-    batch: int  # samples per step, per accelerator
-    read_threads: int  # reader threads per accelerator (DLIO's read_threads: data-loader workers)
-    prefetch: int  # DLIO's prefetch_size: batches in flight = read_threads x ceil(prefetch / read_threads)
-    transfer_size: int  # each sample is read in chunks of this size
-    compute_s: float  # emulated compute per step (sleep), H100
-    compute_stdev_s: float = 0.0  # DLIO's computation_time_stdev: compute drawn from a normal distribution
-    au_threshold: float = 0.90  # the least accelerator utilisation that passes
-    seed: int = 123  # shuffle and sample sizes (DLIO's default seed)
+    files: int = _field("int", "--files", "files in the dataset", 1, 10_000_000)
+    samples_per_file: int = _field("int", "--samples-per-file", "samples in each file", 1, 10_000_000)
+    record_bytes: int = _field("size", "--record-bytes", "mean sample size (DLIO's record_length)", 1, 64 << 30)
+    record_stdev: int = _field("size", "--record-stdev", "standard deviation of DLIO's sample size (see docs/train.md)",
+                               0, 64 << 30)
+    batch: int = _field("int", "--batch", "samples per step, per accelerator", 1, MAX_SAMPLES)
+    read_threads: int = _field("int", "--read-threads", "reader threads per accelerator (DLIO's read_threads)", 1, 1024)
+    prefetch: int = _field("int", "--prefetch", "DLIO's prefetch_size: batches held ahead = read threads x "
+                           "ceil(prefetch / read threads)", 0, 1 << 16)
+    transfer_size: int = _field("size", "--transfer-size", "each sample is read in chunks of this size", 4096, 1 << 30)
+    compute_s: float = _field("seconds", "--compute-time", "emulated compute per step (a sleep), H100", 0.0, HOUR)
+    compute_stdev_s: float = _field("seconds", "--compute-stdev", "standard deviation of the compute time (normal "
+                                    "distribution; DLIO's computation_time_stdev)", 0.0, HOUR, default=0.0)
+    au_threshold: float = _field("number", "--au", "the accelerator utilisation a run must reach to pass, e.g. 0.9",
+                                 1e-9, 1.0, default=0.90)
+    seed: int = _field("int", "--seed", "seed of the shuffle and the sample sizes (DLIO's default: 123)", 0, 2**64 - 1,
+                       on_command_line=False, default=123)  # its flag is train's and prepare's own
     about: str = ""
 
     @property
@@ -64,14 +81,11 @@ class Workload:
         if not NAME.fullmatch(self.name):
             raise UsageError(f"workload name {self.name!r}: its files are named after it, so use letters, digits, '.', "
                              "'_' and '-' only, starting with a letter or digit")
-        for name, (low, high) in BOUNDS.items():
+        for name, option in OPTIONS.items():
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
-                shown = format_size(value) if name in PARSERS and isinstance(value, int) else value
-                limit = (f"between {format_size(low)} and {format_size(high)}" if name in PARSERS
-                         else f"between {low:,} and {high:,}" if isinstance(high, int)
-                         else f"between {low:g} and {high:g}{' s' if name in DURATIONS else ''}")
-                raise UsageError(f"{flag(name)} {shown}: must be {limit}")
+            if not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise UsageError(f"{option.flag} {value!r}: not a finite number")
+            option.check(value)
         if self.samples > MAX_SAMPLES:
             raise UsageError(f"--files {self.files} x --samples-per-file {self.samples_per_file}: {self.samples:,} samples, "
                              f"more than {MAX_SAMPLES:,} (the index of every sample is held in memory); use fewer files")
@@ -102,45 +116,17 @@ BUILT_IN = {w.name: w for w in (
 )}
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-MAX_SAMPLES = 20_000_000
-HOUR = 3600.0
-BOUNDS = {  # field -> (low, high), inclusive
-    "files": (1, 10_000_000), "samples_per_file": (1, 10_000_000), "record_bytes": (1, 64 << 30),
-    "record_stdev": (0, 64 << 30), "batch": (1, MAX_SAMPLES), "read_threads": (1, 1024), "prefetch": (0, 1 << 16),
-    "transfer_size": (4096, 1 << 30), "compute_s": (0.0, HOUR), "compute_stdev_s": (0.0, HOUR),
-    "au_threshold": (1e-9, 1.0), "seed": (0, 2**64 - 1),
-}
-
-# What each field is given as, on the command line and in a workload file
-PARSERS = {"record_bytes": parse_size, "record_stdev": parse_size, "transfer_size": parse_size}
-DURATIONS = ("compute_s", "compute_stdev_s")
-FLAGS = {"compute_s": "--compute-time", "compute_stdev_s": "--compute-stdev", "au_threshold": "--au"}
-
-
-def flag(field: str) -> str:
-    return FLAGS.get(field, "--" + field.replace("_", "-"))
+# field -> its option, named after the field; those users set with a flag of their own
+OPTIONS = {f.name: dataclasses.replace(f.metadata["option"], name=f.name) for f in fields(Workload) if f.metadata}
+ON_COMMAND_LINE = tuple(f.name for f in fields(Workload) if f.metadata.get("on_command_line"))
 
 
 def parse_field(name: str, value: Any, where: str) -> Any:
-    """A field's value from text or TOML (sizes as '8M', durations as '112ms' or seconds)."""
-    kind = {f.name: f.type for f in fields(Workload)}[name]
-    try:
-        if name in PARSERS:
-            return PARSERS[name](value, where)
-        if name in DURATIONS:
-            return parse_duration(value, where) / 1e9
-        if kind == "int":
-            if isinstance(value, bool) or not str(value).lstrip("-").isdigit():
-                raise UsageError(f"{where} {value!r}: not a whole number")
-            return int(value)
-        if kind == "float":
-            number = float(value)
-            if not math.isfinite(number):
-                raise UsageError(f"{where} {value!r}: not a finite number")
-            return number
+    """A field's value from text or TOML (sizes as '8M', durations as '112ms' or seconds); its
+    bounds are checked with the whole workload (Workload.check), naming its flag."""
+    if name not in OPTIONS:
         return str(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{where} {value!r}: not a number") from None
+    return dataclasses.replace(OPTIONS[name], flag=where).convert(value)
 
 
 def load(name_or_file: str) -> Workload:
