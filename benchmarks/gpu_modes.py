@@ -165,7 +165,7 @@ def child_cold(task: dict) -> None:
         seconds = time.perf_counter() - start
         if got != size:
             raise RuntimeError(f"kvikio read {got} of {size} bytes")
-        backends = kvikio_mode._backend_shares(monitor.get()) if monitor else None
+        backends = kvikio_mode.backend_shares(monitor.get()) if monitor else None
         emit(kind="cold", side=side, bytes_per_s=size / seconds, cached_before=cached, dropped=dropped,
              data_path=kvikio_mode.compat_description(kvikio, size, False, backends))
         return

@@ -82,7 +82,7 @@ def test_ctrl_c_on_the_command_line(tmp_path):
 
 
 def test_docs_options_is_generated_from_the_option_table():
-    from gdsbench.commands.options import options_markdown
+    from gdsbench.commands.options_doc import options_markdown
 
     path = os.path.join(os.path.dirname(__file__), "..", "docs", "options.md")
     assert open(path).read() == options_markdown(), "docs/options.md is out of date: run scripts/options_doc"
@@ -133,7 +133,7 @@ def test_an_engines_own_options_come_from_its_declaration_alone():
     column and a line of docs/options.md, is refused with any other engine, and reaches the engine."""
     import pytest
 
-    from gdsbench.commands.options import options_markdown
+    from gdsbench.commands.options_doc import options_markdown
     from gdsbench.execution.native import to_native
     from gdsbench.job.errors import IncompatibleOptions, UsageError
     from gdsbench.job.spec import BY_KEY, ENGINE_INFO

@@ -336,7 +336,7 @@ def test_kvikio_label_follows_what_kvikios_statistics_saw(monkeypatch):
     settings.update(compat_mode=False, is_gds_available=True)
     kvikio = sys_modules_kvikio()
     summary = SimpleNamespace(by_backend={"POSIX": {"bytes_transferred": 3 << 20}, "GDS": {"bytes_transferred": 0}})
-    assert kvikio_mode._backend_shares(summary) == {"posix": 1.0}
+    assert kvikio_mode.backend_shares(summary) == {"posix": 1.0}
     fell_back = kvikio_mode.compat_description(kvikio, 1 << 20, backends={"posix": 1.0})
     assert "NOT GPUDirect" in fell_back and "fell back to POSIX" in fell_back and "100% posix" in fell_back
     through = kvikio_mode.compat_description(kvikio, 1 << 20, backends={"gds": 1.0})

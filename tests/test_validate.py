@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gdsbench import prepare
-from gdsbench.system import gpu, nvfs
+from gdsbench.system import gpu, gpu_path, nvfs
 from gdsbench.validate import judge, platform, profile
 from gdsbench.validate.checks import Check
 from gdsbench.validate.measure import gpudirect_verdict
@@ -296,7 +296,7 @@ def test_gpudirect_passes_only_when_nvidia_fs_counted_the_bytes(monkeypatch, pat
 
     target = target_for(pattern_file)
     monkeypatch.setattr(gpu, "status", lambda: PLANTED_NVFS)
-    monkeypatch.setattr(gpu, "gds_is_direct", lambda info, t: (True, "ext4 on nvme0n1 (planted)"))
+    monkeypatch.setattr(gpu_path, "gds_is_direct", lambda info, t: (True, "ext4 on nvme0n1 (planted)"))
     spec = JobSpec(path=pattern_file, mode="gds", engine="cufile")
     before = {"Reads": {"n": 0, "readMiB": 0}, "io_stats": True}
     counted = nvfs.Observation(before, {"Reads": {"n": 64, "readMiB": 64}, "io_stats": True}, 64 * MiB)
@@ -305,12 +305,12 @@ def test_gpudirect_passes_only_when_nvidia_fs_counted_the_bytes(monkeypatch, pat
     kvikio = JobSpec(path=pattern_file, mode="kvikio", engine="kvikio")
     through = "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)"
     labels = {
-        "observed": gpu.data_path(spec, target, None, counted),
-        "fallback": gpu.data_path(spec, target, None, silent),
-        "stats off": gpu.data_path(spec, target, None, off),
-        "not read": gpu.data_path(spec, target, None, None),
-        "kvikio observed": gpu.data_path(kvikio, target, through, counted),
-        "kvikio fallback": gpu.data_path(kvikio, target, through, silent),
+        "observed": gpu_path.data_path(spec, target, None, counted),
+        "fallback": gpu_path.data_path(spec, target, None, silent),
+        "stats off": gpu_path.data_path(spec, target, None, off),
+        "not read": gpu_path.data_path(spec, target, None, None),
+        "kvikio observed": gpu_path.data_path(kvikio, target, through, counted),
+        "kvikio fallback": gpu_path.data_path(kvikio, target, through, silent),
     }
     assert nvfs.OBSERVED in labels["observed"] and nvfs.OBSERVED in labels["kvikio observed"]
     assert "COMPATIBILITY" in labels["fallback"] and "COMPATIBILITY" in labels["kvikio fallback"]

@@ -28,7 +28,7 @@ class InfoCommand:
         from gdsbench import _native
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
-        from gdsbench.system import gpu
+        from gdsbench.system import gpu, gpu_path
         from gdsbench.system.targets import target_for
 
         if args.path is not None and not args.path:
@@ -50,7 +50,7 @@ class InfoCommand:
                          f"x{g['pcie_max_link_width']})")
         if not s["gpus"]:
             lines.append("  none on the PCI bus")
-        direct_ok, why = gpu.gds_is_direct(s, target_for(args.path) if args.path else None)
+        direct_ok, why = gpu_path.gds_is_direct(s, target_for(args.path) if args.path else None)
         lines += [
             f"NVIDIA driver   {s['driver_version'] or 'not loaded'}",
             "libcudart       " + (f"{cuda['cudart_path']} (runtime {cuda['runtime_version']}, driver API "

@@ -1,4 +1,5 @@
-"""Command-line flags built from the job option table (spec.JobSpec)."""
+"""Command-line flags built from the job option table (spec.JobSpec); the
+workload's flags are in workload_flags.py, docs/options.md in options_doc.py."""
 
 from __future__ import annotations
 
@@ -112,76 +113,3 @@ def seconds_arg(flag: str, high_s: float = 3600.0):
             raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most {high_s:g} s")
         return seconds
     return parse
-
-
-KIND_UNITS = {"size": "size (4K, 1M, 1GiB)", "duration": "time (500ms, 10s)", "int": "number", "bool": "flag",
-              "choice": "choice", "str": "text", "path": "path", "gpus": "GPU list (0 or 0,1)",
-              "seconds": "time (112ms, 0.5)", "number": "number (0.9)"}
-
-
-def _allowed(opt) -> str:
-    if opt.low is not None:
-        return f">= {opt.format(opt.low)}" if opt.high is None else f"{opt.format(opt.low)} to {opt.format(opt.high)}"
-    return ", ".join(opt.choices) if opt.choices else ""
-
-
-def options_markdown() -> str:
-    """docs/options.md: every job option, from the option table (as `fio --cmdhelp` prints fio's)."""
-    defaults = JobSpec()
-    lines = ["# Job options", "",
-             "Generated from the option table in `gdsbench/job/spec.py` by `scripts/options_doc`; a test fails when",
-             "the two disagree. Every option is a flag of `gdsbench run` and `gdsbench sweep`, a key of sweep files",
-             "(`key`), and a column of results (`column`, in base units: bytes, nanoseconds).", "",
-             "| flag | key | column | value | default | allowed | sweep | what it does |", "|---|---|---|---|---|---|---|---|"]
-    for opt in OPTIONS:
-        flags = " / ".join(f"`{f}`" for f in (opt.flag, *opt.aliases, *([opt.negative] if opt.negative else [])))
-        default = opt.format(getattr(defaults, opt.name)) if opt.name != "path" else "a scratch file"
-        help_text = opt.help.replace("|", "\\|")
-        lines.append(f"| {flags} | `{opt.key}` | `{opt.column}` | {KIND_UNITS[opt.kind]} | {default} | {_allowed(opt)} | "
-                     f"{'yes' if opt.sweep else 'no'} | {help_text} |")
-    lines += ["", "## Training workload fields", "",
-              "The fields of a training workload (`gdsbench train`, `predict`, `prepare --workload`), from the",
-              "`Workload` table in `gdsbench/train/workloads.py`: each is a key of workload TOML files and, but",
-              "`seed`, a flag that overrides the workload's own value (`--seed` is train's and prepare's own flag).", "",
-              "| flag | key | value | allowed | what it does |", "|---|---|---|---|---|"]
-    from gdsbench.train.workloads import OPTIONS as WORKLOAD_OPTIONS
-
-    for name, opt in WORKLOAD_OPTIONS.items():
-        lines.append(f"| `{opt.flag}` | `{name}` | {KIND_UNITS[opt.kind]} | {_allowed(opt)} | {opt.help} |")
-    return "\n".join(lines) + "\n"
-
-
-# ---- training workloads (train, predict, prepare --workload) ----
-
-def workload_flags():
-    """(field, option) of every workload field users set with a flag, from the workload's own table."""
-    from gdsbench.train.workloads import ON_COMMAND_LINE, OPTIONS
-
-    return [(name, OPTIONS[name]) for name in ON_COMMAND_LINE]
-
-
-def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """--workload and a flag per workload field, to change a built-in or file workload."""
-    from gdsbench.train.workloads import BUILT_IN
-
-    group = parser.add_argument_group("workload (any field overrides the workload's own)")
-    group.add_argument("--workload", required=True, metavar="NAME|FILE.toml",
-                       help=f"a built-in workload ({', '.join(BUILT_IN)}) or a TOML file describing one")
-    for field, opt in workload_flags():
-        if field not in skip:
-            group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help)
-
-
-def workload_from_args(args: argparse.Namespace):
-    """The workload named by --workload, with every field given on the command line in place of its own."""
-    from gdsbench.train import workloads
-
-    base = workloads.load(args.workload)
-    overrides = {}
-    for field, opt in workload_flags():
-        value = getattr(args, field, None)
-        if value is not None:
-            overrides[field] = workloads.parse_field(field, value, opt.flag)
-    if getattr(args, "seed", None) is not None:
-        overrides["seed"] = args.seed
-    return workloads.with_overrides(base, overrides)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import argparse
 
-from gdsbench.commands.options import METAVARS, count_arg, workload_flags, workload_from_args
+from gdsbench.commands.options import METAVARS, count_arg
+from gdsbench.commands.workload_flags import workload_flags, workload_from_args
 from gdsbench.execution.scratch import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size

@@ -4,14 +4,8 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import (
-    add_job_arguments,
-    add_workload_arguments,
-    count_arg,
-    job_values,
-    seconds_arg,
-    workload_from_args,
-)
+from gdsbench.commands.options import add_job_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
 from gdsbench.job.errors import EXIT_INTERRUPTED
 
 

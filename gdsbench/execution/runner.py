@@ -14,7 +14,7 @@ from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
-from gdsbench.system import gpu, nvfs
+from gdsbench.system import gpu, gpu_path, nvfs
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.targets import HeldRegions, Target, target_for
 
@@ -236,7 +236,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             warnings += cache_warnings(spec, target, cached_before)
 
         kvikio_path = None
-        watched = gpu.cufile_serves(spec)
+        watched = gpu_path.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
         if not spec.mode_declaration.native_loop:
             run, kvikio_path = kvikio_mode.run(spec, progress)
@@ -258,7 +258,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     # sysfs is read only where something uses it: the record, or GPU placement
     wanted = target is not None and (record_environment or gpus)
     storage = _after_run("environment.target", target.describe, None, warnings) if wanted else None
-    warnings += gpu.placement_warnings(spec, storage, gpus)
+    warnings += gpu_path.placement_warnings(spec, storage, gpus)
     if record_environment:
         environment = {"host": _after_run("environment.host", host_environment, {}, warnings), "target": storage,
                        "gpus": gpus}
@@ -270,7 +270,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         run,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
-        data_path=_after_run("data_path", lambda: gpu.data_path(spec, target, kvikio_path, seen), "unavailable",
+        data_path=_after_run("data_path", lambda: gpu_path.data_path(spec, target, kvikio_path, seen), "unavailable",
                             warnings),
         warnings=warnings,
         environment=environment,

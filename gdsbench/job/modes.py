@@ -59,7 +59,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 )}
 
 # Engines no native engine file provides, described as the native registry describes its own
-# (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode.py).
+# (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode/).
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
                "needs_local_file": True, "supports_direct": True, "directions": ("read",), "gpu_buffers": True,

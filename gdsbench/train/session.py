@@ -12,7 +12,7 @@ from gdsbench.execution.runner import runnable_here
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.spec import JobSpec, spec_from_values
 from gdsbench.results.store import RunStore
-from gdsbench.system import gpu, nvfs
+from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import target_for
 from gdsbench.train import accelerators, metrics
@@ -85,7 +85,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
         accelerators.evict(run.dataset)
     cached = accelerators.cached_fraction(run.dataset)
     config = accelerators.TrainConfig(run.workload, run.dataset, run.spec, n, run.epochs, run.max_steps)
-    watched = gpu.cufile_serves(run.spec)
+    watched = gpu_path.cufile_serves(run.spec)
     nvfs_before = nvfs.counters() if watched else None
     records = accelerators.run(config)
     if records is None:  # an MPI rank other than 0
@@ -95,7 +95,8 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     at, au = metrics.au_over_time(records)
     kvikio_path = None if run.spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(
         run.spec, int(run.dataset.length.mean()))
-    row.update(cached_fraction=cached, data_path=gpu.data_path(run.spec, target_for(run.dataset.paths[0]), kvikio_path, seen),
+    path = gpu_path.data_path(run.spec, target_for(run.dataset.paths[0]), kvikio_path, seen)
+    row.update(cached_fraction=cached, data_path=path,
                au_time_s=at.tolist(), au_time=au.tolist(),
                step_time_s_all=[float(x) for r in records for e in r.epochs
                                 for x in ((e.released_ns - e.step_start_ns)[1:] / 1e9)])

@@ -71,7 +71,7 @@ def path_check(mode: str, target: Target, why_not: str | None, require_gds: bool
 
 
 def gpudirect_verdict(name: str, label: str, require_gds: bool, evidence: str) -> Check:
-    """A read that asked for GPUDirect passes only where its label (system/gpu.data_path) says
+    """A read that asked for GPUDirect passes only where its label (system/gpu_path.data_path) says
     nvidia-fs's counters observed it; otherwise FAIL where the profile requires GPUDirect, else WARN."""
     threshold = f"{nvfs.OBSERVED} {'required' if require_gds else 'expected'}: nvidia-fs counted the bytes read"
     if nvfs.OBSERVED in label:

@@ -1,0 +1,42 @@
+"""The flags of a training workload (train, predict, prepare --workload),
+from the workload's own table (gdsbench/train/workloads.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gdsbench.commands.options import METAVARS
+
+
+def workload_flags():
+    """(field, option) of every workload field users set with a flag, from the workload's own table."""
+    from gdsbench.train.workloads import ON_COMMAND_LINE, OPTIONS
+
+    return [(name, OPTIONS[name]) for name in ON_COMMAND_LINE]
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """--workload and a flag per workload field, to change a built-in or file workload."""
+    from gdsbench.train.workloads import BUILT_IN
+
+    group = parser.add_argument_group("workload (any field overrides the workload's own)")
+    group.add_argument("--workload", required=True, metavar="NAME|FILE.toml",
+                       help=f"a built-in workload ({', '.join(BUILT_IN)}) or a TOML file describing one")
+    for field, opt in workload_flags():
+        if field not in skip:
+            group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help)
+
+
+def workload_from_args(args: argparse.Namespace):
+    """The workload named by --workload, with every field given on the command line in place of its own."""
+    from gdsbench.train import workloads
+
+    base = workloads.load(args.workload)
+    overrides = {}
+    for field, opt in workload_flags():
+        value = getattr(args, field, None)
+        if value is not None:
+            overrides[field] = workloads.parse_field(field, value, opt.flag)
+    if getattr(args, "seed", None) is not None:
+        overrides["seed"] = args.seed
+    return workloads.with_overrides(base, overrides)

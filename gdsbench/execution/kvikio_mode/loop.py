@@ -1,0 +1,195 @@
+"""The kvikio benchmark loop: up to --qd CuFile.pread calls in flight,
+collected oldest first, measured by the native core's window rule."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections import deque
+
+import numpy as np
+
+from gdsbench import _native
+from gdsbench.execution.kvikio_mode.path import backend_shares, compat_description
+from gdsbench.execution.kvikio_mode.settings import configure, import_kvikio, modules
+from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.job.errors import IoFailure
+from gdsbench.job.spec import JobSpec
+from gdsbench.system.pattern import check_device
+
+TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
+               "(to pread() returning, for reads kvikio did inside it)")
+
+
+
+def _read_failed(spec: JobSpec, offset: int, error: Exception) -> IoFailure:
+    return IoFailure(f"kvikio read of {spec.bs} bytes at offset {offset} of {spec.path}: {error}")
+
+
+def _cpu_seconds(who: int) -> tuple[float, float]:
+    usage = resource.getrusage(who)
+    return usage.ru_utime, usage.ru_stime
+
+
+def _since(before: tuple[float, float] | None, after: tuple[float, float]) -> tuple[float, float]:
+    return (after[0] - before[0], after[1] - before[1]) if before else (0.0, 0.0)
+
+
+class _Loop:
+    """Up to --qd preads in flight through one kvikio file handle, collected
+    oldest first, and what they measured. The measured window is the native
+    core's own rule (native/window_rule.hpp, through _native.WindowRule). CPU is
+    the process's over the window (kvikio's pool threads are this process's),
+    and this thread's beside it."""
+
+    def __init__(self, spec: JobSpec, cupy, handle, progress):
+        self.spec, self.handle, self.progress = spec, handle, progress
+        self.nblocks = spec.size // spec.bs
+        self.budget = spec.io_size // spec.bs if spec.io_size else None
+        self.buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
+        self.order = _native.OffsetSequence(spec.offset, self.nblocks, spec.bs, spec.pattern == "rand", spec.seed)
+        self.offsets = self.order.take(min(self.nblocks, 4096))
+        self.position = 0
+        self.inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at), oldest first
+        self.free = deque(range(spec.qd))
+        self.samples: list[int] = []
+        self.timeline: list[int] = []
+        self.round_ends: list[int] = []  # --round-reads: when each N-th read completed, ns into the window
+        self.done_bytes = self.ops = self.last = 0
+        self.verified = 0
+        self.bad: set[int] = set()  # distinct bad blocks: one read again counts once
+        self.interrupted = False
+        self.cpu0 = self.thread_cpu0 = None  # process and this thread's CPU when the window opened
+        self.t0 = time.monotonic_ns()
+        self.measure_start = self.t0 + spec.ramp_ns
+        self.rule = _native.WindowRule(self.measure_start, self.measure_start + spec.runtime_ns if spec.runtime_ns
+                                       else 2**64 - 1, self.budget if self.budget is not None else 2**64 - 1)
+
+    def start_measuring(self) -> None:
+        self.cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
+        self.thread_cpu0 = _cpu_seconds(resource.RUSAGE_THREAD)
+
+    def next_offset(self) -> int:
+        if self.position and self.position % len(self.offsets) == 0:
+            self.offsets = self.order.take(len(self.offsets))
+        off = int(self.offsets[self.position % len(self.offsets)])
+        self.position += 1
+        return off
+
+    def issue(self) -> None:
+        """Fill every free buffer, unless the window's end or the byte budget says stop."""
+        while self.free:
+            now = time.monotonic_ns()
+            if self.cpu0 is None and self.rule.open_at(now):
+                self.start_measuring()
+            if not self.rule.may_issue(now, self.ops, len(self.inflight)):
+                return
+            index, off = self.free.popleft(), self.next_offset()
+            try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
+                future = self.handle.pread(self.buffers[index], self.spec.bs, off)
+            except RuntimeError as e:
+                raise _read_failed(self.spec, off, e) from None
+            # a read kvikio did inside pread() is complete now, not when its future is collected
+            # after the next --qd preads: else its latency, and the depth, would read --qd times high
+            done_at = time.monotonic_ns() if future.done() else None
+            self.inflight.append((future, now, off, index, done_at))
+
+    def collect(self) -> None:
+        """Wait for the oldest read; check and account it."""
+        future, started, off, index, done_at = self.inflight.popleft()
+        try:
+            got = future.get()
+        except RuntimeError as e:
+            raise _read_failed(self.spec, off, e) from None
+        end = done_at or time.monotonic_ns()
+        self.free.append(index)
+        if got != self.spec.bs:
+            raise IoFailure(f"short read: kvikio read {got} of {self.spec.bs} bytes at offset {off} of {self.spec.path}")
+        if self.spec.verify:
+            self.bad.update(check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0]))
+            self.verified += self.spec.bs // _native.PATTERN_BLOCK
+        if self.cpu0 is None and self.rule.open_at(end):
+            self.start_measuring()
+        if not self.rule.counts(end):  # finished during the ramp, whenever it was collected
+            return
+        self.samples.append(end - started)
+        self.done_bytes += self.spec.bs
+        self.ops += 1
+        self.last = end - self.measure_start
+        if self.spec.round_reads and self.ops % self.spec.round_reads == 0:
+            self.round_ends.append(self.last)
+        tick = self.last // self.spec.interval_ns
+        self.timeline.extend([0] * (tick + 1 - len(self.timeline)))
+        self.timeline[tick] += self.spec.bs
+        if self.progress and self.ops % 64 == 0:
+            self.progress(self.done_bytes, self.last)
+
+    def run(self) -> None:
+        try:
+            while True:
+                self.issue()
+                if not self.inflight:
+                    break
+                self.collect()
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            for future, *_ in self.inflight:  # no buffer is freed under a read still in flight
+                try:
+                    future.get()
+                except Exception:  # noqa: BLE001 - the run already failed or stopped
+                    pass
+
+    def record(self, run_cpu0: tuple[float, float]) -> RunRecord:
+        end_cpu = _cpu_seconds(resource.RUSAGE_SELF)
+        window = _since(self.cpu0, end_cpu)
+        thread_cpu = _since(self.thread_cpu0, _cpu_seconds(resource.RUSAGE_THREAD))
+        samples = np.asarray(self.samples, dtype=np.uint64)
+        latency = _native.LatencyHistogram()
+        latency.add(samples)
+        n = self.spec.round_reads
+        rounds = []
+        for k in range(len(self.round_ends)):  # reads complete in order here: round k is samples k*N to (k+1)*N
+            rounds.append(_native.LatencyHistogram())
+            rounds[-1].add(samples[k * n:(k + 1) * n])
+        thread = ThreadRecord(
+            gpu=self.spec.gpu[0], latency=latency, bytes=self.done_bytes, ops=self.ops, first_submit_ns=0,
+            last_complete_ns=self.last, timeline_bytes=np.asarray(self.timeline, dtype=np.uint64),
+            # the one Python thread that drives kvikio; its pool threads count in the process's CPU
+            cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
+            verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
+            passes=-(-self.position // self.nblocks), reads_while_copying=0,
+            stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last, round_latency=rounds)
+        return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0, round_end_ns=self.round_ends,
+                         process_cpu_user_s=end_cpu[0] - run_cpu0[0], process_cpu_sys_s=end_cpu[1] - run_cpu0[1],
+                         window_cpu_user_s=window[0], window_cpu_sys_s=window[1],
+                         wall_ns=time.monotonic_ns() - self.t0, start_realtime_ns=0, first_done_ns=0)
+
+
+def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
+    """Measure a resolved kvikio job; returns its record and the data path kvikio took."""
+    cupy, kvikio = import_kvikio()
+    run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
+    defaults, _ = modules()
+    direct_posix = configure(defaults, spec)
+    monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
+    with cupy.cuda.Device(spec.gpu[0]):
+        try:
+            handle = kvikio.CuFile(spec.path, "r")
+        except RuntimeError as e:
+            raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
+        try:
+            # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
+            direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
+            before = monitor.get() if monitor else None
+            loop = _Loop(spec, cupy, handle, progress)
+            loop.run()
+            backends = backend_shares(monitor.get().since(before)) if monitor else None
+        finally:
+            if monitor:
+                monitor.stop()
+            handle.close()
+        record = loop.record(run_cpu0)
+    return record, compat_description(kvikio, spec.bs, direct_posix, backends)
+
+

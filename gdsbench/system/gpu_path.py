@@ -1,0 +1,99 @@
+"""The path a GPU job's bytes really took, in words, with its evidence:
+nvidia-fs's counters where they were read, kvikio's per-backend counts, or
+the platform where only it can tell; and whether the GPU and the storage
+sit on one NUMA node. The labels never call a read GPUDirect that did not
+take that path."""
+
+from __future__ import annotations
+
+import os
+
+from gdsbench.job.spec import JobSpec
+from gdsbench.system import gpu, nvfs
+from gdsbench.system.targets import Target
+
+SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
+
+
+def cufile_serves(spec: JobSpec) -> bool:
+    """Whether cuFile serves this job's reads on a real GPU: then nvidia-fs's counters,
+    read around the run (system/nvfs.py), are the evidence of the path they took."""
+    return spec.real_gpu and spec.mode_declaration.path_from != "engine"
+
+
+def compat_forced(info: dict) -> str | None:
+    """Why cuFile cannot read GPUDirect here whatever the file (no nvidia-fs, compat mode
+    forced), or None where it may."""
+    if not info["nvidia_fs"]["loaded"]:
+        return "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
+    if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
+        return "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
+    return None
+
+
+def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
+    """Whether cuFile reads of target may go GPUDirect, inferred from the platform, and why
+    (or why not): nvidia-fs loaded, no forced compatibility mode, ext4 or xfs on an NVMe
+    device. Only nvidia-fs's counters (system/nvfs.py) show that a read did."""
+    forced = compat_forced(info)
+    if forced:
+        return False, forced
+    storage = target.describe() if target is not None else {}
+    local = target is not None and target.mount is not None and target.mount.fs_type in ("ext4", "xfs")
+    nvme = storage.get("driver") == "nvme" or str(storage.get("block_device") or "").startswith("nvme")
+    if not (local and nvme):
+        where = target.where if target else "this target"
+        return False, (f"cuFile on {where} ({storage.get('block_device') or 'no block device'}) likely uses its "
+                       "compatibility mode; GPUDirect is expected here only for ext4/xfs on NVMe")
+    fs = info["nvidia_fs"]
+    return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
+
+
+def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | None) -> str:
+    """How reads that cuFile served went: GPUDirect observed in nvidia-fs's counters, or its
+    compatibility mode (certain, or observed), or GPUDirect inferred from the platform alone."""
+    forced = compat_forced(info)
+    if forced:
+        return f"in cuFile's COMPATIBILITY mode (not GPUDirect: {forced})"
+    if seen is not None and seen.direct:
+        return f"{nvfs.OBSERVED}: {seen.evidence()}"
+    if seen is not None and seen.direct is False:
+        return f"in cuFile's COMPATIBILITY mode for some or all reads (not GPUDirect; observed: {seen.evidence()})"
+    direct, why = gds_is_direct(info, target)
+    evidence = seen.evidence() if seen is not None else "nvidia-fs's counters were not read"
+    if direct:
+        return f"{nvfs.INFERRED}: {why}; {evidence}"
+    return f"likely in cuFile's COMPATIBILITY mode (not GPUDirect, inferred: {why}; {evidence})"
+
+
+def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = None,
+              seen: nvfs.Observation | None = None) -> str:
+    """What the bytes of this (resolved) job really pass through, in words. `seen` is what
+    nvidia-fs counted during the run, for the modes that read through cuFile."""
+    mode = spec.mode_declaration
+    sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
+    if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
+        return f"cuFile reads into GPU memory, {_through_cufile(gpu.status(), target, seen)}"
+    if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
+        if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
+            return f"kvikio reads into GPU memory ({kvikio_path})"
+        return f"kvikio reads into GPU memory ({kvikio_path}), {_through_cufile(gpu.status(), target, seen)}"
+    if not spec.opens_target:
+        read = f"{spec.engine} engine: no reads (the harness's own floor)"
+        return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
+    return f"{spec.engine} {'O_DIRECT' if spec.uses_o_direct else 'page-cache'} reads {mode.landing}{sim}"
+
+
+def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) -> list[str]:
+    """Warn when a GPU the job uses and the storage device sit on different NUMA nodes."""
+    storage_node = (storage or {}).get("numa_node")
+    if storage_node is None or storage_node < 0:
+        return []
+    used = set(spec.gpu)
+    return [
+        f"GPU {g['cuda_index']} ({g['pci_address']}) is on NUMA node {g['numa_node']}, the storage "
+        f"({storage.get('block_device')}) on node {storage_node}: cross-socket transfers can lose a large share of bandwidth"
+        for g in gpus
+        if g["cuda_index"] in used and g.get("numa_node") is not None and g["numa_node"] >= 0
+        and g["numa_node"] != storage_node
+    ]
