@@ -82,6 +82,54 @@ void collect(const RunControl& control, const std::vector<std::unique_ptr<Worker
 
 }  // namespace
 
+namespace {
+
+// Wait until done(), calling poll every kPollPeriod with the bytes done so
+// far (GIL released by the caller): Ctrl-C cancels the run, a stonewall stops it.
+template <typename Done>
+void wait_polling(RunControl& control, const std::vector<std::unique_ptr<Worker>>& workers, const Job& job,
+                  const PollFn& poll, JobResult& result, Done done) {
+  std::unique_lock<std::mutex> lock(control.mu);
+  while (!done()) {
+    control.cv.wait_for(lock, kPollPeriod);
+    if (done()) break;
+    lock.unlock();
+    uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
+    for (auto& w : workers) bytes += w->progress_bytes();
+    uint64_t measured_since = start ? start + job.ramp_ns : now;
+    PollAction action =
+        poll({bytes, now > measured_since ? now - measured_since : 0, control.first_done_ns.load() != 0});
+    if (action == PollAction::kCancel && !result.interrupted) {
+      result.interrupted = true;
+      control.stop = true;
+    } else if (action == PollAction::kStonewall) {
+      control.stonewall = true;
+    }
+    lock.lock();
+  }
+}
+
+// Open the start gate, after on_ready (a caller's barrier across processes);
+// its error, if it failed, stops the run and is rethrown once threads are joined.
+std::exception_ptr open_gate(RunControl& control, const ReadyFn& on_ready, JobResult& result) {
+  std::exception_ptr ready_error;
+  if (!control.stop.load() && on_ready) {
+    try {
+      on_ready();
+    } catch (...) {
+      ready_error = std::current_exception();
+      control.stop = true;
+    }
+  }
+  if (!control.stop.load()) {
+    result.start_realtime_ns = realtime_ns();
+    control.start_ns.store(now_ns(), std::memory_order_release);
+  }
+  return ready_error;
+}
+
+}  // namespace
+
 JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& verify_device, const ReadyFn& on_ready) {
   check_job(job);
   RunControl control;
@@ -107,42 +155,12 @@ JobResult run_job(const Job& job, const PollFn& poll, const DeviceVerifyFn& veri
         ++control.finished;
         control.cv.notify_all();
       });
-    auto wait_until = [&](auto done) {
-      std::unique_lock<std::mutex> lock(control.mu);
-      while (!done()) {
-        control.cv.wait_for(lock, kPollPeriod);
-        if (done()) break;
-        lock.unlock();
-        uint64_t bytes = 0, start = control.start_ns.load(), now = now_ns();
-        for (auto& w : workers) bytes += w->progress_bytes();
-        uint64_t measured_since = start ? start + job.ramp_ns : now;
-        PollAction action =
-            poll({bytes, now > measured_since ? now - measured_since : 0, control.first_done_ns.load() != 0});
-        if (action == PollAction::kCancel && !result.interrupted) {
-          result.interrupted = true;
-          control.stop = true;
-        } else if (action == PollAction::kStonewall) {
-          control.stonewall = true;
-        }
-        lock.lock();
-      }
-    };
     // The gate opens once every worker is set up, so no thread's setup
     // (open, allocation, ring creation) lands inside another's measurement.
-    wait_until([&] { return control.ready.load() == job.threads || control.stop.load(); });
-    if (!control.stop.load() && on_ready) {
-      try {
-        on_ready();
-      } catch (...) {
-        ready_error = std::current_exception();
-        control.stop = true;
-      }
-    }
-    if (!control.stop.load()) {
-      result.start_realtime_ns = realtime_ns();
-      control.start_ns.store(now_ns(), std::memory_order_release);
-    }
-    wait_until([&] { return control.finished == job.threads; });
+    wait_polling(control, workers, job, poll, result,
+                 [&] { return control.ready.load() == job.threads || control.stop.load(); });
+    ready_error = open_gate(control, on_ready, result);
+    wait_polling(control, workers, job, poll, result, [&] { return control.finished == job.threads; });
     for (auto& t : threads) t.join();
   } catch (...) {
     control.stop = true;

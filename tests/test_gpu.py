@@ -10,7 +10,7 @@ import pytest
 
 from gdsbench import IoFailure, JobSpec, UsageError, _native, run
 from gdsbench.system import gpu
-from gdsbench.system.pattern import check_blocks
+from gdsbench.system.pattern import bad_blocks
 
 MiB = 1024 * 1024
 NO_GPU = gpu.why_no_gpu()  # "no NVIDIA GPU on the PCI bus" where there is none
@@ -200,11 +200,11 @@ def test_info_command(gdsbench, pattern_file):
 def test_array_pattern_check_matches_the_native_one():
     buf = np.empty(256 * 1024, dtype=np.uint8)
     _native.pattern_fill(buf, 1 << 20, 9)
-    assert check_blocks(np, buf, 1 << 20) == (0, None)
+    assert bad_blocks(np, buf, 1 << 20) == []
     buf[4096 * 5 + 99] ^= 0x10
-    assert check_blocks(np, buf, 1 << 20) == (1, (1 << 20) + 4096 * 5) == (
-        _native.pattern_check(buf, 1 << 20)[0], _native.pattern_check(buf, 1 << 20)[1])
-    assert check_blocks(np, buf, 0)[0] == 64  # every block at the wrong offset
+    assert bad_blocks(np, buf, 1 << 20) == [(1 << 20) + 4096 * 5]
+    assert (1, (1 << 20) + 4096 * 5) == tuple(_native.pattern_check(buf, 1 << 20)[:2])
+    assert len(bad_blocks(np, buf, 0)) == 64  # every block at the wrong offset
 
 
 # ---- on a real GPU ----

@@ -33,12 +33,6 @@ def bad_blocks(xp: Any, data, file_offset: int) -> list[int]:
     return [file_offset + int(i) * WORDS * 8 for i in xp.nonzero(bad)[0].tolist()]
 
 
-def check_blocks(xp: Any, data, file_offset: int) -> tuple[int, int | None]:
-    """(bad blocks, file offset of the first bad one) for bytes read at file_offset."""
-    bad = bad_blocks(xp, data, file_offset)
-    return len(bad), (bad[0] if bad else None)
-
-
 def has_pattern(path: str, offset: int) -> bool:
     """Whether the 4 KiB block at `offset` of `path` is one `gdsbench prepare` wrote there."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
