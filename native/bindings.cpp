@@ -17,6 +17,7 @@
 #include "last_words.hpp"
 #include "offsets.hpp"
 #include "pattern.hpp"
+#include "read_slots.hpp"
 #include "runner.hpp"
 #include "sample_reader.hpp"
 #include "step_barrier.hpp"
@@ -175,13 +176,49 @@ py::dict gpu_status_dict() {
 }
 
 // Every engine with its capabilities and options, as gdsbench.job.spec.ENGINE_INFO holds them.
+// An engine opened on a target by itself, outside any run (its open may ask a server: GIL released).
+std::unique_ptr<gds::Engine> open_alone(const std::string& engine, const std::string& path) {
+  const gds::EngineInfo& info = gds::engine_by_name(engine);
+  py::gil_scoped_release release;
+  return info.open(gds::Target{path, false, gds::Direction::kRead}, 1, {});
+}
+
+// What an engine finds when it opens a target: its size, and what it learned of it
+// (a server's address and protocol), for gdsbench.system.targets.
+py::dict probe_target(const std::string& engine, const std::string& path) {
+  std::unique_ptr<gds::Engine> e = open_alone(engine, path);
+  py::dict d;
+  d["size"] = e->size();
+  for (const auto& [key, value] : e->describe()) d[key.c_str()] = value;
+  return d;
+}
+
+// `length` bytes at `offset` of a target, in one request of an engine (a pattern check's block).
+py::bytes read_range(const std::string& engine, const std::string& path, uint64_t offset, uint32_t length) {
+  std::unique_ptr<gds::Engine> e = open_alone(engine, path);
+  std::string buffer(length, '\0');
+  gds::IoRequest r;
+  r.buf = buffer.data();
+  r.offset = offset;
+  r.length = length;
+  {
+    py::gil_scoped_release release;
+    gds::IoRequest* done[1];
+    e->queue(&r);
+    while (e->reap(1, done, 1) == 0) {
+    }
+    gds::check_transfer(r, path, false, e->size());
+  }
+  return py::bytes(buffer.data(), size_t(r.result));
+}
+
 py::list engines_list() {
   py::list out;
   for (const auto& e : gds::engines()) {
     py::dict d;
     d["name"] = e.name;
     d["about"] = e.about;
-    d["needs_local_file"] = e.can.needs_local_file;
+    d["opens"] = gds::opens_name(e.can.opens);
     d["supports_direct"] = e.can.supports_direct;
     d["max_depth"] = e.can.max_depth;
     d["gpu_buffers"] = e.can.gpu_buffers;
@@ -302,6 +339,10 @@ PYBIND11_MODULE(_native, m) {
         "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
   m.def("engines", &engines_list, "Every engine: capabilities, options, why it cannot run here.");
+  m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"),
+        "Open an engine on a target alone: {size, and what it learned}; UsageError if it cannot be read.");
+  m.def("read_range", &read_range, py::arg("engine"), py::arg("path"), py::arg("offset"), py::arg("length"),
+        "length bytes at offset of a target, read by one request of the engine.");
 
   m.def("check_gpu_backend", &gds::gpu::check_backend, py::arg("backend"),
         "UsageError unless the --gpu-backend value is cuda or a well-formed sim[:...] (checked before a run).");

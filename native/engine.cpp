@@ -12,6 +12,10 @@ namespace gds {
 
 const char* direction_name(Direction d) { return d == Direction::kWrite ? "write" : "read"; }
 
+const char* opens_name(Opens o) {
+  return o == Opens::kNothing ? "nothing" : o == Opens::kLocalFile ? "local file" : "url";
+}
+
 Direction parse_direction(const std::string& name) {
   if (name == "read") return Direction::kRead;
   if (name == "write") return Direction::kWrite;

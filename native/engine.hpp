@@ -39,11 +39,12 @@ struct IoRequest {
   uint32_t length = 0;
   int64_t result = 0;
   uint64_t submit_ns = 0;
+  uint64_t first_byte_ns = 0;  // set by engines that see it (curl): issue to the answer's first byte
 };
 
 // What an engine is handed to open.
 struct Target {
-  std::string path;     // a local file's path
+  std::string path;     // a local file's path, or a URL (Opens::kUrl)
   bool direct = false;  // O_DIRECT
   Direction direction = Direction::kRead;
 };
@@ -53,6 +54,10 @@ class Engine {
   virtual ~Engine() = default;
   // The target's size in bytes (UINT64_MAX for an engine that opens none).
   virtual uint64_t size() const { return UINT64_MAX; }
+  // Connections opened for its requests (0 for an engine that opens none).
+  virtual uint64_t connections() const { return 0; }
+  // What it learned of its target when opening it (a server's address, its protocol), for the record.
+  virtual std::map<std::string, std::string> describe() const { return {}; }
   virtual void queue(IoRequest* r) = 0;
   // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}
@@ -101,12 +106,16 @@ class SynchronousEngine : public Engine {
 
 // What an engine can do, as fio's ioengine_ops flags say it: the Python layer
 // plans from these (gdsbench.job.spec.ENGINE_INFO), never from engine names.
+// What kind of target an engine opens.
+enum class Opens { kNothing, kLocalFile, kUrl };
+const char* opens_name(Opens o);  // "nothing", "local file", "url": what gdsbench.job.spec.ENGINE_INFO says
+
 struct Capabilities {
-  bool needs_local_file;  // false: never opens a target (null)
-  bool supports_direct;   // honours O_DIRECT
-  unsigned max_depth;     // largest queue depth (1: concurrency only from threads)
-  unsigned directions;    // Direction values it does, or-ed
-  bool gpu_buffers;       // reads into and writes from GPU memory itself (--mode gds)
+  Opens opens;           // kNothing: reads nothing (null)
+  bool supports_direct;  // honours O_DIRECT
+  unsigned max_depth;    // largest queue depth (1: concurrency only from threads)
+  unsigned directions;   // Direction values it does, or-ed
+  bool gpu_buffers;      // reads into and writes from GPU memory itself (--mode gds)
   bool does(Direction d) const { return directions & unsigned(d); }
 };
 
@@ -153,5 +162,6 @@ extern const EngineInfo kNullEngine;
 extern const EngineInfo kPsyncEngine;
 extern const EngineInfo kIoUringEngine;
 extern const EngineInfo kCuFileEngine;
+extern const EngineInfo kCurlEngine;
 
 }  // namespace gds

@@ -62,6 +62,8 @@ struct Job {
   X(uint64_t, verified_blocks, 0) X(uint64_t, verify_mismatches, 0) X(uint64_t, first_mismatch_offset, 0)  \
   X(uint64_t, passes, 0)                /* passes over its slice begun */                                  \
   X(uint64_t, reads_while_copying, 0)   /* bounce: reads issued while a copy was in flight (overlap) */    \
+  X(uint64_t, connections, 0)           /* connections its engine opened (curl) */                         \
+  X(LatencyHistogram, first_byte_latency, {})  /* issue to the answer's first byte, where the engine sees it */ \
   /* stonewall: bytes and reads done when the first worker anywhere finished, and when this one noticed */ \
   X(uint64_t, stonewall_bytes, 0) X(uint64_t, stonewall_ops, 0) X(uint64_t, stonewall_ns, 0)               \
   /* --round-reads: its reads' latency per round (empty where too many would be kept: kMaxRoundHistograms) */ \

@@ -110,6 +110,7 @@ class Window {
   void completed(const IoRequest& r, uint64_t when) {
     when = std::max(when, r.submit_ns);
     out_.latency.add(when - r.submit_ns);
+    if (r.first_byte_ns) out_.first_byte_latency.add(r.first_byte_ns);
     out_.bytes += r.length;
     progress_.store(out_.bytes, std::memory_order_relaxed);
     ++out_.ops;
@@ -207,6 +208,7 @@ void Worker::loop() {
   window.close();
   result_.passes = offsets.passes_started();
   result_.reads_while_copying = transfers.queued_while_copying();
+  result_.connections = engine_->connections();
 }
 
 }  // namespace gds

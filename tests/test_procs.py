@@ -1,5 +1,6 @@
 """Many processes and MPI ranks: exact aggregation, stonewalling, failures."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -25,11 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def fake_part(samples, start_ns, nbytes=4096, stonewall_bytes=0):
     h = _native.LatencyHistogram()
     h.add(np.asarray(samples, dtype=np.uint64))
-    thread = ThreadRecord(latency=h, bytes=nbytes * len(samples), ops=len(samples), first_submit_ns=0,
-                          last_complete_ns=1_000_000, timeline_bytes=np.array([nbytes * len(samples)], dtype=np.uint64),
-                          cpu_user_s=0.1, cpu_sys_s=0.2, verified_blocks=0, verify_mismatches=0,
-                          first_mismatch_offset=0, passes=1, gpu=-1, reads_while_copying=0,
-                          stonewall_bytes=stonewall_bytes, stonewall_ops=stonewall_bytes // nbytes, stonewall_ns=500_000)
+    thread = dataclasses.replace(
+        ThreadRecord.empty(), latency=h, bytes=nbytes * len(samples), ops=len(samples), last_complete_ns=1_000_000,
+        timeline_bytes=np.array([nbytes * len(samples)], dtype=np.uint64), cpu_user_s=0.1, cpu_sys_s=0.2, passes=1,
+        stonewall_bytes=stonewall_bytes, stonewall_ops=stonewall_bytes // nbytes, stonewall_ns=500_000)
     return RunRecord(threads=[thread], interrupted=False, start_skew_ns=0, process_cpu_user_s=0.1,
                      process_cpu_sys_s=0.2, window_cpu_user_s=0.1, window_cpu_sys_s=0.2, wall_ns=2_000_000,
                      start_realtime_ns=start_ns, first_done_ns=600_000)

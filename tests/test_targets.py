@@ -16,6 +16,7 @@ from gdsbench.job.spec import JobSpec
 from gdsbench.results.sweep import SweepSpec, start
 from gdsbench.system import targets
 from gdsbench.system.targets.local_file import LocalFile
+from gdsbench.system.targets.remote_object import RemoteObject
 
 # A kind of target that exists only in this test: "toy://NAME?size=BYTES", an
 # object with no local file (as a remote one will be). It reads nothing itself;
@@ -39,6 +40,7 @@ class Held:
 
 @dataclass(frozen=True)
 class Toy:
+    OPENED_AS = "local file"  # planned as if psync read it; nothing here ever runs it
     path: str
     size: int
     kind: str = "toy"
@@ -107,9 +109,9 @@ def toy_calls():
 
 def test_every_kind_answers_the_protocol(toy):
     kinds = targets.kinds()
-    assert LocalFile in kinds and len(kinds) == 2
+    assert LocalFile in kinds and RemoteObject in kinds and "Toy" in {k.__name__ for k in kinds}
     for kind in kinds:
-        missing = [m for m in ("claims", "absolute", "open", "where", "identity", "check_direct", "direct_alignment",
+        missing = [m for m in ("OPENED_AS", "claims", "absolute", "open", "where", "identity", "check_direct", "direct_alignment",
                                "hold", "has_pattern", "created_by_gdsbench", "describe") if not hasattr(kind, m)]
         assert not missing, (kind, missing)
 

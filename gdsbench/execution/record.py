@@ -41,6 +41,8 @@ class ThreadRecord:
     first_mismatch_offset: int = _per_thread("first_bad")
     passes: int = _per_thread("max")  # passes over its slice begun
     reads_while_copying: int = _per_thread("sum")  # bounce: reads issued while a copy was in flight
+    connections: int = _per_thread("sum")  # connections its engine opened (curl)
+    first_byte_latency: _native.LatencyHistogram = _per_thread("merge")  # to the answer's first byte (curl)
     stonewall_bytes: int = _per_thread("sum")  # what it had done when the first worker anywhere finished
     stonewall_ops: int = _per_thread("sum")
     stonewall_ns: int = _per_thread("max", window_time=True)
@@ -54,8 +56,8 @@ class ThreadRecord:
     def empty(cls) -> ThreadRecord:
         return cls(gpu=-1, latency=_native.LatencyHistogram(), bytes=0, ops=0, first_submit_ns=0, last_complete_ns=0,
                    timeline_bytes=np.zeros(0, np.uint64), cpu_user_s=0.0, cpu_sys_s=0.0, verified_blocks=0,
-                   verify_mismatches=0, first_mismatch_offset=0, passes=0, reads_while_copying=0, stonewall_bytes=0,
-                   stonewall_ops=0, stonewall_ns=0)
+                   verify_mismatches=0, first_mismatch_offset=0, passes=0, reads_while_copying=0, connections=0,
+                   first_byte_latency=_native.LatencyHistogram(), stonewall_bytes=0, stonewall_ops=0, stonewall_ns=0)
 
 
 @dataclass

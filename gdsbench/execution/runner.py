@@ -12,37 +12,50 @@ from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
 from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
 from gdsbench.job.result import Result
-from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
+from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs
 from gdsbench.system.environment import host_environment, meminfo
-from gdsbench.system.targets import HeldRegions, Target, target_for
+from gdsbench.system.targets import HeldRegions, Target, kind_of, target_for
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
 
 def resolve_engine(spec: JobSpec) -> str:
     """'auto' becomes the mode's engine: the first of the mode's engines
-    available here (io_uring, else psync, for host and bounce modes)."""
+    available here that opens the target's kind (io_uring, else psync, for a
+    local file in host and bounce modes; curl for a URL)."""
     if spec.engine not in ENGINE_INFO and spec.engine != "auto":
         raise UsageError(f"--engine {spec.engine}: unknown engine; choose one of auto, {', '.join(ENGINE_INFO)}")
     mode = spec.mode_declaration
+    kind = kind_of(spec.path).OPENED_AS if spec.path else "local file"  # no PATH: the scratch file
     if spec.engine != "auto":
         reason = ENGINE_INFO[spec.engine]["unavailable"]
         if reason:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
+        opens = ENGINE_INFO[spec.engine]["opens"]
+        if opens not in (kind, "nothing"):
+            raise UsageError(f"--engine {spec.engine}: it reads a {opens}, and PATH {spec.path} is a {kind}; "
+                             "use --engine auto")
         return spec.engine
-    usable = [e for e in mode.engines if not ENGINE_INFO[e]["unavailable"] and opens_target(e)]
+    readers = [e for e in mode.engines if ENGINE_INFO[e]["opens"] == kind]
+    if not readers:
+        raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
+                         f"({', '.join(mode.engines)}) read a {ENGINE_INFO[mode.engines[0]]['opens']}")
+    usable = [e for e in readers if not ENGINE_INFO[e]["unavailable"]]
     if not usable:
-        first = mode.engines[0]
+        first = readers[0]
         raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
                          f"{ENGINE_INFO[first]['unavailable']}")
     engine = usable[0]
-    if spec.qd > ENGINE_INFO[engine]["max_depth"]:
-        why = ENGINE_INFO[mode.engines[0]]["unavailable"]
-        raise UsageError(f"--qd {spec.qd}: {mode.engines[0]} is not available here ({why}) and {engine} has queue "
-                         f"depth {ENGINE_INFO[engine]['max_depth']}; use --threads")
+    depth = ENGINE_INFO[engine]["max_depth"]
+    if spec.qd > depth and engine == readers[0]:
+        raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {depth}")
+    if spec.qd > depth:
+        why = ENGINE_INFO[readers[0]]["unavailable"]
+        raise UsageError(f"--qd {spec.qd}: {readers[0]} is not available here ({why}) and {engine} has queue "
+                         f"depth {depth}; use --threads")
     return engine
 
 
@@ -234,6 +247,9 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         cached_before = held.cached_fraction()
         if target is not None and cached_before is not None:
             warnings += cache_warnings(spec, target, cached_before)
+        elif target is not None:
+            warnings.append(f"{target.path} is {target.where}: there is no page cache here to drop, and the server's "
+                            "own cache cannot be seen; a region read again may come from its memory")
 
         kvikio_path = None
         watched = gpu_path.cufile_serves(spec)

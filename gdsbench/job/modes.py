@@ -32,7 +32,7 @@ class Mode:
     path_from: str  # who says what path the bytes took: "engine", "cufile-platform" or "kvikio-statistics"
 
 
-_HOST_ENGINES = ("io_uring", "psync", "null")
+_HOST_ENGINES = ("io_uring", "psync", "curl", "null")  # auto: the first that is here and opens the target's kind
 
 _NATIVE = dict(native_loop=True, own_open_flags=False, many_processes=True)  # what the native core's modes share
 
@@ -62,7 +62,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode/).
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
-               "needs_local_file": True, "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
+               "opens": "local file", "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
                "unavailable": "",
                "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
                    {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "

@@ -38,6 +38,8 @@ class Result:
     passes: int = 0  # most passes over its slice any thread began
     data_path: str = ""  # what the bytes really passed through (never a path they did not take)
     reads_while_copying: int = 0  # bounce modes: reads issued while a copy to the GPU was in flight
+    connections: int = 0  # connections the engine opened (curl): against ops, whether they were kept alive
+    first_byte: _native.LatencyHistogram | None = None  # issue to the first byte of each answer (curl), all threads
     procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
     stonewall: dict | None = None  # --stonewall: what all had done when the first finished
     interrupted: bool = False
@@ -88,6 +90,8 @@ class Result:
             threads=[_thread_summary(i, t) for i, t in enumerate(threads)],
             passes=total["passes"],
             reads_while_copying=total["reads_while_copying"],
+            connections=total["connections"],
+            first_byte=total["first_byte_latency"],
             procs=run.procs,
             stonewall=stonewall,
             interrupted=run.interrupted,
@@ -165,6 +169,9 @@ class Result:
             "cached_fraction_after": self.cached_fraction_after,
             "passes": self.passes,
             "reads_while_copying": self.reads_while_copying,
+            "connections": self.connections,
+            "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte and self.first_byte.count else None,
+            "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte and self.first_byte.count else None,
             "processes": len(self.procs) or 1,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,

@@ -37,7 +37,7 @@ ENGINES = ("auto", *ENGINE_INFO)
 def opens_target(engine: str) -> bool:
     """Whether the engine opens the job's target, by what it declares (native/engine.hpp's
     Capabilities): the null engine opens none. auto always picks one that does."""
-    return engine == "auto" or ENGINE_INFO[engine]["needs_local_file"]
+    return engine == "auto" or ENGINE_INFO[engine]["opens"] != "nothing"
 PATTERNS = ("seq", "rand")
 LAYOUTS = ("shared", "shared-all", "per-proc")
 PINNING = ("none", "cores", "numa")
@@ -282,8 +282,10 @@ class _JobOptions:
 
     @property
     def uses_o_direct(self) -> bool:
-        """O_DIRECT as it will run: the flag, or the mode's default."""
-        return self.direct if self.direct is not None else self.mode_declaration.direct
+        """O_DIRECT as it will run: the flag, or the mode's default where its engine does O_DIRECT."""
+        if self.direct is not None:
+            return self.direct
+        return self.mode_declaration.direct and (self.engine == "auto" or ENGINE_INFO[self.engine]["supports_direct"])
 
     def validate(self) -> JobSpec:
         """Check what can be checked without touching the target; return self.
@@ -326,6 +328,8 @@ class _JobOptions:
             raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
                                       f"{engine['max_depth']}")
         self._check_engine_options(mode)
+        if self.direct and not engine["supports_direct"]:
+            raise IncompatibleOptions(f"--direct: the {engine['name']} engine does not do O_DIRECT; use --buffered")
         if self.runtime_ns == 0 and not self.io_size:
             raise UsageError("--runtime 0 means no time limit: give --io-size too, or a positive --runtime such as 10s")
         if self.io_size and self.io_size < self.bs * self.threads:

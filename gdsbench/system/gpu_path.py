@@ -81,6 +81,11 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if not spec.opens_target:
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
+    if target is not None and target.OPENED_AS == "url":  # what the server answered over, from the target's record
+        facts = target.describe()
+        protocol = "S3" if target.kind == "s3" else "HTTP"
+        return (f"{protocol} over {facts.get('http_version', 'HTTP')}, {spec.engine} engine ranged GETs "
+                f"{mode.landing}{sim}")
     return f"{spec.engine} {'O_DIRECT' if spec.uses_o_direct else 'page-cache'} reads {mode.landing}{sim}"
 
 

@@ -129,6 +129,12 @@ class Targets:
     def _pattern_file(self, target: Target, size: int) -> str | None:
         if target.kind == "file" and target.has_pattern(0):
             return target.path
+        if target.OPENED_AS == "url":
+            if target.has_pattern(0):
+                return target.path
+            self.notes.append("integrity: PATH is a remote object without a gdsbench pattern, and gdsbench writes no "
+                              "objects yet; serve a file `gdsbench prepare` wrote to check integrity")
+            return None
         if target.kind == "block":
             self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "
                               "a filesystem on it to check integrity")

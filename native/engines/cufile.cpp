@@ -11,7 +11,7 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kCuFileCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly,
+constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly,
                                      /*gpu_buffers=*/true};
 const std::vector<EngineOption> kCuFileOptions = {
     {"gds_register", "bool", "register the GPU buffers with cuFile (gds)", 0, 0, 1, /*at_most_depth=*/false}};

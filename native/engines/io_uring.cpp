@@ -11,8 +11,8 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kIoUringCan = {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/32768,
-                                      kReadOnly, /*gpu_buffers=*/false};
+constexpr Capabilities kIoUringCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/32768, kReadOnly,
+                                      /*gpu_buffers=*/false};
 const std::vector<EngineOption> kIoUringOptions = {
     {"submit_batch", "int", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
      1, 1, 65536,

@@ -30,7 +30,7 @@ class NullEngine final : public Engine {
 
 const EngineInfo kNullEngine = {"null",
                                 "no I/O: measures the harness's own per-request floor",
-                                {/*needs_local_file=*/false, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite,
+                                {Opens::kNothing, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite,
                                  /*gpu_buffers=*/false},
                                 [](const Target&, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
                                   return std::make_unique<NullEngine>(depth);

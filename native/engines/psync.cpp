@@ -31,7 +31,7 @@ class PsyncEngine final : public SynchronousEngine {
 
 const EngineInfo kPsyncEngine = {"psync",
                                  "pread(2), one request at a time per thread",
-                                 {/*needs_local_file=*/true, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly,
+                                 {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly,
                                   /*gpu_buffers=*/false},
                                  [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
                                    return std::make_unique<PsyncEngine>(target);

@@ -4,7 +4,7 @@
 namespace gds {
 
 const std::vector<EngineInfo>& engines() {
-  static const std::vector<EngineInfo> all = {kNullEngine, kPsyncEngine, kIoUringEngine, kCuFileEngine};
+  static const std::vector<EngineInfo> all = {kNullEngine, kPsyncEngine, kIoUringEngine, kCuFileEngine, kCurlEngine};
   return all;
 }
 

@@ -158,7 +158,8 @@ class _Loop:
             # the one Python thread that drives kvikio; its pool threads count in the process's CPU
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
             verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
-            passes=-(-self.position // self.nblocks), reads_while_copying=0,
+            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0,
+            first_byte_latency=_native.LatencyHistogram(),
             stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last, round_latency=rounds)
         return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0, round_end_ns=self.round_ends,
                          process_cpu_user_s=end_cpu[0] - run_cpu0[0], process_cpu_sys_s=end_cpu[1] - run_cpu0[1],

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from gdsbench.job.errors import UsageError
 from gdsbench.system.storage import Mount
@@ -31,6 +31,7 @@ class Held(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
+    OPENED_AS: ClassVar[str]  # what kind of engine reads it: "local file" or "url" (an engine's `opens`)
     path: str  # the name the user gave (a path; a URL for a remote kind)
     kind: str  # "file", "block", or a remote kind's own word
     size: int  # bytes
@@ -76,7 +77,8 @@ def kind_of(name: str) -> type[Target]:
     for kind in kinds():
         if kind.claims(name):
             return kind
-    raise UsageError(f"PATH {name}: no kind of target reads this name; give a file or block device path")
+    raise UsageError(f"PATH {name}: no kind of target reads this name; give a file or block device path, or an "
+                     "http://, https:// or s3:// URL")
 
 
 def target_for(name: str) -> Target:

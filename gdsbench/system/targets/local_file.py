@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
@@ -17,6 +18,7 @@ from gdsbench.system.storage import SYS_BLOCK, Mount, describe_local, find_mount
 
 @dataclass(frozen=True)
 class LocalFile:
+    OPENED_AS: ClassVar[str] = "local file"
     path: str
     kind: str  # "file" or "block"
     size: int

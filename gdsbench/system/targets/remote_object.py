@@ -1,0 +1,94 @@
+"""An object behind a URL: http://, https:// or s3://BUCKET/KEY (signed with
+the AWS credentials and endpoint of the environment, as the AWS tools and
+kvikio read them). The native curl engine answers for it: it asks the server
+once (HEAD) when the target is looked at, so a missing object, refused
+credentials or a server that does not answer fail before anything runs.
+
+There is no page cache to drop on this host, and a server's own cache cannot
+be seen: a held region measures nothing (None), and runs say so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from gdsbench import _native
+from gdsbench.job.errors import UsageError
+
+SCHEMES = ("http://", "https://", "s3://")
+ENGINE = "curl"  # the engine that looks at and reads these targets
+
+
+class NothingHeld:
+    """A remote region: nothing cached here to drop or measure."""
+
+    def evict(self) -> None:
+        pass
+
+    def cached_fraction(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    OPENED_AS: ClassVar[str] = "url"
+    path: str
+    kind: str  # "http" or "s3"
+    size: int
+    facts: dict = field(default_factory=dict)  # what the server said: url, protocol, HTTP version, address
+    device: None = None
+    mount: None = None
+
+    @classmethod
+    def claims(cls, name: str) -> bool:
+        return name.startswith(SCHEMES)
+
+    @classmethod
+    def absolute(cls, name: str) -> str:
+        return name
+
+    @classmethod
+    def open(cls, name: str) -> RemoteObject:
+        if _native_unavailable():
+            raise UsageError(f"PATH {name}: reading URLs needs the curl engine, not available here: "
+                             f"{_native_unavailable()}")
+        facts = _native.probe_target(ENGINE, name)
+        return cls(path=name, kind=facts.get("protocol", "http"), size=int(facts.pop("size")), facts=facts)
+
+    @property
+    def where(self) -> str:
+        what = "an S3 object" if self.kind == "s3" else "an HTTP object"
+        return f"{what} at {self.facts.get('server_ip') or 'a remote server'}"
+
+    def identity(self) -> dict | None:
+        return {"size": self.size, "url": self.facts.get("url", self.path)}
+
+    def direct_alignment(self) -> int:
+        return 1
+
+    def check_direct(self, bs: int, offset: int) -> None:
+        raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
+
+    def hold(self, offset: int, length: int) -> NothingHeld:
+        return NothingHeld()
+
+    def has_pattern(self, offset: int) -> bool:
+        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK)
+        return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
+
+    def created_by_gdsbench(self) -> bool:
+        return False  # gdsbench writes no objects yet
+
+    def describe(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
+                "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
+
+
+def _native_unavailable() -> str:
+    return next(e["unavailable"] for e in _native.engines() if e["name"] == ENGINE)
+
+
+TARGET = RemoteObject

