@@ -210,3 +210,23 @@ def test_ctrl_c_with_processes_stops_cleanly(when):
     out, err = proc.communicate(timeout=90)  # a hang guard: a machine loaded past its cores is slow to stop 16 threads
     assert proc.returncode == 130, err
     assert json.loads(out)["interrupted"] is True
+
+
+def test_ctrl_c_while_the_processes_are_being_started_is_kept(monkeypatch):
+    """SIGINT is blocked while the children are spawned; one that arrives then is acted on once
+    they are started (it was once ignored there, and a loaded machine's run went its full time)."""
+    import multiprocessing.context
+
+    real_start = multiprocessing.context.SpawnProcess.start
+    sent = []
+
+    def start_then_ctrl_c(self):
+        real_start(self)
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # in the middle of starting them
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start_then_ctrl_c)
+    began = time.monotonic()
+    result = run(JobSpec(engine="null", procs=2, runtime_ns=60_000_000_000))
+    assert sent and result.interrupted and time.monotonic() - began < 50

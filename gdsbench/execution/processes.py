@@ -166,9 +166,14 @@ class Children:
         ctx = mp.get_context("spawn")
         self.n = len(args)
         self.procs, self.controls, self.reports = [], [], []
-        # Started with SIGINT ignored (inherited through exec): Ctrl-C reaches the
-        # parent, which stops the children with "cancel", never kills them.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Started with SIGINT blocked (the mask is inherited through exec, and each
+        # child ignores SIGINT once it runs): Ctrl-C reaches the parent, which stops
+        # the children with "cancel", never kills them. A Ctrl-C while they are
+        # being started is kept, not lost (another thread may take it, hence the
+        # handler): supervise() acts on it first.
+        caught: list[int] = []
+        handler = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for child_args in args:
                 control_r, control_w = ctx.Pipe(duplex=False)
@@ -181,7 +186,13 @@ class Children:
                 self.controls.append(control_w)
                 self.reports.append(report_r)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if signal.SIGINT in signal.sigpending():
+                signal.sigtimedwait({signal.SIGINT}, 0)
+                caught.append(signal.SIGINT)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            (lambda: None)()  # a Python call: handlers of signals taken by other threads run here, before the next line
+            signal.signal(signal.SIGINT, handler)
+        self.interrupted_while_starting = bool(caught)
         self.ready: set[int] = set()
         self.final: dict[int, tuple] = {}  # index -> ("ok", ...) / ("error", ...) / ("lost", ...)
         self.progress = [0] * self.n
@@ -255,6 +266,9 @@ class Children:
         try:
             while len(self.final) < self.n:
                 try:
+                    if self.interrupted_while_starting:
+                        self.interrupted_while_starting = False
+                        raise KeyboardInterrupt
                     for i, message in self.take(0.05):
                         kind = message[0]
                         if kind == "ready":
