@@ -22,6 +22,7 @@ import os
 import resource
 import signal
 import socket
+import threading
 import time
 from multiprocessing.connection import wait
 
@@ -158,6 +159,34 @@ def _describe_exit(proc) -> str:
     return f"exited with code {code} without a result"
 
 
+class StopSignals:
+    """Ctrl-C, and SIGTERM where a handler turns it into one, noted instead of
+    raised while processes are started and supervised: a KeyboardInterrupt in
+    the middle of a pipe's recv() leaves half a message in it, and one while the
+    children were being spawned was lost. supervise() asks new() each step."""
+
+    def __init__(self):
+        self.count = self.seen = 0
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                if callable(signal.getsignal(sig)):  # one that raises (Ctrl-C's, the CLI's SIGTERM): note it
+                    self.previous[sig] = signal.signal(sig, self._note)
+
+    def _note(self, signum, frame) -> None:
+        self.count += 1
+
+    def new(self) -> int:
+        """How many arrived since the last call."""
+        fresh, self.seen = self.count - self.seen, self.count
+        return fresh
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+        self.previous = {}
+
+
 class Children:
     """Spawned processes, their pipes, and what each has said. Each runs
     target(*args, control, report, parent_pid) and talks through a ParentLink."""
@@ -168,11 +197,9 @@ class Children:
         self.procs, self.controls, self.reports = [], [], []
         # Started with SIGINT blocked (the mask is inherited through exec, and each
         # child ignores SIGINT once it runs): Ctrl-C reaches the parent, which stops
-        # the children with "cancel", never kills them. A Ctrl-C while they are
-        # being started is kept, not lost (another thread may take it, hence the
-        # handler): supervise() acts on it first.
-        caught: list[int] = []
-        handler = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+        # the children with "cancel", never kills them. One that comes meanwhile is
+        # noted (self.signals), and supervise() acts on it first.
+        self.signals = StopSignals()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for child_args in args:
@@ -185,14 +212,11 @@ class Children:
                 self.procs.append(proc)
                 self.controls.append(control_w)
                 self.reports.append(report_r)
+        except BaseException:
+            self.signals.restore()
+            raise
         finally:
-            if signal.SIGINT in signal.sigpending():
-                signal.sigtimedwait({signal.SIGINT}, 0)
-                caught.append(signal.SIGINT)
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            (lambda: None)()  # a Python call: handlers of signals taken by other threads run here, before the next line
-            signal.signal(signal.SIGINT, handler)
-        self.interrupted_while_starting = bool(caught)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending here is noted now
         self.ready: set[int] = set()
         self.final: dict[int, tuple] = {}  # index -> ("ok", ...) / ("error", ...) / ("lost", ...)
         self.progress = [0] * self.n
@@ -230,6 +254,7 @@ class Children:
         return out
 
     def stop(self) -> None:
+        self.signals.restore()
         deadline = time.monotonic() + 2.0  # all together: a stopped or stuck process costs 2 s, not 2 s each
         for proc in self.procs:
             proc.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -266,8 +291,9 @@ class Children:
         try:
             while len(self.final) < self.n:
                 try:
-                    if self.interrupted_while_starting:
-                        self.interrupted_while_starting = False
+                    fresh = self.signals.new()  # noted, acted on between steps, as a raised Ctrl-C is
+                    if fresh:
+                        interrupts += fresh - 1  # the raise below counts one
                         raise KeyboardInterrupt
                     for i, message in self.take(0.05):
                         kind = message[0]
