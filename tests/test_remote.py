@@ -63,12 +63,12 @@ def served(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def nginx(served, tmp_path_factory):
+def start_nginx(served, prefix) -> tuple[subprocess.Popen, str]:
+    """nginx serving `served` from its own prefix folder on a free port: (process, base URL)."""
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(exe):
         pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
-    prefix, port = tmp_path_factory.mktemp("nginx"), free_port()
+    port = free_port()
     temp = " ".join(f"{kind}_temp_path {prefix}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     (prefix / "nginx.conf").write_text(
         f"daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;\n"
@@ -77,7 +77,13 @@ def nginx(served, tmp_path_factory):
         f"  server {{ listen 127.0.0.1:{port}; root {served}; }} }}\n")
     with open(prefix / "out.log", "w") as log:
         proc = start([exe, "-p", str(prefix), "-c", str(prefix / "nginx.conf")], port, log)
-    yield f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def nginx(served, tmp_path_factory):
+    proc, url = start_nginx(served, tmp_path_factory.mktemp("nginx"))
+    yield url
     stop(proc)
 
 
@@ -188,3 +194,24 @@ def test_bounce_over_http_runs_on_the_cpu_stand_in(gdsbench, nginx):
     assert d["bytes"] == 4 * MiB and d["verified_blocks"] == 1024 and d["verify_mismatches"] == 0
     assert d["data_path"].startswith("HTTP over HTTP/1.1, curl engine ranged GETs into pinned host memory")
     assert "SIMULATED" in d["data_path"]
+
+
+def test_a_server_killed_mid_run_ends_it_in_one_line(served, tmp_path):
+    """Requests in flight fail when the server dies: the run ends with exit 3 and one error line
+    naming the request, not a hang and not a traceback (nothing is retried silently)."""
+    from conftest import wait_for_workers
+
+    server, url = start_nginx(served, tmp_path)
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "gdsbench", "run", f"{url}/bucket/data.dat", "--bs", "64K",
+                                "--qd", "4", "--runtime", "60s"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        wait_for_workers(run.pid)
+        time.sleep(0.3)
+    finally:
+        server.kill()
+        server.wait()
+    _, err = run.communicate(timeout=60)  # a hang guard: the run must end long before its 60 s
+    errors = [line for line in err.splitlines() if line.startswith("gdsbench: error: ")]
+    assert run.returncode == 3 and len(errors) == 1 and "Traceback" not in err, err
+    assert "of http://127.0.0.1:" in errors[0] and "bytes at offset" in errors[0], errors
