@@ -120,8 +120,11 @@ def check_memory(spec: JobSpec) -> None:
 MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 
 
-def cache_warnings(spec: JobSpec, target: Target, cached: float) -> list[str]:
-    """What a reader of this result must know about the page cache."""
+def cache_warnings(spec: JobSpec, target: Target, cached: float | None) -> list[str]:
+    """What a reader of this result must know about the page cache (cached None: the target has none here)."""
+    if cached is None:
+        return [f"{target.path} is {target.where}: there is no page cache here to drop, and the server's own cache "
+                "cannot be seen; a region read again may come from its memory"]
     if target.mount and target.mount.fs_type in MEMORY_FILESYSTEMS:
         return [f"{target.path} is on {target.mount.fs_type}: its data lives in RAM, so this measures memory, not storage"]
     notes = []
@@ -245,11 +248,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         if not spec.warm:
             held.evict()
         cached_before = held.cached_fraction()
-        if target is not None and cached_before is not None:
+        if target is not None:
             warnings += cache_warnings(spec, target, cached_before)
-        elif target is not None:
-            warnings.append(f"{target.path} is {target.where}: there is no page cache here to drop, and the server's "
-                            "own cache cannot be seen; a region read again may come from its memory")
 
         kvikio_path = None
         watched = gpu_path.cufile_serves(spec)

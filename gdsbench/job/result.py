@@ -106,6 +106,11 @@ class Result:
         )
 
     @property
+    def first_byte_seen(self) -> bool:
+        """Whether its engine timed answers' first bytes (curl)."""
+        return self.first_byte is not None and self.first_byte.count > 0
+
+    @property
     def seconds(self) -> float:
         return self.elapsed_ns / 1e9
 
@@ -170,8 +175,8 @@ class Result:
             "passes": self.passes,
             "reads_while_copying": self.reads_while_copying,
             "connections": self.connections,
-            "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte and self.first_byte.count else None,
-            "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte and self.first_byte.count else None,
+            "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte_seen else None,
+            "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte_seen else None,
             "processes": len(self.procs) or 1,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,

@@ -47,7 +47,7 @@ def run_summary(r: Result) -> str:
         + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else "")
         + (f"  (worker threads {r.worker_cpu_s_per_gb:.3f})" if r.worker_cpu_s_per_gb is not None else ""),
     ]
-    if r.first_byte is not None and r.first_byte.count:
+    if r.first_byte_seen:
         fb = r.first_byte
         lines.append(f"first byte p50 {format_duration(fb.percentile(50))}  p99 {format_duration(fb.percentile(99))}  "
                      f"max {format_duration(fb.max)}   connections {r.connections:,} for {r.ops:,} requests")

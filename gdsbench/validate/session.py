@@ -127,11 +127,9 @@ class Targets:
         return path
 
     def _pattern_file(self, target: Target, size: int) -> str | None:
-        if target.kind == "file" and target.has_pattern(0):
+        if target.kind != "block" and target.has_pattern(0):
             return target.path
         if target.OPENED_AS == "url":
-            if target.has_pattern(0):
-                return target.path
             self.notes.append("integrity: PATH is a remote object without a gdsbench pattern, and gdsbench writes no "
                               "objects yet; serve a file `gdsbench prepare` wrote to check integrity")
             return None

@@ -91,7 +91,6 @@ struct Transfer {
   curl_slist* headers = nullptr;
   IoRequest* request = nullptr;
   uint64_t got = 0;
-  long status = 0;
   bool range_matches = false;  // a Content-Range naming the range asked
   bool too_long = false;
   bool ignores_range = false;  // 200 without the Content-Range asked: the whole object is coming
@@ -208,7 +207,6 @@ class CurlEngine final : public Engine {
     idle_.pop_back();
     t->request = r;
     t->got = 0;
-    t->status = 0;
     t->range_matches = t->too_long = t->ignores_range = false;
     t->error_body.clear();
     t->error[0] = 0;

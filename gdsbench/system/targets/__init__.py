@@ -10,6 +10,7 @@ then opens the target itself (read-only: nothing in gdsbench writes to one).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from typing import ClassVar, Protocol, runtime_checkable
@@ -67,7 +68,12 @@ class Target(Protocol):
 
 def kinds() -> list[type[Target]]:
     """Every kind of target: the TARGET class of each module in this package."""
-    return [importlib.import_module(f"{__name__}.{m.name}").TARGET for m in pkgutil.iter_modules(__path__)]
+    return _kinds_in(tuple(__path__))
+
+
+@functools.cache
+def _kinds_in(folders: tuple[str, ...]) -> list[type[Target]]:  # looked for once, not at every plan
+    return [importlib.import_module(f"{__name__}.{m.name}").TARGET for m in pkgutil.iter_modules(list(folders))]
 
 
 def kind_of(name: str) -> type[Target]:

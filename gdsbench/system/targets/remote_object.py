@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import ENGINE_INFO
 
 SCHEMES = ("http://", "https://", "s3://")
 ENGINE = "curl"  # the engine that looks at and reads these targets
@@ -52,9 +53,9 @@ class RemoteObject:
 
     @classmethod
     def open(cls, name: str) -> RemoteObject:
-        if _native_unavailable():
-            raise UsageError(f"PATH {name}: reading URLs needs the curl engine, not available here: "
-                             f"{_native_unavailable()}")
+        unavailable = ENGINE_INFO[ENGINE]["unavailable"]
+        if unavailable:
+            raise UsageError(f"PATH {name}: reading URLs needs the {ENGINE} engine, not available here: {unavailable}")
         facts = _native.probe_target(ENGINE, name)
         return cls(path=name, kind=facts.get("protocol", "http"), size=int(facts.pop("size")), facts=facts)
 
@@ -85,10 +86,6 @@ class RemoteObject:
     def describe(self) -> dict:
         return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
                 "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
-
-
-def _native_unavailable() -> str:
-    return next(e["unavailable"] for e in _native.engines() if e["name"] == ENGINE)
 
 
 TARGET = RemoteObject
