@@ -9,6 +9,7 @@ import sys
 
 from gdsbench import __version__
 from gdsbench.commands import COMMANDS
+from gdsbench.commands.options import s3_endpoint
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 
 
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2
-        return args.handler.run(args)
+        with s3_endpoint(args):
+            return args.handler.run(args)
     except GdsbenchError as e:
         from gdsbench.execution import mpi
 

@@ -177,16 +177,17 @@ py::dict gpu_status_dict() {
 
 // Every engine with its capabilities and options, as gdsbench.job.spec.ENGINE_INFO holds them.
 // An engine opened on a target by itself, outside any run (its open may ask a server: GIL released).
-std::unique_ptr<gds::Engine> open_alone(const std::string& engine, const std::string& path) {
+std::unique_ptr<gds::Engine> open_alone(const std::string& engine, const std::string& path,
+                                        const gds::OptionValues& options) {
   const gds::EngineInfo& info = gds::engine_by_name(engine);
   py::gil_scoped_release release;
-  return info.open(gds::Target{path, false, gds::Direction::kRead}, 1, {});
+  return info.open(gds::Target{path, false, gds::Direction::kRead}, 1, options);
 }
 
 // What an engine finds when it opens a target: its size, and what it learned of it
 // (a server's address and protocol), for gdsbench.system.targets.
-py::dict probe_target(const std::string& engine, const std::string& path) {
-  std::unique_ptr<gds::Engine> e = open_alone(engine, path);
+py::dict probe_target(const std::string& engine, const std::string& path, const gds::OptionValues& options) {
+  std::unique_ptr<gds::Engine> e = open_alone(engine, path, options);
   py::dict d;
   d["size"] = e->size();
   for (const auto& [key, value] : e->describe()) d[key.c_str()] = value;
@@ -194,8 +195,9 @@ py::dict probe_target(const std::string& engine, const std::string& path) {
 }
 
 // `length` bytes at `offset` of a target, in one request of an engine (a pattern check's block).
-py::bytes read_range(const std::string& engine, const std::string& path, uint64_t offset, uint32_t length) {
-  std::unique_ptr<gds::Engine> e = open_alone(engine, path);
+py::bytes read_range(const std::string& engine, const std::string& path, uint64_t offset, uint32_t length,
+                     const gds::OptionValues& options) {
+  std::unique_ptr<gds::Engine> e = open_alone(engine, path, options);
   std::string buffer(length, '\0');
   gds::IoRequest r;
   r.buf = buffer.data();
@@ -339,9 +341,10 @@ PYBIND11_MODULE(_native, m) {
         "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
   m.def("engines", &engines_list, "Every engine: capabilities, options, why it cannot run here.");
-  m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"),
+  m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"), py::arg("options") = gds::OptionValues{},
         "Open an engine on a target alone: {size, and what it learned}; UsageError if it cannot be read.");
   m.def("read_range", &read_range, py::arg("engine"), py::arg("path"), py::arg("offset"), py::arg("length"),
+        py::arg("options") = gds::OptionValues{},
         "length bytes at offset of a target, read by one request of the engine.");
 
   m.def("check_gpu_backend", &gds::gpu::check_backend, py::arg("backend"),

@@ -40,6 +40,7 @@ struct IoRequest {
   int64_t result = 0;
   uint64_t submit_ns = 0;
   uint64_t first_byte_ns = 0;  // set by engines that see it (curl): issue to the answer's first byte
+  bool reread = false;         // its block was read before in this run (a later pass): not a first read
 };
 
 // What an engine is handed to open.
@@ -56,6 +57,8 @@ class Engine {
   virtual uint64_t size() const { return UINT64_MAX; }
   // Connections opened for its requests (0 for an engine that opens none).
   virtual uint64_t connections() const { return 0; }
+  // Requests it tried again after a failure it may retry (curl's --retries), counted apart from ops.
+  virtual uint64_t retries() const { return 0; }
   // What it learned of its target when opening it (a server's address, its protocol), for the record.
   virtual std::map<std::string, std::string> describe() const { return {}; }
   virtual void queue(IoRequest* r) = 0;
@@ -125,7 +128,7 @@ struct Capabilities {
 // and line in docs/options.md, and is refused with any other engine.
 struct EngineOption {
   const char* name;  // the JobSpec field and results column (submit_batch); the flag is --submit-batch
-  const char* kind;  // "int" or "bool"
+  const char* kind;  // "int", "bool" or "duration" (ns; its flag drops the _ns of its name)
   const char* help;
   uint64_t fallback;   // the default
   uint64_t low, high;  // an int's bounds

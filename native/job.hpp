@@ -63,7 +63,11 @@ struct Job {
   X(uint64_t, passes, 0)                /* passes over its slice begun */                                  \
   X(uint64_t, reads_while_copying, 0)   /* bounce: reads issued while a copy was in flight (overlap) */    \
   X(uint64_t, connections, 0)           /* connections its engine opened (curl) */                         \
+  X(uint64_t, retries, 0)               /* requests its engine tried again (curl --retries), apart from ops */ \
   X(LatencyHistogram, first_byte_latency, {})  /* issue to the answer's first byte, where the engine sees it */ \
+  /* reads of blocks read for the first time in this run (its first pass) and of blocks read again, apart */ \
+  X(uint64_t, first_pass_bytes, 0) X(uint64_t, first_pass_ops, 0) X(uint64_t, first_pass_last_ns, 0)      \
+  X(LatencyHistogram, first_pass_latency, {}) X(LatencyHistogram, reread_latency, {})                      \
   /* stonewall: bytes and reads done when the first worker anywhere finished, and when this one noticed */ \
   X(uint64_t, stonewall_bytes, 0) X(uint64_t, stonewall_ops, 0) X(uint64_t, stonewall_ns, 0)               \
   /* --round-reads: its reads' latency per round (empty where too many would be kept: kMaxRoundHistograms) */ \

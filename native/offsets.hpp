@@ -42,6 +42,8 @@ class OffsetSequence {
     return first_ + block * bs_;
   }
   uint64_t passes_started() const { return pass_ + (pos_ > 0 ? 1 : 0); }
+  // Whether the block next() returned last is in a later pass than the first: read before.
+  bool rereading() const { return pass_ > 0; }
 
  private:
   uint64_t step(uint64_t x) const {

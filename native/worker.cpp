@@ -111,10 +111,18 @@ class Window {
     when = std::max(when, r.submit_ns);
     out_.latency.add(when - r.submit_ns);
     if (r.first_byte_ns) out_.first_byte_latency.add(r.first_byte_ns);
+    const uint64_t at = when - rule_.start;
+    if (r.reread) {
+      out_.reread_latency.add(when - r.submit_ns);
+    } else {
+      out_.first_pass_latency.add(when - r.submit_ns);
+      out_.first_pass_bytes += r.length;
+      ++out_.first_pass_ops;
+      out_.first_pass_last_ns = std::max(out_.first_pass_last_ns, at);
+    }
     out_.bytes += r.length;
     progress_.store(out_.bytes, std::memory_order_relaxed);
     ++out_.ops;
-    const uint64_t at = when - rule_.start;
     if (at > out_.last_complete_ns) out_.last_complete_ns = at;
     if (control_.round_reads) {
       const uint64_t round = control_.count_round_read(at);
@@ -190,6 +198,7 @@ void Worker::loop() {
     }
     if (!rule.may_issue(now, result_.ops, transfers.outstanding())) return false;
     r.offset = offsets.next();
+    r.reread = offsets.rereading();
     if (measuring) window.issued(now);
     return true;
   };
@@ -209,6 +218,7 @@ void Worker::loop() {
   result_.passes = offsets.passes_started();
   result_.reads_while_copying = transfers.queued_while_copying();
   result_.connections = engine_->connections();
+  result_.retries = engine_->retries();
 }
 
 }  // namespace gds

@@ -63,21 +63,26 @@ def served(tmp_path_factory):
     return root
 
 
-def start_nginx(served, prefix) -> tuple[subprocess.Popen, str]:
-    """nginx serving `served` from its own prefix folder on a free port: (process, base URL)."""
+def start_nginx(served, prefix, tls: tuple[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """nginx serving `served` from its own prefix folder on a free port: (process, base URL).
+    Under /throttled/ it sends at most 256 KiB/s per request (a slow server); with tls, a
+    (certificate, key) pair, it answers https."""
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(exe):
         pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
     port = free_port()
     temp = " ".join(f"{kind}_temp_path {prefix}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    listen = f"listen 127.0.0.1:{port} ssl; ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};" if tls else \
+        f"listen 127.0.0.1:{port};"
     (prefix / "nginx.conf").write_text(
         f"daemon off; master_process off; error_log {prefix}/error.log; pid {prefix}/nginx.pid;\n"
         "events { worker_connections 1024; }\n"
         f"http {{ access_log off; sendfile on; keepalive_requests 1000000; {temp}\n"
-        f"  server {{ listen 127.0.0.1:{port}; root {served}; }} }}\n")
+        f"  server {{ {listen} root {served};\n"
+        f"    location /throttled/ {{ alias {served}/; limit_rate 256k; }} }} }}\n")
     with open(prefix / "out.log", "w") as log:
         proc = start([exe, "-p", str(prefix), "-c", str(prefix / "nginx.conf")], port, log)
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, f"{'https' if tls else 'http'}://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +220,83 @@ def test_a_server_killed_mid_run_ends_it_in_one_line(served, tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("gdsbench: error: ")]
     assert run.returncode == 3 and len(errors) == 1 and "Traceback" not in err, err
     assert "of http://127.0.0.1:" in errors[0] and "bytes at offset" in errors[0], errors
+
+
+@pytest.fixture(scope="module")
+def faulty(served, tmp_path_factory):
+    """tests/fault_server.py over the served folder: the faults real servers cannot be asked
+    to make (a delay before each answer, 503s, short bodies, dropped connections)."""
+    port = free_port()
+    with open(tmp_path_factory.mktemp("faulty") / "out.log", "w") as log:
+        proc = start([sys.executable, os.path.join(os.path.dirname(__file__), "fault_server.py"), str(port),
+                      str(served)], port, log)
+    yield f"http://127.0.0.1:{port}"
+    stop(proc)
+
+
+def test_a_slow_server_is_timed_to_its_first_byte(gdsbench, faulty):
+    """Each answer waits 40 ms at the server: time to first byte and latency both hold it."""
+    d = run_json(gdsbench, f"{faulty}/slow-40/bucket/data.dat", "--bs", "64K", "--qd", "2", "--io-size", "512K")
+    assert d["ops"] == 8 and d["first_byte_p50_ns"] >= 40e6 and d["lat_p50_ns"] >= d["first_byte_p50_ns"]
+
+
+def test_a_request_slower_than_timeout_ends_the_run_in_one_line(gdsbench, nginx):
+    """nginx sends 256 KiB/s under /throttled/: a 2 MiB range takes 8 s, over --timeout 1s."""
+    res = gdsbench("run", f"{nginx}/throttled/bucket/data.dat", "--bs", "2M", "--io-size", "2M", "--timeout", "1s")
+    assert_one_line_error(res, "within --timeout 1 s", "raise --timeout", code=3)
+
+
+def test_retries_are_counted_apart_and_without_them_a_503_ends_the_run(gdsbench, faulty):
+    url = f"{faulty}/flaky-3/bucket/data.dat"  # every third request is 503 SlowDown
+    assert_one_line_error(gdsbench("run", url, "--bs", "64K", "--io-size", "1M"), "HTTP 503 SlowDown", code=3)
+    d = run_json(gdsbench, url, "--bs", "64K", "--io-size", "1M", "--retries", "2", "--verify")
+    assert d["ops"] == 16 and d["bytes"] == MiB and d["verify_mismatches"] == 0
+    assert d["retries"] >= 5  # 16 reads and their retries: one request in three failed
+
+
+def test_short_bodies_and_dropped_connections_are_one_line(gdsbench, faulty):
+    assert_one_line_error(gdsbench("run", f"{faulty}/short/bucket/data.dat", "--bs", "64K", "--io-size", "1M"),
+                          "shorter body than asked: 61440 of 65536 bytes", code=3)
+    res = gdsbench("run", f"{faulty}/cut/bucket/data.dat", "--bs", "64K", "--io-size", "1M", "--retries", "2")
+    assert_one_line_error(res, "bytes at offset 0 of http://", "(try 3)", code=3)  # tried, then failed for good
+
+
+def test_tls_failure_is_one_line_and_a_private_ca_is_taken_from_aws_ca_bundle(gdsbench, served, tmp_path,
+                                                                             monkeypatch):
+    openssl = shutil.which("openssl")
+    if not openssl:
+        pytest.skip("openssl is not installed (it makes the test server's certificate)")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days",
+                    "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True)
+    server, url = start_nginx(served, tmp_path, tls=(str(cert), str(key)))
+    try:
+        res = gdsbench("run", f"{url}/bucket/data.dat", "--bs", "64K", "--io-size", "1M")
+        assert_one_line_error(res, "TLS failed", "AWS_CA_BUNDLE")
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+        d = run_json(gdsbench, f"{url}/bucket/data.dat", "--bs", "64K", "--io-size", "1M", "--verify")
+    finally:
+        stop(server)
+    assert d["bytes"] == MiB and d["verify_mismatches"] == 0
+
+
+def test_first_reads_and_re_reads_are_reported_apart(gdsbench, nginx):
+    """16 MiB read from an 8 MiB object: the first 8 MiB are first reads, the rest re-reads
+    (which a server's cache, unseen from here, may serve)."""
+    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "1M", "--qd", "2", "--io-size", "16M")
+    assert d["first_pass_bytes"] == 8 * MiB and d["reread_bytes"] == 8 * MiB
+    assert d["first_pass_ops"] + d["reread_ops"] == d["ops"] == 16
+    assert d["first_pass_bandwidth_bytes_per_s"] > 0 and d["reread_bandwidth_bytes_per_s"] > 0
+    res = gdsbench("run", f"{nginx}/bucket/data.dat", "--bs", "1M", "--io-size", "16M")
+    assert res.code == 0 and "first read 8 MiB at" in res.out and "re-read 8 MiB at" in res.out
+
+
+def test_s3_endpoint_flag_is_the_endpoint_for_this_command_only(gdsbench, s3_env, monkeypatch):
+    endpoint = s3_env["AWS_ENDPOINT_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    d = run_json(gdsbench, "s3://bucket/data.dat", "--s3-endpoint", endpoint, "--bs", "1M", "--io-size", "2M")
+    assert d["bytes"] == 2 * MiB and d["environment"]["target"]["url"] == f"{endpoint}/bucket/data.dat"
+    assert "AWS_ENDPOINT_URL_S3" not in os.environ  # as it was before the command
+    assert_one_line_error(gdsbench("run", "s3://bucket/data.dat", "--s3-endpoint", "127.0.0.1:9000"), "--s3-endpoint",
+                          "http://")

@@ -4,6 +4,8 @@ workload's flags are in workload_flags.py, docs/options.md in options_doc.py."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from typing import Any
 
 from gdsbench.job.errors import UsageError
@@ -19,6 +21,37 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("path", metavar="PATH", nargs="?", default=None,
                         help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
+
+
+S3_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_S3"  # what the AWS tools, boto3 and gdsbench's curl engine read first
+
+
+def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
+    """What s3:// targets need beside the AWS environment, for the commands that read or write them."""
+    parser.add_argument("--s3-endpoint", metavar="URL", default=None,
+                        help="the S3 server for s3:// targets, e.g. http://127.0.0.1:9000, addressed path-style (as "
+                             "aws --endpoint-url; default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else AWS)")
+
+
+@contextlib.contextmanager
+def s3_endpoint(args: argparse.Namespace):
+    """--s3-endpoint as the environment variable every S3 client here reads, for this command
+    (and the processes it starts); as it was before, after."""
+    value = getattr(args, "s3_endpoint", None)
+    if value is None:
+        yield
+        return
+    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1].strip("/")) == 0:
+        raise UsageError(f"--s3-endpoint {value}: give the server's URL, e.g. http://127.0.0.1:9000")
+    before = os.environ.get(S3_ENDPOINT_VARIABLE)
+    os.environ[S3_ENDPOINT_VARIABLE] = value.rstrip("/")
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[S3_ENDPOINT_VARIABLE]
+        else:
+            os.environ[S3_ENDPOINT_VARIABLE] = before
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False, only: tuple[str, ...] = (),

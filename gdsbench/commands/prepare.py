@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from gdsbench.commands.options import METAVARS, count_arg
+from gdsbench.commands.options import METAVARS, add_remote_arguments, count_arg
 from gdsbench.commands.workload_flags import workload_flags, workload_from_args
 from gdsbench.execution.scratch import progress_printer
 from gdsbench.job.errors import UsageError
@@ -20,6 +20,7 @@ class PrepareCommand:
         parser.add_argument("path", metavar="PATH", help="file to create (never an existing file gdsbench did not "
                                                          "create); with --workload, the dataset's directory")
         parser.add_argument("--size", help="file size, e.g. 4GiB (a multiple of 4K)")
+        add_remote_arguments(parser)
         parser.add_argument("--seed", type=count_arg(0, 2**64 - 1), default=None,
                             help="seed of the payload (default: 1), or with --workload of the sample sizes (default: 123)")
         parser.add_argument("--force", action="store_true", help="rewrite even if an identical gdsbench file exists")

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values
+from gdsbench.commands.options import add_job_arguments, add_remote_arguments, add_target_argument, job_values
 from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
@@ -18,6 +18,7 @@ class RunCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_target_argument(parser)
+        add_remote_arguments(parser)
         add_job_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
 

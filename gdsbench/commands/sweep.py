@@ -3,7 +3,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_target_argument, job_values, sweep_values
+from gdsbench.commands.options import (
+    add_job_arguments,
+    add_remote_arguments,
+    add_target_argument,
+    job_values,
+    sweep_values,
+)
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 from gdsbench.job.spec import BY_KEY, opens_target
@@ -15,6 +21,7 @@ class SweepCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_target_argument(parser)
+        add_remote_arguments(parser)
         parser.add_argument("--file", metavar="SWEEP.toml", help="read the grid and options from a TOML sweep file")
         parser.add_argument("--repeat", type=int, default=None, metavar="N",
                             help="measure each point N times; the median is reported, repeats >5%% apart flagged")

@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.options import add_job_arguments, add_remote_arguments, count_arg, job_values, seconds_arg
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
 from gdsbench.job.errors import EXIT_INTERRUPTED
 
@@ -16,6 +16,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     from gdsbench.train.session import READER_OPTIONS
 
     add_job_arguments(parser, only=READER_OPTIONS, title="how samples are read (--qd: chunks in flight per reader)")
+    add_remote_arguments(parser)
     parser.add_argument("--allow-cached", action="store_true",
                         help="--buffered with a dataset under 5x this host's memory (its pages are dropped "
                              "before each train run and each predict probe)")

@@ -4,6 +4,8 @@ import argparse
 import json
 import sys
 
+from gdsbench.commands.options import add_remote_arguments
+
 
 class ValidateCommand:
     name = "validate"
@@ -22,6 +24,7 @@ class ValidateCommand:
         parser.add_argument("--baseline", metavar="RUN", help="a saved `gdsbench validate --json`: FAIL a figure worse "
                                                               "than it by more than the profile allows")
         parser.add_argument("--quick", action="store_true", help="shorter, fewer repeats: about 15 s instead of 60")
+        add_remote_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.validate import output, profile

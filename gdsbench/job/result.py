@@ -40,6 +40,9 @@ class Result:
     reads_while_copying: int = 0  # bounce modes: reads issued while a copy to the GPU was in flight
     connections: int = 0  # connections the engine opened (curl): against ops, whether they were kept alive
     first_byte: _native.LatencyHistogram | None = None  # issue to the first byte of each answer (curl), all threads
+    retries: int = 0  # requests tried again after a failure (curl --retries), not counted in ops
+    first_pass: dict | None = None  # reads of blocks not read before in this run, apart from re-reads (_passes)
+    reread: dict | None = None
     procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
     stonewall: dict | None = None  # --stonewall: what all had done when the first finished
     interrupted: bool = False
@@ -92,6 +95,8 @@ class Result:
             reads_while_copying=total["reads_while_copying"],
             connections=total["connections"],
             first_byte=total["first_byte_latency"],
+            retries=total["retries"],
+            **_passes(threads, total),
             procs=run.procs,
             stonewall=stonewall,
             interrupted=run.interrupted,
@@ -177,6 +182,9 @@ class Result:
             "connections": self.connections,
             "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte_seen else None,
             "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte_seen else None,
+            "retries": self.retries,
+            **{f"{name}_{k}": (part or {}).get(k) for name, part in (("first_pass", self.first_pass),
+                                                                     ("reread", self.reread)) for k in _PASS_FIGURES},
             "processes": len(self.procs) or 1,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,
@@ -203,6 +211,30 @@ class Result:
             "warnings": self.warnings,
             "environment": self.environment,
         }
+
+
+_PASS_FIGURES = ("bytes", "ops", "bandwidth_bytes_per_s", "lat_p50_ns", "lat_p99_ns")
+
+
+def _passes(threads, total: dict) -> dict:
+    """The run's reads of blocks not read before in it (each thread's first pass over its part)
+    and its re-reads, apart: a re-read may come from a cache the first read filled (a server's,
+    which cannot be seen from here). Each one's rate is the sum of the threads' rates, a thread's
+    first pass timed from its first issue in the window to its last first-pass read, its re-reads
+    from there to its last read. None for a part with no reads."""
+    def rate(nbytes: int, ns: int) -> float:
+        return nbytes / (ns / 1e9) if ns > 0 else 0.0
+
+    def part(nbytes: int, ops: int, bandwidth: float, latency) -> dict | None:
+        return {"bytes": nbytes, "ops": ops, "bandwidth_bytes_per_s": bandwidth, "lat_p50_ns": latency.percentile(50),
+                "lat_p99_ns": latency.percentile(99)} if ops else None
+
+    first = sum(rate(t.first_pass_bytes, t.first_pass_last_ns - t.first_submit_ns) for t in threads)
+    again = sum(rate(t.bytes - t.first_pass_bytes, t.last_complete_ns - t.first_pass_last_ns) for t in threads
+                if t.ops > t.first_pass_ops)
+    return {"first_pass": part(total["first_pass_bytes"], total["first_pass_ops"], first, total["first_pass_latency"]),
+            "reread": part(total["bytes"] - total["first_pass_bytes"], total["ops"] - total["first_pass_ops"], again,
+                           total["reread_latency"])}
 
 
 def _rounds(spec: JobSpec, run) -> tuple[list[int], list]:

@@ -378,7 +378,13 @@ class _JobOptions:
         return " ".join(parts)
 
 
-_KINDS = {"int": int, "bool": bool, "size": int}
+_KINDS = {"int": int, "bool": bool, "size": int, "duration": int}
+
+
+def _engine_flag(declared: dict) -> str:
+    """An engine option's flag: its name with dashes, a duration's without its _ns (timeout_ns: --timeout)."""
+    name = declared["name"].removesuffix("_ns") if declared["kind"] == "duration" else declared["name"]
+    return "--" + name.replace("_", "-")
 
 
 def _engine_option_fields() -> list[tuple[str, type, Any]]:
@@ -389,7 +395,7 @@ def _engine_option_fields() -> list[tuple[str, type, Any]]:
             default = bool(o["default"]) if o["kind"] == "bool" else o["default"]
             bounds = {} if o["kind"] == "bool" else {"low": o["low"], "high": o["high"]}
             out.append((o["name"], _KINDS[o["kind"]],
-                        option(default, o["kind"], "--" + o["name"].replace("_", "-"), o["help"], native=False,
+                        option(default, o["kind"], _engine_flag(o), o["help"], native=False,
                                engine=engine["name"], at_most_depth=o.get("at_most_depth", False), **bounds)))
     return out
 

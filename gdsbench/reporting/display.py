@@ -51,6 +51,13 @@ def run_summary(r: Result) -> str:
         fb = r.first_byte
         lines.append(f"first byte p50 {format_duration(fb.percentile(50))}  p99 {format_duration(fb.percentile(99))}  "
                      f"max {format_duration(fb.max)}   connections {r.connections:,} for {r.ops:,} requests")
+    if r.retries:
+        lines.append(f"retries    {r.retries:,} requests tried again after a failure (--retries), not counted as reads")
+    if r.first_pass and r.reread and r.first_byte_seen:  # a remote target: its server's cache cannot be seen
+        lines.append("passes     " + "   ".join(
+            f"{name} {format_size(part['bytes'])} at {format_rate(part['bandwidth_bytes_per_s'])}, "
+            f"p50 {format_duration(part['lat_p50_ns'])}" for name, part in (("first read", r.first_pass),
+                                                                             ("re-read", r.reread))))
     if r.stonewall:
         w = r.stonewall
         lines.append(f"stonewall  {format_rate(w['bandwidth_bytes_per_s'])}: {format_size(w['bytes'])} in "

@@ -5,11 +5,15 @@
 // requests are signed by libcurl (CURLOPT_AWS_SIGV4) with the credentials and
 // endpoint the AWS tools and kvikio read from the environment:
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-// AWS_DEFAULT_REGION (or AWS_REGION) and AWS_ENDPOINT_URL (path-style).
+// AWS_DEFAULT_REGION (or AWS_REGION), AWS_ENDPOINT_URL (path-style) and
+// AWS_CA_BUNDLE (a private CA's certificates, for https).
 //
 // A ranged answer counts as 206, or as 200 with a Content-Range naming the
 // range asked (rclone answers so); a 200 without one means the server ignored
-// Range, an error. Every body's length is checked. Opening the engine asks for
+// Range, an error. Every body's length is checked: a short one is an error too,
+// as is a request that takes longer than --timeout. A failure of the connection
+// or of the server (HTTP 429, 5xx) is tried again up to --retries times, counted
+// apart; nothing else is retried. Opening the engine asks for
 // the object once (HEAD): a missing object, refused credentials or a server
 // that does not answer fail there, before the run, in one line.
 #include "../engine.hpp"
@@ -18,9 +22,17 @@
 namespace gds {
 constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
                                    /*gpu_buffers=*/false};
+constexpr uint64_t kSecond = 1000000000ull;
 const std::vector<EngineOption> kCurlOptions = {
     {"http2", "bool", "ask for HTTP/2 (ALPN over https, Upgrade over http) instead of HTTP/1.1 (curl)", 0, 0, 1,
-     /*at_most_depth=*/false}};
+     /*at_most_depth=*/false},
+    {"timeout_ns", "duration",
+     "longest a request may take, connecting included, before the run fails naming it (curl; 0: no limit)",
+     30 * kSecond, 0, 86400 * kSecond, /*at_most_depth=*/false},
+    {"retries", "int",
+     "try a request again this many times after a transport failure, a timeout or HTTP 429/5xx (curl; counted "
+     "apart, as retries; 0: a failure ends the run)",
+     0, 0, 100, /*at_most_depth=*/false}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBCURL
@@ -43,6 +55,14 @@ struct Remote {
   std::string name;                   // as the user gave it (named in errors)
   std::string url;                    // what is requested
   std::string sigv4, userpwd, token;  // S3 only
+  std::string ca_bundle;              // AWS_CA_BUNDLE, as the AWS tools read it: a private CA's certificates
+};
+
+// How the engine asks: its options.
+struct Asking {
+  bool http2 = false;
+  uint64_t timeout_ns = 0;  // 0: no limit
+  unsigned retries = 0;
 };
 
 std::string escape_key(const std::string& key) {
@@ -61,7 +81,7 @@ std::string escape_key(const std::string& key) {
 }
 
 Remote resolve(const std::string& name) {
-  Remote r{name, name, "", "", ""};
+  Remote r{name, name, "", "", "", env("AWS_CA_BUNDLE")};
   if (name.rfind("s3://", 0) != 0) return r;
   const std::string rest = name.substr(5);
   const size_t slash = rest.find('/');
@@ -90,6 +110,7 @@ struct Transfer {
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   IoRequest* request = nullptr;
+  unsigned attempts = 0;  // of this request, the first included
   uint64_t got = 0;
   bool range_matches = false;  // a Content-Range naming the range asked
   bool too_long = false;
@@ -149,12 +170,48 @@ std::string http_failure(long status, const std::string& body) {
   return "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) + ": " + why;
 }
 
-void set_common(CURL* easy, const Remote& remote, bool http2, Transfer* t) {
+std::string seconds_text(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", double(ns) / 1e9);
+  return text;
+}
+
+// libcurl's failure in words, with the fix where gdsbench knows it.
+std::string transport_failure(CURLcode rc, const char* detail, const Asking& asking) {
+  const std::string what = detail[0] ? detail : curl_easy_strerror(rc);
+  if (rc == CURLE_OPERATION_TIMEDOUT)
+    return "no complete answer within --timeout " + seconds_text(asking.timeout_ns) + " (" + what +
+           "); raise --timeout, or find what slows the server";
+  if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CACERT_BADFILE ||
+      rc == CURLE_SSL_CERTPROBLEM)
+    return "TLS failed: " + what + "; for a server with its own CA, set AWS_CA_BUNDLE to its certificate file";
+  return what;
+}
+
+// Failures worth another try (--retries): the connection's or the server's, not the request's.
+bool may_retry(CURLcode rc, long status) {
+  switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+      return true;
+    default:
+      return rc == CURLE_OK && (status == 429 || status == 500 || status == 502 || status == 503 || status == 504);
+  }
+}
+
+void set_common(CURL* easy, const Remote& remote, const Asking& asking, Transfer* t) {
   curl_easy_setopt(easy, CURLOPT_URL, remote.url.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(http2 ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_1_1));
+  const long timeout_ms = long(asking.timeout_ns / 1000000);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? std::min(timeout_ms, 10000L) : 10000L);
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);  // 0: none
+  if (!remote.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, remote.ca_bundle.c_str());
+  curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(asking.http2 ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_1_1));
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
@@ -179,14 +236,15 @@ void init_once() {
 
 class CurlEngine final : public Engine {
  public:
-  CurlEngine(const Target& target, unsigned depth, bool http2) : remote_(resolve(target.path)), http2_(http2) {
+  CurlEngine(const Target& target, unsigned depth, const Asking& asking)
+      : remote_(resolve(target.path)), asking_(asking) {
     init_once();
     probe();
     multi_ = curl_multi_init();
     transfers_.resize(depth);
     for (auto& t : transfers_) {
       t.easy = curl_easy_init();
-      set_common(t.easy, remote_, http2_, &t);
+      set_common(t.easy, remote_, asking_, &t);
       idle_.push_back(&t);
     }
   }
@@ -200,20 +258,15 @@ class CurlEngine final : public Engine {
   }
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return connections_; }
+  uint64_t retries() const override { return retries_; }
   std::map<std::string, std::string> describe() const override { return facts_; }
 
   void queue(IoRequest* r) override {
     Transfer* t = idle_.back();
     idle_.pop_back();
     t->request = r;
-    t->got = 0;
-    t->range_matches = t->too_long = t->ignores_range = false;
-    t->error_body.clear();
-    t->error[0] = 0;
-    const std::string range = std::to_string(r->offset) + "-" + std::to_string(r->offset + r->length - 1);
-    curl_easy_setopt(t->easy, CURLOPT_RANGE, range.c_str());  // copied by libcurl
-    curl_easy_setopt(t->easy, CURLOPT_PRIVATE, t);
-    curl_multi_add_handle(multi_, t->easy);
+    t->attempts = 0;
+    start(*t);
   }
 
   unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
@@ -230,7 +283,7 @@ class CurlEngine final : public Engine {
         if (msg->msg != CURLMSG_DONE) continue;
         Transfer* t = nullptr;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
-        done[n++] = finish(*t, msg->data.result);
+        if (IoRequest* r = finish(*t, msg->data.result)) done[n++] = r;
       }
       if (n >= min || (running == 0 && n > 0)) return n;
       if (running == 0 && idle_.size() == transfers_.size()) return n;  // nothing was queued
@@ -243,19 +296,24 @@ class CurlEngine final : public Engine {
   void probe() {
     Transfer t;
     t.easy = curl_easy_init();
-    set_common(t.easy, remote_, http2_, &t);
+    set_common(t.easy, remote_, asking_, &t);
     curl_easy_setopt(t.easy, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, 30000L);
-    const CURLcode rc = curl_easy_perform(t.easy);
+    CURLcode rc;
     long status = 0, version = 0;
+    for (unsigned tries = 0;; ++tries) {  // as a request of the run is tried again (--retries)
+      t.error[0] = 0;
+      t.error_body.clear();
+      rc = curl_easy_perform(t.easy);
+      curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+      if (tries >= asking_.retries || !may_retry(rc, status)) break;
+    }
     curl_off_t length = -1;
     char* ip = nullptr;
-    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     curl_easy_getinfo(t.easy, CURLINFO_HTTP_VERSION, &version);
     curl_easy_getinfo(t.easy, CURLINFO_PRIMARY_IP, &ip);
     const std::string server_ip = ip ? ip : "";
-    const std::string error = t.error[0] ? t.error : curl_easy_strerror(rc);
+    const std::string error = transport_failure(rc, t.error, asking_);
     curl_easy_cleanup(t.easy);
     curl_slist_free_all(t.headers);
     if (rc != CURLE_OK) throw InputError("PATH " + remote_.name + ": " + error);
@@ -269,35 +327,61 @@ class CurlEngine final : public Engine {
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
   }
 
+  // (Re)start t's request: a ranged GET of its bytes.
+  void start(Transfer& t) {
+    const IoRequest& r = *t.request;
+    ++t.attempts;
+    t.got = 0;
+    t.range_matches = t.too_long = t.ignores_range = false;
+    t.error_body.clear();
+    t.error[0] = 0;
+    const std::string range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
+    curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+    curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
+    curl_multi_add_handle(multi_, t.easy);
+  }
+
+  // t's request, checked, once its answer is complete; nullptr where it was started again (--retries).
+  // A retried request's latency runs from its first try: what its reader waited.
   IoRequest* finish(Transfer& t, CURLcode rc) {
     IoRequest* r = t.request;
     curl_multi_remove_handle(multi_, t.easy);
-    t.request = nullptr;
-    idle_.push_back(&t);
     long status = 0, connects = 0;
     curl_off_t first_byte_us = 0;
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
     curl_easy_getinfo(t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
     connections_ += uint64_t(connects);
+    const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long;
+    if (ranged_ok && (rc != CURLE_OK || status >= 300) && may_retry(rc, status) && t.attempts <= asking_.retries) {
+      ++retries_;
+      start(t);
+      return nullptr;
+    }
+    t.request = nullptr;
+    idle_.push_back(&t);
     const std::string where = " reading " + std::to_string(r->length) + " bytes at offset " +
-                              std::to_string(r->offset) + " of " + remote_.name;
+                              std::to_string(r->offset) + " of " + remote_.name +
+                              (t.attempts > 1 ? " (try " + std::to_string(t.attempts) + ")" : "");
     if (t.ignores_range || (status == 200 && !t.range_matches))
       throw IoError("the server ignores Range: it answered 200 without the Content-Range asked" + where);
     if (t.too_long) throw IoError("the server sent more than the range asked" + where);
-    if (rc != CURLE_OK) throw IoError(std::string(t.error[0] ? t.error : curl_easy_strerror(rc)) + where);
+    if (rc != CURLE_OK) throw IoError(transport_failure(rc, t.error, asking_) + where);
     if (status >= 300) throw IoError(http_failure(status, t.error_body) + where);
-    r->result = int64_t(t.got);  // a short body is a short read (check_transfer)
+    if (t.got < r->length)  // no range gdsbench asks for runs past the object's end
+      throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
+                    std::to_string(r->length) + " bytes" + where);
+    r->result = int64_t(t.got);
     r->first_byte_ns = uint64_t(first_byte_us) * 1000;
     return r;
   }
 
   const Remote remote_;
-  const bool http2_;
+  const Asking asking_;
   CURLM* multi_ = nullptr;
   std::vector<Transfer> transfers_;
   std::vector<Transfer*> idle_;
-  uint64_t size_ = 0, connections_ = 0;
+  uint64_t size_ = 0, connections_ = 0, retries_ = 0;
   std::map<std::string, std::string> facts_;
 };
 
@@ -308,7 +392,9 @@ const EngineInfo kCurlEngine = {
     "ranged GETs over HTTP(S) and S3 through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
-      return std::make_unique<CurlEngine>(target, depth, kCurlEngine.option(options, "http2") != 0);
+      const Asking asking{kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
+                          unsigned(kCurlEngine.option(options, "retries"))};
+      return std::make_unique<CurlEngine>(target, depth, asking);
     },
     [] { return std::string(); },
     kCurlOptions};

@@ -50,9 +50,11 @@ class _Loop:
         self.order = _native.OffsetSequence(spec.offset, self.nblocks, spec.bs, spec.pattern == "rand", spec.seed)
         self.offsets = self.order.take(min(self.nblocks, 4096))
         self.position = 0
-        self.inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at), oldest first
+        self.inflight: deque = deque()  # (future, issued at, file offset, buffer index, done at, reread), oldest first
         self.free = deque(range(spec.qd))
         self.samples: list[int] = []
+        self.reread: list[bool] = []  # per sample: its block was read before in this run (a later pass)
+        self.first_pass_bytes = self.first_pass_ops = self.first_pass_last = 0
         self.timeline: list[int] = []
         self.round_ends: list[int] = []  # --round-reads: when each N-th read completed, ns into the window
         self.done_bytes = self.ops = self.last = 0
@@ -85,6 +87,7 @@ class _Loop:
             if not self.rule.may_issue(now, self.ops, len(self.inflight)):
                 return
             index, off = self.free.popleft(), self.next_offset()
+            reread = self.position > self.nblocks  # past its first pass over the region
             try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
                 future = self.handle.pread(self.buffers[index], self.spec.bs, off)
             except RuntimeError as e:
@@ -92,11 +95,11 @@ class _Loop:
             # a read kvikio did inside pread() is complete now, not when its future is collected
             # after the next --qd preads: else its latency, and the depth, would read --qd times high
             done_at = time.monotonic_ns() if future.done() else None
-            self.inflight.append((future, now, off, index, done_at))
+            self.inflight.append((future, now, off, index, done_at, reread))
 
     def collect(self) -> None:
         """Wait for the oldest read; check and account it."""
-        future, started, off, index, done_at = self.inflight.popleft()
+        future, started, off, index, done_at, reread = self.inflight.popleft()
         try:
             got = future.get()
         except RuntimeError as e:
@@ -113,9 +116,14 @@ class _Loop:
         if not self.rule.counts(end):  # finished during the ramp, whenever it was collected
             return
         self.samples.append(end - started)
+        self.reread.append(reread)
         self.done_bytes += self.spec.bs
         self.ops += 1
         self.last = end - self.measure_start
+        if not reread:
+            self.first_pass_bytes += self.spec.bs
+            self.first_pass_ops += 1
+            self.first_pass_last = self.last
         if self.spec.round_reads and self.ops % self.spec.round_reads == 0:
             self.round_ends.append(self.last)
         tick = self.last // self.spec.interval_ns
@@ -145,8 +153,11 @@ class _Loop:
         window = _since(self.cpu0, end_cpu)
         thread_cpu = _since(self.thread_cpu0, _cpu_seconds(resource.RUSAGE_THREAD))
         samples = np.asarray(self.samples, dtype=np.uint64)
-        latency = _native.LatencyHistogram()
+        reread = np.asarray(self.reread, dtype=bool)
+        latency, first_pass, rereads = _native.LatencyHistogram(), _native.LatencyHistogram(), _native.LatencyHistogram()
         latency.add(samples)
+        first_pass.add(samples[~reread])
+        rereads.add(samples[reread])
         n = self.spec.round_reads
         rounds = []
         for k in range(len(self.round_ends)):  # reads complete in order here: round k is samples k*N to (k+1)*N
@@ -158,8 +169,10 @@ class _Loop:
             # the one Python thread that drives kvikio; its pool threads count in the process's CPU
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
             verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
-            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0,
-            first_byte_latency=_native.LatencyHistogram(),
+            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0, retries=0,
+            first_byte_latency=_native.LatencyHistogram(), first_pass_bytes=self.first_pass_bytes,
+            first_pass_ops=self.first_pass_ops, first_pass_last_ns=self.first_pass_last,
+            first_pass_latency=first_pass, reread_latency=rereads,
             stonewall_bytes=self.done_bytes, stonewall_ops=self.ops, stonewall_ns=self.last, round_latency=rounds)
         return RunRecord(threads=[thread], interrupted=self.interrupted, start_skew_ns=0, round_end_ns=self.round_ends,
                          process_cpu_user_s=end_cpu[0] - run_cpu0[0], process_cpu_sys_s=end_cpu[1] - run_cpu0[1],

@@ -18,6 +18,8 @@ from gdsbench.job.spec import ENGINE_INFO
 
 SCHEMES = ("http://", "https://", "s3://")
 ENGINE = "curl"  # the engine that looks at and reads these targets
+# Looking at an object (its size, a pattern block) is not measured: a busy server's 503 is tried again
+LOOKING = {"retries": 3}
 
 
 class NothingHeld:
@@ -56,7 +58,7 @@ class RemoteObject:
         unavailable = ENGINE_INFO[ENGINE]["unavailable"]
         if unavailable:
             raise UsageError(f"PATH {name}: reading URLs needs the {ENGINE} engine, not available here: {unavailable}")
-        facts = _native.probe_target(ENGINE, name)
+        facts = _native.probe_target(ENGINE, name, LOOKING)
         return cls(path=name, kind=facts.get("protocol", "http"), size=int(facts.pop("size")), facts=facts)
 
     @property
@@ -77,7 +79,7 @@ class RemoteObject:
         return NothingHeld()
 
     def has_pattern(self, offset: int) -> bool:
-        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK)
+        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, LOOKING)
         return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
 
     def created_by_gdsbench(self) -> bool:
