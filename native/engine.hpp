@@ -61,6 +61,10 @@ class Engine {
   virtual uint64_t retries() const { return 0; }
   // What it learned of its target when opening it (a server's address, its protocol), for the record.
   virtual std::map<std::string, std::string> describe() const { return {}; }
+  // Read another target from now on, keeping what it holds open (a server's connections), where
+  // it can: what a data loader does going from one object to the next. Its size is then unknown
+  // (UINT64_MAX): the caller knows it. False: open the engine again.
+  virtual bool retarget(const Target&) { return false; }
   virtual void queue(IoRequest* r) = 0;
   // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}

@@ -34,8 +34,13 @@ void SampleReader::close() noexcept {
 }
 
 void SampleReader::open(const std::string& path) {
+  const Target target{path, job_.direct, Direction::kRead};
+  if (engine_ && thread_serial() == owner_ && engine_->retarget(target)) {  // curl: the next object, same connections
+    path_ = path;
+    return;
+  }
   close();
-  engine_ = engine_by_name(job_.engine).open(Target{path, job_.direct, Direction::kRead}, job_.qd, job_.engine_options);
+  engine_ = engine_by_name(job_.engine).open(target, job_.qd, job_.engine_options);
   slots_.register_with(*engine_);
   path_ = path;
   owner_ = thread_serial();

@@ -584,9 +584,9 @@ def test_a_run_folder_is_never_left_without_its_description(tmp_path, monkeypatc
 def test_an_incomplete_dataset_is_named_and_the_same_prepare_finishes_it(gdsbench, tmp_path, monkeypatch):
     """A prepare that stops part-way (here: the third file's write fails, as on a full disk) leaves a
     dataset that says so: train refuses it in one line, and the same prepare keeps the files done."""
-    from gdsbench.train import dataset
+    from gdsbench.system import folders
 
-    real, calls = dataset.prepare, []
+    real, calls = folders.prepare, []
 
     def full_disk(path, size, **kw):
         calls.append(path)
@@ -595,12 +595,12 @@ def test_an_incomplete_dataset_is_named_and_the_same_prepare_finishes_it(gdsbenc
         return real(path, size, **kw)
 
     folder = tmp_path / "ds"
-    monkeypatch.setattr(dataset, "prepare", full_disk)
+    monkeypatch.setattr(folders, "prepare", full_disk)
     r = gdsbench("prepare", folder, "--files", "5", *TRAIN)
     assert r.code == 2 and "stopped after 2 of 5 files" in r.err and "run the same prepare again" in r.err
     r = gdsbench("train", folder, *TRAIN, "--files", "5", "--results", tmp_path / "res")
     assert r.code == 2 and "an incomplete dataset" in r.err and "after 2 of 5 files" in r.err
-    monkeypatch.setattr(dataset, "prepare", real)
+    monkeypatch.setattr(folders, "prepare", real)
     r = gdsbench("prepare", folder, "--files", "5", *TRAIN)
     assert r.code == 0 and "already there" in r.out, r.err
     assert gdsbench("train", folder, *TRAIN, "--files", "5", "--results", tmp_path / "res").code == 0

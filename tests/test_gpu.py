@@ -266,6 +266,38 @@ class _FakeCuFile:
         os.close(self.fd)
 
 
+class _FakeRemoteFile:
+    """TEST DOUBLE for kvikio.RemoteFile: each pread one ranged GET by urllib into a numpy array,
+    unsigned (HTTP only: an S3 open is recorded, not read). Not kvikio."""
+
+    opened: list = []  # (how, url, keyword arguments) of every open
+
+    def __init__(self, url):
+        self.url = url
+
+    @classmethod
+    def open_http(cls, url, nbytes=None):
+        cls.opened.append(("open_http", url, {}))
+        return cls(url)
+
+    @classmethod
+    def open_s3_url(cls, url, nbytes=None, **aws):
+        cls.opened.append(("open_s3_url", url, aws))
+        return cls(url)
+
+    def pread(self, buf, size, file_offset):
+        import urllib.request
+
+        request = urllib.request.Request(self.url, headers={"Range": f"bytes={file_offset}-{file_offset + size - 1}"})
+        with urllib.request.urlopen(request) as answer:
+            data = answer.read()
+        buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return _FakeFuture(len(data))
+
+    def close(self):
+        pass
+
+
 def fake_kvikio_modules(monkeypatch):
     import contextlib
     import sys
@@ -273,13 +305,16 @@ def fake_kvikio_modules(monkeypatch):
 
     kvikio = types.ModuleType("kvikio")
     kvikio.CuFile = _FakeCuFile
+    kvikio.RemoteFile = _FakeRemoteFile
+    _FakeRemoteFile.opened = []
     settings = {"num_threads": 1, "task_size": 4 << 20, "compat_mode": True, "gds_threshold": 1 << 20,
-                "auto_direct_io_read": False, "is_gds_available": False}
+                "auto_direct_io_read": False, "is_gds_available": False, "http_max_attempts": 3, "http_timeout": 60}
     # As in kvikio, these are submodules that `import kvikio` does not load:
     # no kvikio.defaults attribute, so code must import them by name.
     defaults = types.ModuleType("kvikio.defaults")
     defaults.get = settings.__getitem__
-    defaults.set = lambda new: settings.update({k: (settings[k], v)[1] for k, v in new.items()})  # KeyError if unknown
+    defaults.set = lambda new, *value: settings.update(  # KeyError if unknown; set({k: v}) or set(k, v)
+        {k: (settings[k], v)[1] for k, v in (new.items() if not value else [(new, value[0])])})
     defaults.is_compat_mode_preferred = lambda: settings["compat_mode"]
     driver = types.ModuleType("kvikio.cufile_driver")
     driver.get = settings.__getitem__

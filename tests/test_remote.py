@@ -300,3 +300,143 @@ def test_s3_endpoint_flag_is_the_endpoint_for_this_command_only(gdsbench, s3_env
     assert "AWS_ENDPOINT_URL_S3" not in os.environ  # as it was before the command
     assert_one_line_error(gdsbench("run", "s3://bucket/data.dat", "--s3-endpoint", "127.0.0.1:9000"), "--s3-endpoint",
                           "http://")
+
+
+def boto3_client(env: dict):
+    boto3 = pytest.importorskip("boto3", reason="boto3 is not installed (pip install 'gdsbench[s3]')")
+    from botocore.config import Config
+
+    return boto3.client("s3", region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"],
+                        aws_access_key_id=KEY, aws_secret_access_key=SECRET,
+                        config=Config(s3={"addressing_style": "path"}))
+
+
+def test_prepare_uploads_a_marked_pattern_object_in_parts_and_overwrites_only_its_own(gdsbench, s3_env, served,
+                                                                                     monkeypatch):
+    from gdsbench.system import object_store
+
+    s3, calls = boto3_client(s3_env), []
+    make_client = object_store.client
+
+    def watched_client():  # gdsbench's own client, its requests listed (rclone's ETag does not show parts)
+        client = make_client()
+        client.meta.events.register("before-call.s3.*", lambda model, **kw: calls.append(model.name))
+        return client
+
+    monkeypatch.setattr(object_store, "client", watched_client)
+    res = gdsbench("prepare", "s3://bucket/prepared.dat", "--size", "72M")
+    assert res.code == 0 and "wrote s3://bucket/prepared.dat" in res.out, res.err
+    assert calls == ["HeadObject", "CreateMultipartUpload", "UploadPart", "UploadPart", "CompleteMultipartUpload"]
+    head = s3.head_object(Bucket="bucket", Key="prepared.dat")
+    assert head["ContentLength"] == 72 * MiB
+    assert {k.lower(): v for k, v in head["Metadata"].items()}["gdsbench-prepared"] == '{"size": 75497472, "seed": 1}'
+    d = run_json(gdsbench, "s3://bucket/prepared.dat", "--bs", "4M", "--qd", "4", "--verify", "--io-size", "72M")
+    assert d["verified_blocks"] == 72 * MiB // 4096 and d["verify_mismatches"] == 0
+    again = gdsbench("prepare", "s3://bucket/prepared.dat", "--size", "72M")
+    assert again.code == 0 and "kept existing" in again.out
+    calls.clear()
+    assert gdsbench("prepare", "s3://bucket/prepared.dat", "--size", "1M").code == 0  # ours, another size: replaced
+    assert calls == ["HeadObject", "PutObject"]
+    s3.put_object(Bucket="bucket", Key="theirs.dat", Body=b"not gdsbench's" * 1000)  # an object someone else made
+    assert_one_line_error(gdsbench("prepare", "s3://bucket/theirs.dat", "--size", "1M"),
+                          "refusing to overwrite an object gdsbench did not create")
+    assert s3.get_object(Bucket="bucket", Key="theirs.dat")["Body"].read() == b"not gdsbench's" * 1000
+    assert_one_line_error(gdsbench("prepare", "s3://bucket/prefix/", "--size", "1M"), "name an object")
+
+
+def test_prepare_refuses_http_and_says_how_to_serve_a_file(gdsbench, nginx):
+    assert_one_line_error(gdsbench("prepare", f"{nginx}/bucket/new.dat", "--size", "1M"),
+                          "an HTTP server cannot be written to", "rclone serve http")
+
+
+def test_a_dataset_under_an_s3_prefix_is_prepared_trained_and_predicted(gdsbench, s3_env, tmp_path):
+    flags = ("--workload", "unet3d", "--files", "12", "--record-bytes", "256K", "--batch", "2", "--compute-time",
+             "20ms")
+    res = gdsbench("prepare", "s3://bucket/unet3d/", *flags)
+    assert res.code == 0 and "12 files, 12 samples" in res.out, res.err
+    s3 = boto3_client(s3_env)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="bucket", Prefix="unet3d/")["Contents"]]
+    assert "unet3d/gdsbench-dataset.json" in keys and len(keys) == 13
+    res = gdsbench("train", "s3://bucket/unet3d/", *flags, "--accelerators", "1,2", "--verify", "--results", tmp_path,
+                   "--name", "s3")
+    assert res.code == 0, res.err
+    assert "is remote: there is no page cache here to drop" in res.err
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert [r["accelerators"] for r in rows] == [1, 2] and all(r["cached_fraction"] is None for r in rows)
+    assert all(r["verify_mismatches"] == 0 and r["verified_blocks"] > 0 for r in rows)
+    assert rows[0]["data_path"].startswith("S3 over HTTP/1.1, curl engine")
+    res = gdsbench("predict", "s3://bucket/unet3d/", *flags, "--probe-seconds", "0.5", "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["max_accelerators"] >= 1
+    assert_one_line_error(gdsbench("train", f"{s3_env['AWS_ENDPOINT_URL']}/bucket/unet3d/", *flags),
+                          "cannot be listed")
+
+
+def test_validate_reads_a_remote_object_and_says_what_it_cannot_check(gdsbench, nginx):
+    res = gdsbench("validate", f"{nginx}/bucket/data.dat", "--quick", "--json")
+    assert res.code == 0, res.err
+    checks = {c["name"]: c for c in json.loads(res.out)["checks"]}
+    assert checks["platform.o_direct"]["status"] == "SKIP"
+    assert checks["platform.filesystem"]["status"] == "INFO" and "HTTP over HTTP/1.1" in checks["platform.filesystem"][
+        "measured"]
+    assert checks["integrity.cpu"]["status"] == "PASS"  # the served file carries the pattern
+
+
+def test_the_pytest_plugin_measures_a_url(tmp_path, nginx):
+    res = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "gdsbench.suites", "-p", "no:cacheprovider", "-q",
+                          "-k", "sequential", "--gdsbench-runtime", "300ms", "--benchmark-min-rounds=3",
+                          "--gdsbench-path", f"{nginx}/bucket/data.dat", "--benchmark-json", tmp_path / "b.json"],
+                         capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    benches = json.load(open(tmp_path / "b.json"))["benchmarks"]
+    assert benches and all(b["extra_info"]["data_path"].startswith("HTTP over HTTP/1.1") for b in benches)
+
+
+def test_report_and_compare_put_a_local_file_beside_an_s3_object(gdsbench, s3_env, served, tmp_path):
+    grid = ("--bs", "64K,1M", "--qd", "4", "--io-size", "4M", "--results", tmp_path)
+    assert gdsbench("sweep", served / "bucket" / "data.dat", *grid, "--name", "local").code == 0
+    assert gdsbench("sweep", "s3://bucket/data.dat", *grid, "--name", "s3").code == 0
+    local, remote = sorted(tmp_path.iterdir(), key=lambda p: "s3" in p.name)
+    assert gdsbench("report", remote).code == 0 and (remote / "report" / "report.html").exists()
+    res = gdsbench("compare", local, remote, "--out", tmp_path / "page")
+    assert res.code == 0, res.err
+    page = (tmp_path / "page" / "compare.html").read_text()
+    assert "s3://bucket/data.dat" in page and "data.dat" in page
+
+
+def test_kvikio_reads_a_url_through_remotefile_against_a_test_double(nginx, s3_env, monkeypatch):
+    """--mode kvikio over a URL: kvikio's RemoteFile, with TEST DOUBLES of kvikio and cupy (a
+    ranged GET by urllib per pread, numpy for the GPU's memory; tests/test_gpu.py). The loop, the
+    settings and the label only: kvikio's RemoteFile.read needs libcuda, so the real path is
+    untested here (untested on GPU)."""
+    import types
+
+    from test_gpu import _FakeRemoteFile, fake_kvikio_modules
+
+    from gdsbench.execution import kvikio_mode
+    from gdsbench.execution.runner import plan
+    from gdsbench.job.errors import UsageError
+    from gdsbench.job.result import Result
+    from gdsbench.job.spec import JobSpec
+
+    settings = fake_kvikio_modules(monkeypatch)
+    url = f"{nginx}/bucket/data.dat"
+    spec = plan(JobSpec(path=url, bs=MiB, io_size=8 * MiB)).spec.replace(mode="kvikio", engine="kvikio", qd=4,
+                                                                           kvikio_threads=4)
+    raw, path = kvikio_mode.run(spec)
+    r = Result.from_run(spec, raw, data_path=path)
+    assert r.bytes == 8 * MiB and r.ops == 8  # (--verify checks on the GPU, with cupy: not with the double)
+    assert _FakeRemoteFile.opened == [("open_http", url, {})]
+    assert settings["http_max_attempts"] == 1  # no silent retries
+    assert path.startswith("HTTP through kvikio's RemoteFile (libcurl; 4 threads, 4096 KiB tasks") and \
+        "1 try per request" in path and "then copied to GPU 0" in path
+    with pytest.raises(UsageError, match="--kvikio-remote-backend: this kvikio cannot set remote_io_backend"):
+        kvikio_mode.run(spec.replace(kvikio_remote_backend="multi-poll"))
+    sys.modules["kvikio"].RemoteIOBackend = types.SimpleNamespace(MULTI_POLL="RemoteIOBackend.MULTI_POLL")
+    settings.update(remote_io_backend="RemoteIOBackend.EASY_THREADPOOL", remote_io_max_concurrent_requests=256)
+    _, path = kvikio_mode.run(spec.replace(kvikio_remote_backend="multi-poll", kvikio_max_requests=8))
+    assert "backend MULTI_POLL, at most 8 requests in flight" in path
+    kvikio_mode.files.open_for_reading(sys.modules["kvikio"], "s3://bucket/data.dat")
+    assert _FakeRemoteFile.opened[-1] == ("open_s3_url", "s3://bucket/data.dat", {
+        "aws_region_name": "us-east-1", "aws_endpoint_url": s3_env["AWS_ENDPOINT_URL"]})

@@ -11,6 +11,20 @@ from gdsbench.system.prepare import prepare
 from gdsbench.train.dataset import SHAPE
 
 
+def writer_for(path: str):
+    """What writes a pattern file or object at path: prepare() for a local file, an upload for
+    s3://; an HTTP server cannot be written to."""
+    from gdsbench.system import object_store
+
+    if object_store.is_s3(path):
+        return object_store.put_pattern
+    if path.startswith(("http://", "https://")):
+        raise UsageError(f"PATH {path}: an HTTP server cannot be written to; prepare a local file and serve its "
+                         "folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size 4G`, then "
+                         "`rclone serve http DIR` or nginx), and read http://SERVER/data.dat")
+    return prepare
+
+
 class PrepareCommand:
     name = "prepare"
     help = ("write a test file whose every 4 KiB block carries its offset and a checksum; or, with --workload, a "
@@ -48,9 +62,10 @@ class PrepareCommand:
         size = parse_size(args.size, "--size")
         args.seed = 1 if args.seed is None else args.seed
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
+        write = writer_for(args.path)
         for path in paths:
-            done = prepare(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
-            print(f"{'kept existing' if done.reused else 'wrote'} {done.path} ({format_size(done.size)})")
+            done = write(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
+            print(f"{'kept existing' if done.reused else 'wrote'} {path} ({format_size(done.size)})")
         return 0
 
     def dataset(self, args: argparse.Namespace) -> int:

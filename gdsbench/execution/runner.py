@@ -35,14 +35,14 @@ def resolve_engine(spec: JobSpec) -> str:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         opens = ENGINE_INFO[spec.engine]["opens"]
-        if opens not in (kind, "nothing"):
-            raise UsageError(f"--engine {spec.engine}: it reads a {opens}, and PATH {spec.path} is a {kind}; "
-                             "use --engine auto")
+        if kind not in opens and "nothing" not in opens:
+            raise UsageError(f"--engine {spec.engine}: it reads a {' or a '.join(opens)}, and PATH {spec.path} is a "
+                             f"{kind}; use --engine auto")
         return spec.engine
-    readers = [e for e in mode.engines if ENGINE_INFO[e]["opens"] == kind]
+    readers = [e for e in mode.engines if kind in ENGINE_INFO[e]["opens"]]
     if not readers:
         raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
-                         f"({', '.join(mode.engines)}) read a {ENGINE_INFO[mode.engines[0]]['opens']}")
+                         f"({', '.join(mode.engines)}) read a {' or a '.join(ENGINE_INFO[mode.engines[0]]['opens'])}")
     usable = [e for e in readers if not ENGINE_INFO[e]["unavailable"]]
     if not usable:
         first = readers[0]
@@ -57,6 +57,16 @@ def resolve_engine(spec: JobSpec) -> str:
         raise UsageError(f"--qd {spec.qd}: {readers[0]} is not available here ({why}) and {engine} has queue "
                          f"depth {depth}; use --threads")
     return engine
+
+
+def resolve_direct(spec: JobSpec, target: Target | None) -> bool:
+    """O_DIRECT as the job will run on this target: never on a remote object (O_DIRECT is a
+    local file's), and asking for it there is refused in the target's words."""
+    if target is not None and target.OPENED_AS == "url":
+        if spec.direct:
+            target.check_direct(spec.bs, spec.offset)
+        return False
+    return spec.uses_o_direct
 
 
 def runnable_here(spec: JobSpec) -> JobSpec:
@@ -207,7 +217,7 @@ def plan(spec: JobSpec) -> Plan:
                 _check_pattern([(target, spec.offset)])
     else:  # (--verify with an engine that reads nothing is refused by validate())
         size = spec.size or NULL_REGION
-    resolved = spec.replace(size=size, runtime_ns=runtime, direct=spec.uses_o_direct)
+    resolved = spec.replace(size=size, runtime_ns=runtime, direct=resolve_direct(spec, target))
     parts: tuple = ()
     if nparts > 1:
         shift = mpi.ranks_per_host(comm) if comm is not None else 1

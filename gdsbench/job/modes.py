@@ -62,13 +62,19 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode/).
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
-               "opens": "local file", "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
+               "opens": ("local file", "url"), "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
                "unavailable": "",
                "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
                    {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "
                     "default)", "default": 0, "low": 0, "high": 1024},
                    {"name": "kvikio_task_size", "kind": "size", "help": "size of the tasks kvikio splits a read into "
-                    "(kvikio; 0: kvikio's default)", "default": 0, "low": 0, "high": 1 << 30}]},
+                    "(kvikio; 0: kvikio's default)", "default": 0, "low": 0, "high": 1 << 30},
+                   {"name": "kvikio_remote_backend", "kind": "choice", "choices": ("default", "easy", "multi-poll"),
+                    "help": "how kvikio's RemoteFile drives libcurl for a URL: easy (a thread per request in flight, "
+                    "kvikio's EASY_THREADPOOL) or multi-poll (MULTI_POLL); default: kvikio's own (kvikio >= 26.10 "
+                    "to set it)", "default": "default"},
+                   {"name": "kvikio_max_requests", "kind": "int", "help": "most HTTP requests kvikio keeps in flight "
+                    "for a URL with multi-poll (kvikio; 0: kvikio's default)", "default": 0, "low": 0, "high": 4096}]},
 }
 
 

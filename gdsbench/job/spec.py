@@ -30,14 +30,16 @@ KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECOND = 1_000_000_000
 
 # Every engine: native/engines/registry.cpp lists the native ones, job/modes.py the Python-driven one.
-ENGINE_INFO: dict[str, dict] = {**{e["name"]: e for e in _native.engines()}, **PYTHON_ENGINES}
+# `opens`: the kinds of target each reads, a tuple ("local file", "url" or "nothing"), as native/engine.hpp's Opens.
+ENGINE_INFO: dict[str, dict] = {**{e["name"]: {**e, "opens": (e["opens"],)} for e in _native.engines()},
+                                **PYTHON_ENGINES}
 ENGINES = ("auto", *ENGINE_INFO)
 
 
 def opens_target(engine: str) -> bool:
     """Whether the engine opens the job's target, by what it declares (native/engine.hpp's
     Capabilities): the null engine opens none. auto always picks one that does."""
-    return engine == "auto" or ENGINE_INFO[engine]["opens"] != "nothing"
+    return engine == "auto" or ENGINE_INFO[engine]["opens"] != ("nothing",)
 PATTERNS = ("seq", "rand")
 LAYOUTS = ("shared", "shared-all", "per-proc")
 PINNING = ("none", "cores", "numa")
@@ -378,7 +380,7 @@ class _JobOptions:
         return " ".join(parts)
 
 
-_KINDS = {"int": int, "bool": bool, "size": int, "duration": int}
+_KINDS = {"int": int, "bool": bool, "size": int, "duration": int, "choice": str}
 
 
 def _engine_flag(declared: dict) -> str:
@@ -393,7 +395,8 @@ def _engine_option_fields() -> list[tuple[str, type, Any]]:
     for engine in ENGINE_INFO.values():
         for o in engine.get("options", ()):
             default = bool(o["default"]) if o["kind"] == "bool" else o["default"]
-            bounds = {} if o["kind"] == "bool" else {"low": o["low"], "high": o["high"]}
+            bounds = {"choices": tuple(o["choices"])} if o["kind"] == "choice" else {} if o["kind"] == "bool" else \
+                {"low": o["low"], "high": o["high"]}
             out.append((o["name"], _KINDS[o["kind"]],
                         option(default, o["kind"], _engine_flag(o), o["help"], native=False,
                                engine=engine["name"], at_most_depth=o.get("at_most_depth", False), **bounds)))

@@ -156,7 +156,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                  f"{r['predicted_au_percent']:.1f} %" if pd.notna(r.get("predicted_au_percent", None)) else "-",
                  f"{r['samples_per_s']:.1f}", f"{r['mib_per_s']:.0f} MiB/s", _s(r["step_time_p50_s"]),
                  _s(r["step_time_p99_s"]), _s(r["wait_p99_s"]), _s(r["straggler_mean_s"]),
-                 f"{r['cached_fraction']:.0%}"]
+                 f"{r['cached_fraction']:.0%}" if pd.notna(r["cached_fraction"]) else "remote: unseen"]
                 for _, r in df.sort_values(["accelerators", "repeat"]).iterrows()]
         ds = info["dataset"]
         # the dataset read, as found on disk; then the workload's other fields (its file count only shapes `prepare`)

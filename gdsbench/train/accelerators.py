@@ -22,7 +22,6 @@ from gdsbench.execution.native import to_native
 from gdsbench.execution.processes import Children, ParentLink, _Cancelled
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.system import pagecache
 from gdsbench.system.pattern import check_device
 from gdsbench.train.dataset import Dataset
 from gdsbench.train.pipeline import Accelerator, AcceleratorRecord, MpiBarrier, SoloBarrier, shared_barrier
@@ -124,15 +123,18 @@ def _barrier_file(parties: int) -> tuple[str, mmap.mmap, object]:
 
 def evict(dataset: Dataset) -> None:
     """Drop the dataset's pages from the page cache (a cold start, as DLIO's drop_caches)."""
-    for path in dataset.paths:
-        pagecache.evict(path, 0, os.path.getsize(path))
+    for path, size in zip(dataset.paths, dataset.file_sizes):
+        dataset.folder.evict(path, int(size))
 
 
-def cached_fraction(dataset: Dataset) -> float:
-    """The fraction of the dataset in the page cache, from up to 256 of its files spread over it."""
+def cached_fraction(dataset: Dataset) -> float | None:
+    """The fraction of the dataset in the page cache, from up to 256 of its files spread over it
+    (None for a remote dataset: no page cache here, and the server's cannot be seen)."""
+    if dataset.folder.remote:
+        return None
     picks = np.unique(np.linspace(0, len(dataset.paths) - 1, min(CACHE_SAMPLE_FILES, len(dataset.paths))).astype(int))
-    sizes = [os.path.getsize(dataset.paths[i]) for i in picks]
-    cached = [pagecache.cached_fraction(dataset.paths[i], 0, s) * s for i, s in zip(picks, sizes) if s]
+    sizes = [int(dataset.file_sizes[i]) for i in picks]
+    cached = [dataset.folder.cached_fraction(dataset.paths[i], s) * s for i, s in zip(picks, sizes) if s]
     return sum(cached) / max(1, sum(sizes))
 
 

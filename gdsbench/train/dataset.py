@@ -22,8 +22,8 @@ import numpy as np
 from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
-from gdsbench.system.pattern import has_pattern
-from gdsbench.system.prepare import BLOCK, prepare
+from gdsbench.system.folders import LocalFolder, ObjectFolder, folder_for
+from gdsbench.system.prepare import BLOCK
 from gdsbench.train.workloads import Workload
 
 MANIFEST = "gdsbench-dataset.json"
@@ -51,10 +51,12 @@ class Dataset:
 
     directory: str
     paths: list[str]
+    file_sizes: np.ndarray  # of each file, bytes
     file_index: np.ndarray
     offset: np.ndarray
     length: np.ndarray
     patterned: bool  # written by gdsbench prepare: --verify can check it
+    folder: LocalFolder | ObjectFolder  # where it is: its files are listed, checked and evicted through it
     note: str = ""  # how it was read (a manifest, or a plain directory)
     workload: dict | None = None  # the workload its manifest says it was prepared for
 
@@ -73,7 +75,7 @@ class Dataset:
         return {"directory": self.directory, "files": len(self.paths), "samples": self.samples,
                 "bytes": self.total_bytes, "mean_sample_bytes": float(self.length.mean()) if self.samples else 0.0,
                 "stdev_sample_bytes": float(self.length.std()) if self.samples else 0.0, "patterned": self.patterned,
-                "note": self.note}
+                "remote": self.folder.remote, "note": self.note}
 
 
 def _file_name(workload: Workload, i: int) -> str:
@@ -85,9 +87,13 @@ class Plan:
     """What prepare_dataset will write: the workload's files, and how much of it is already there."""
 
     workload: Workload
-    directory: str
+    folder: LocalFolder | ObjectFolder
     sizes: np.ndarray  # files x samples_per_file, bytes
     present: int  # bytes of files already complete (kept)
+
+    @property
+    def directory(self) -> str:
+        return self.folder.name
 
     @property
     def total(self) -> int:
@@ -101,13 +107,17 @@ class Plan:
                 f"(sd {format_size(sizes.std())}), {format_size(self.total)} in all{left}")
 
 
-def _read_manifest(path: str) -> dict:
-    """A manifest as written by prepare_dataset, checked: UsageError naming what is wrong."""
+def _read_manifest(folder: LocalFolder | ObjectFolder) -> dict | None:
+    """A folder's manifest as prepare_dataset wrote it, checked (UsageError naming what is wrong);
+    None where it has none."""
+    where = folder.path(MANIFEST)
     try:
-        with open(path) as f:
-            record = json.load(f)
+        text = folder.read_text(MANIFEST)
+        if text is None:
+            return None
+        record = json.loads(text)
     except (OSError, ValueError) as e:
-        raise UsageError(f"{path}: not a gdsbench dataset manifest ({e}); prepare the dataset again") from None
+        raise UsageError(f"{where}: not a gdsbench dataset manifest ({e}); prepare the dataset again") from None
     problem = None
     files = record.get("files") if isinstance(record, dict) else None
     if not isinstance(record, dict) or not isinstance(record.get("workload"), dict):
@@ -123,7 +133,7 @@ def _read_manifest(path: str) -> dict:
                 problem = f"file entry {str(entry)[:60]} is not [name, [sample sizes]]"
                 break
     if problem:
-        raise UsageError(f"{path}: not a gdsbench dataset manifest ({problem}); prepare the dataset again")
+        raise UsageError(f"{where}: not a gdsbench dataset manifest ({problem}); prepare the dataset again")
     return record
 
 
@@ -133,64 +143,50 @@ def _safe_name(name: str) -> bool:
 
 
 def plan_dataset(workload: Workload, directory: str) -> Plan:
-    """Check that `directory` may hold this workload's dataset, and what is there already."""
-    if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise UsageError(f"PATH {directory}: not a directory; give a directory for the dataset (a new one, or one "
-                         "`gdsbench prepare --workload` wrote)")
-    manifest = os.path.join(directory, MANIFEST)
-    if os.path.exists(manifest):
-        before = _read_manifest(manifest)["workload"]
+    """Check that `directory` (a local directory or an S3 prefix) may hold this workload's
+    dataset, and what is there already."""
+    folder = folder_for(directory)
+    folder.check_may_hold()
+    record = _read_manifest(folder)
+    if record is not None:
+        before = record["workload"]
         if any(before.get(k) != getattr(workload, k) for k in ("name",) + SHAPE):
-            raise UsageError(f"{directory}: holds a dataset of another shape ({before.get('name')}: "
+            raise UsageError(f"{folder.name}: holds a dataset of another shape ({before.get('name')}: "
                              + ", ".join(f"{k} {before.get(k)}" for k in SHAPE) + f", see {MANIFEST}); give another "
                              "directory")
     sizes = record_sizes(workload, workload.samples).reshape(workload.files, workload.samples_per_file)
-    present = 0
-    for i, row in enumerate(sizes):
-        path = os.path.join(directory, _file_name(workload, i))
-        if os.path.isfile(path) and os.path.getsize(path) == int(row.sum()) and has_pattern(path, int(row.sum()) - BLOCK):
-            present += int(row.sum())
-    return Plan(workload, directory, sizes, present)
+    present = sum(int(row.sum()) for i, row in enumerate(sizes)
+                  if folder.complete(folder.path(_file_name(workload, i)), int(row.sum())))
+    return Plan(workload, folder, sizes, present)
 
 
 def _write_manifest(plan: Plan, complete: bool, files_done: int) -> None:
     w = plan.workload
     record = {"gdsbench_dataset": 1, "complete": complete, "files_written": files_done, "workload": w.to_dict(),
               "bytes": plan.total, "files": [[_file_name(w, i), row.tolist()] for i, row in enumerate(plan.sizes)]}
-    manifest = os.path.join(plan.directory, MANIFEST)
-    tmp = f"{manifest}.partial-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(record, f)
-        os.replace(tmp, manifest)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UsageError(f"PATH {plan.directory}: cannot write the dataset's manifest: {e.strerror}; choose a "
-                         "directory gdsbench may write in") from None
+    plan.folder.write_text(MANIFEST, json.dumps(record))
 
 
 def prepare_dataset(plan: Plan, progress=None) -> Dataset:
     """Write a planned dataset: its manifest first (marked incomplete), then every file
     (those already complete are kept), then the manifest again, complete. A prepare
     that stops (no space, Ctrl-C) leaves a dataset that says it is incomplete, and the
-    same command finishes it. Only files gdsbench made are ever rewritten (system/prepare.py)."""
-    free = _free_bytes(plan.directory)
+    same command finishes it. Only files gdsbench made are ever rewritten (system/prepare.py,
+    system/object_store.py)."""
+    folder = plan.folder
+    free = folder.free_bytes()
     need = plan.total - plan.present
     if free is not None and need > free:
         raise UsageError(f"--workload {plan.workload.name}: the dataset needs {format_size(need)} more"
                          f"{' (of ' + format_size(plan.total) + ')' if plan.present else ''}, only {format_size(free)} "
                          f"free in {plan.directory}; use --files to make it smaller")
-    try:
-        os.makedirs(plan.directory, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"PATH {plan.directory}: cannot create the directory: {e.strerror}") from None
+    folder.make()
     _write_manifest(plan, complete=False, files_done=0)
     done = 0
     for i, row in enumerate(plan.sizes):
-        path = os.path.join(plan.directory, _file_name(plan.workload, i))
+        name = _file_name(plan.workload, i)
         try:
-            prepare(path, int(row.sum()), seed=plan.workload.seed, size_flag=f"file {os.path.basename(path)}")
+            folder.write_pattern(folder.path(name), int(row.sum()), plan.workload.seed, f"file {name}")
         except GdsbenchError as e:
             _write_manifest(plan, complete=False, files_done=i)
             raise type(e)(f"{plan.directory}: the dataset stopped after {i} of {plan.workload.files} files ({e}); "
@@ -202,53 +198,42 @@ def prepare_dataset(plan: Plan, progress=None) -> Dataset:
     return open_dataset(plan.directory)
 
 
-def _free_bytes(directory: str) -> int | None:
-    """Free bytes where the dataset will be written (its nearest existing parent)."""
-    here = os.path.abspath(directory)
-    while not os.path.exists(here):
-        here = os.path.dirname(here)
-    try:
-        vfs = os.statvfs(here)
-    except OSError:
-        return None
-    if vfs.f_blocks == 0:  # no blocks at all (procfs, sysfs): nothing can be written, and creating says so
-        return None
-    return vfs.f_bavail * vfs.f_frsize
-
-
 def open_dataset(directory: str, fmt: str | None = None) -> Dataset:
     """The samples of a prepared dataset (its manifest); of a folder of TFRecord files, as DLIO
     generates them (every record a sample, from DLIO's index files or the records' own framing);
-    or of any other directory (every file one sample, as DLIO's npz). `fmt`, the workload's
-    format, refuses a folder whose files do not fit it."""
-    if not os.path.isdir(directory):
-        raise UsageError(f"PATH {directory}: not a directory; give the dataset's directory (make one with "
-                         "`gdsbench prepare --workload unet3d NEW_DIR`)")
-    manifest = os.path.join(directory, MANIFEST)
-    if os.path.exists(manifest):
-        record = _read_manifest(manifest)
+    or of any other directory (every file one sample, as DLIO's npz). `directory` is a local
+    directory or an S3 prefix. `fmt`, the workload's format, refuses a folder whose files do not
+    fit it."""
+    folder = folder_for(directory)
+    if not folder.exists():
+        what, new = ("no objects under this prefix", directory) if folder.remote else ("not a directory", "NEW_DIR")
+        raise UsageError(f"PATH {directory}: {what}; give the dataset's directory (make one with "
+                         f"`gdsbench prepare --workload unet3d {new}`)")
+    record = _read_manifest(folder)
+    if record is not None:
         files, workload = record["files"], record["workload"]
         if record.get("complete") is False:  # absent: a manifest from before prepare wrote it first, always complete
             raise UsageError(f"{directory}: an incomplete dataset (prepare stopped after {record.get('files_written', '?')} "
                              f"of {len(files)} files); finish it with the same `gdsbench prepare --workload "
                              f"{workload.get('name')} {directory}` command")
-        paths = [os.path.join(directory, name) for name, _ in files]
+        paths = [folder.path(name) for name, _ in files]
         lengths = [np.asarray(sizes, dtype=np.int64) for _, sizes in files]
         file_index = np.concatenate([np.full(len(x), i, dtype=np.int64) for i, x in enumerate(lengths)])
         offset = np.concatenate([np.cumsum(x) - x for x in lengths])
         length = np.concatenate(lengths)
+        there = dict(folder.files())
         for path, x in zip(paths, lengths):  # a file that is missing or short fails here, not mid-run
-            if not os.path.isfile(path) or os.path.getsize(path) < int(x.sum()):
+            if there.get(path, 0) < int(x.sum()):
                 raise UsageError(f"{path}: missing or shorter than {MANIFEST} says; prepare the dataset again")
-        return Dataset(directory, paths, file_index, offset, length, patterned=True,
-                       note=f"{MANIFEST}: workload {workload.get('name')}", workload=workload)
-    paths = sorted(os.path.join(root, name) for root, _, names in os.walk(directory) for name in names
-                   if os.path.isfile(os.path.join(root, name)) and not name.endswith(INDEX_SUFFIX))
-    paths = [p for p in paths if os.path.getsize(p) > 0]
-    if not paths:
+        return Dataset(folder.name, paths, np.array([there[p] for p in paths], dtype=np.int64), file_index, offset,
+                       length, patterned=True, folder=folder, note=f"{MANIFEST}: workload {workload.get('name')}",
+                       workload=workload)
+    found = [(p, n) for p, n in folder.files() if n > 0 and not p.endswith(INDEX_SUFFIX)]
+    if not found:
         raise UsageError(f"PATH {directory}: no files in it; make a dataset with "
                          f"`gdsbench prepare --workload unet3d {directory}`")
-    records = [p for p in paths if p.endswith(TFRECORD)]
+    paths = [p for p, _ in found]
+    records = [(p, n) for p, n in found if p.endswith(TFRECORD)]
     if fmt == "tfrecord" and not records:
         raise UsageError(f"PATH {directory}: no {TFRECORD} files in it, and the workload reads TFRecord: give the "
                          f"folder DLIO generated for it (its train/ files), or make one with `gdsbench prepare "
@@ -257,19 +242,23 @@ def open_dataset(directory: str, fmt: str | None = None) -> Dataset:
         if fmt not in (None, "tfrecord"):
             raise UsageError(f"PATH {directory}: holds {TFRECORD} files, and the workload reads {fmt}: use a "
                              "TFRecord workload (resnet50, cosmoflow, or --format tfrecord)")
-        return _tfrecord_dataset(directory, records)
-    length = np.array([os.path.getsize(p) for p in paths], dtype=np.int64)
-    patterned = has_pattern(paths[0], 0)
+        if folder.remote:
+            raise UsageError(f"PATH {directory}: TFRecord files under an S3 prefix are not read yet (their records are "
+                             "found in local index files); copy the folder to a local directory, or use an npz workload")
+        return _tfrecord_dataset(folder, records)
+    length = np.array([n for _, n in found], dtype=np.int64)
+    patterned = folder.has_pattern(paths[0], 0)
     note = "no manifest: every file is one sample, read whole (as DLIO reads npz files)"
     if patterned:
         note += ("; its files carry gdsbench's pattern but no manifest says what they are: if a `prepare --workload` "
                  "did not finish here, run it again")
-    return Dataset(directory, paths, np.arange(len(paths)), np.zeros(len(paths), dtype=np.int64), length,
-                   patterned=patterned, note=note)
+    return Dataset(folder.name, paths, length, np.arange(len(paths)), np.zeros(len(paths), dtype=np.int64), length,
+                   patterned=patterned, folder=folder, note=note)
 
 
-def _tfrecord_dataset(directory: str, paths: list[str]) -> Dataset:
-    """Every record of every TFRecord file a sample."""
+def _tfrecord_dataset(folder: LocalFolder, files_found: list[tuple[str, int]]) -> Dataset:
+    """Every record of every TFRecord file (path, size) a sample."""
+    paths = [p for p, _ in files_found]
     files, offsets, lengths, indexed = [], [], [], 0
     for i, path in enumerate(paths):
         found, from_index = tfrecord_records(path)
@@ -280,8 +269,9 @@ def _tfrecord_dataset(directory: str, paths: list[str]) -> Dataset:
     how = ("from DLIO's index files" if indexed == len(paths) else
            "from the records' own framing (no DLIO index found)" if not indexed else
            f"{indexed} files from DLIO's index files, {len(paths) - indexed} from the records' own framing")
-    return Dataset(directory, paths, np.concatenate(files), np.concatenate(offsets), np.concatenate(lengths),
-                   patterned=False, note=f"TFRecord files: every record one sample ({how})")
+    return Dataset(folder.name, paths, np.array([n for _, n in files_found], dtype=np.int64), np.concatenate(files),
+                   np.concatenate(offsets), np.concatenate(lengths), patterned=False, folder=folder,
+                   note=f"TFRecord files: every record one sample ({how})")
 
 
 def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:
@@ -364,7 +354,11 @@ def too_few_steps(samples: int, batch: int, n: int, max_steps: int = 0) -> str |
 
 def check_cache(dataset: Dataset, direct: bool, allow_cached: bool) -> str | None:
     """UsageError where buffered reads of this dataset could come from the page
-    cache (it is under 5x this host's memory), unless allowed; else a note or None."""
+    cache (it is under 5x this host's memory), unless allowed; else a note or None. A remote
+    dataset has no page cache here, and its server's cannot be seen: a note says so."""
+    if dataset.folder.remote:
+        return (f"{dataset.directory} is remote: there is no page cache here to drop, and the server's own cache "
+                "cannot be seen (a sample read again, in a later epoch or emulation, may come from its memory)")
     if direct:
         return None
     ram = meminfo("MemTotal") or 0

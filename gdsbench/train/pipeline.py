@@ -25,7 +25,6 @@ barrier's release), the batch's arrival, the end of compute, and the release.
 from __future__ import annotations
 
 import math
-import os
 import queue
 import threading
 import time
@@ -191,7 +190,7 @@ class StreamLoader:
         reader = self.readers[w]
         try:
             while (f := self._next_file()) is not None and not self.stop.is_set():
-                path, size = self.dataset.paths[f], os.path.getsize(self.dataset.paths[f])
+                path, size = self.dataset.paths[f], int(self.dataset.file_sizes[f])
                 pending = deque(int(i) for i in self.records[f])
                 for at in range(0, size, self.chunk):
                     with self.cond:  # a stream holds at most its share of what runs ahead

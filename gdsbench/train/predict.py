@@ -83,11 +83,10 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     pool = sample_readers(spec.replace(verify=False), spec.gpu[0], readers)
     rng = np.random.default_rng(seed)
     rates, total_bytes, total_s, total_samples, cpu_s = [], 0, 0.0, 0, 0.0
-    sizes = [os.path.getsize(p) for p in dataset.paths] if stream_chunk else []
 
     def chunks(files):  # a stream's work: each of its files, start to end, a chunk at a time
         for f in files:
-            path, size = dataset.paths[f], sizes[f]
+            path, size = dataset.paths[f], int(dataset.file_sizes[f])
             yield from ((path, at, min(stream_chunk, size - at)) for at in range(0, size, stream_chunk))
 
     def samples(indexes):
@@ -97,7 +96,7 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     for _ in range(repeats):
         if not spec.warm:
             evict(dataset)
-        cached = max(cached, cached_fraction(dataset))
+        cached = max(cached, cached_fraction(dataset) or 0.0)
         if stream_chunk:
             files = rng.permutation(len(dataset.paths))
             mine = [chunks(files[w::readers]) for w in range(readers)]

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 
 from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.runner import runnable_here
+from gdsbench.execution.runner import resolve_direct, runnable_here
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.spec import JobSpec, spec_from_values
 from gdsbench.results.store import RunStore
@@ -22,7 +22,8 @@ from gdsbench.train.workloads import Workload
 
 # The job options a training reader takes (its --bs is the workload's transfer size; the rest of
 # a run is the workload's, or the emulation's own)
-READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register")
+READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register", "http2", "timeout_ns",
+                  "retries")
 
 
 def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
@@ -31,7 +32,8 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
     # (a reader reads the samples it is given: the job's runtime is never used)
     spec = runnable_here(spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)))
-    spec = spec.replace(direct=spec.uses_o_direct, runtime_ns=spec.runtime_ns or 0)
+    first = target_for(dataset.paths[0]) if dataset.folder.remote else None  # a local dataset: no look needed
+    spec = spec.replace(direct=resolve_direct(spec, first), runtime_ns=spec.runtime_ns or 0)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
     if spec.checks_direct:

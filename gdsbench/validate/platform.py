@@ -340,6 +340,12 @@ def filesystem(f: Facts) -> Check:
     name = "platform.filesystem"
     if f.target is None:
         return skip(name, "no target")
+    if f.target.OPENED_AS == "url":
+        facts = f.target.describe()
+        return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()} over "
+                                 f"{facts.get('http_version', '?')}, libcurl {facts.get('libcurl', '?')}): no filesystem "
+                                 "here; gdsbench reads remote objects into host memory, and to a GPU through it "
+                                 "(RDMA object transports are not measured)", evidence=f"HEAD {facts.get('url', f.target.path)}")
     if f.target.mount is None:
         return Check(name, INFO, f"block device {f.target.path} (read raw, no filesystem)",
                      evidence=f"stat {f.target.path}")
@@ -362,6 +368,8 @@ def o_direct(f: Facts) -> Check:
     name = "platform.o_direct"
     if f.target is None:
         return skip(name, "no target")
+    if f.target.OPENED_AS == "url":
+        return skip(name, f"{f.target.path} is {f.target.where}: O_DIRECT is a local file's")
     try:
         f.target.check_direct(0, 0)
     except UsageError as e:

@@ -130,8 +130,9 @@ class Targets:
         if target.kind != "block" and target.has_pattern(0):
             return target.path
         if target.OPENED_AS == "url":
-            self.notes.append("integrity: PATH is a remote object without a gdsbench pattern, and gdsbench writes no "
-                              "objects yet; serve a file `gdsbench prepare` wrote to check integrity")
+            self.notes.append("integrity: PATH is a remote object without a gdsbench pattern; give one `gdsbench "
+                              "prepare` wrote (`gdsbench prepare s3://BUCKET/KEY --size 1G`, or a prepared file served "
+                              "over HTTP) to check integrity")
             return None
         if target.kind == "block":
             self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "

@@ -116,14 +116,21 @@ struct Transfer {
   bool too_long = false;
   bool ignores_range = false;  // 200 without the Content-Range asked: the whole object is coming
   std::string error_body;      // the start of an error answer (S3's <Code>)
+  std::string mark;            // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
   char error[CURL_ERROR_SIZE] = {};
 };
+
+constexpr char kMarkHeader[] = "x-amz-meta-gdsbench-prepared:";
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const std::string line(data, size * n);
   if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100-continue): start over
     t->range_matches = false;
+  } else if (strncasecmp(line.c_str(), kMarkHeader, sizeof kMarkHeader - 1) == 0) {
+    t->mark = line.substr(sizeof kMarkHeader - 1);
+    while (!t->mark.empty() && (t->mark.back() == '\r' || t->mark.back() == '\n')) t->mark.pop_back();
+    t->mark.erase(0, t->mark.find_first_not_of(' '));
   } else if (t->request && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
     unsigned long long first = 0, last = 0;
     const IoRequest& r = *t->request;
@@ -259,6 +266,16 @@ class CurlEngine final : public Engine {
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return connections_; }
   uint64_t retries() const override { return retries_; }
+  // The next object on the kept connections, unlooked at (its size unknown): an S3 object after
+  // an S3 object, an HTTP one after an HTTP one (the signing differs).
+  bool retarget(const Target& target) override {
+    Remote next = resolve(target.path);
+    if (next.sigv4 != remote_.sigv4 || next.ca_bundle != remote_.ca_bundle) return false;
+    remote_ = std::move(next);
+    size_ = UINT64_MAX;
+    facts_["url"] = remote_.url;
+    return true;
+  }
   std::map<std::string, std::string> describe() const override { return facts_; }
 
   void queue(IoRequest* r) override {
@@ -325,6 +342,7 @@ class CurlEngine final : public Engine {
               {"http_version", version == CURL_HTTP_VERSION_2_0 ? "HTTP/2" : "HTTP/1.1"},
               {"server_ip", server_ip},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
+    if (!t.mark.empty()) facts_["gdsbench_mark"] = t.mark;
   }
 
   // (Re)start t's request: a ranged GET of its bytes.
@@ -336,7 +354,8 @@ class CurlEngine final : public Engine {
     t.error_body.clear();
     t.error[0] = 0;
     const std::string range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
-    curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());  // copied by libcurl
+    curl_easy_setopt(t.easy, CURLOPT_URL, remote_.url.c_str());  // copied by libcurl, as is the range
+    curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());
     curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
     curl_multi_add_handle(multi_, t.easy);
   }
@@ -376,7 +395,7 @@ class CurlEngine final : public Engine {
     return r;
   }
 
-  const Remote remote_;
+  Remote remote_;
   const Asking asking_;
   CURLM* multi_ = nullptr;
   std::vector<Transfer> transfers_;

@@ -10,8 +10,9 @@ from collections import deque
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution.kvikio_mode.path import backend_shares, compat_description
-from gdsbench.execution.kvikio_mode.settings import configure, import_kvikio, modules
+from gdsbench.execution.kvikio_mode.files import is_url, open_for_reading
+from gdsbench.execution.kvikio_mode.path import backend_shares, compat_description, remote_description
+from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
@@ -186,12 +187,10 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
     run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
     defaults, _ = modules()
     direct_posix = configure(defaults, spec)
+    remote = configure_remote(kvikio, defaults, spec) if is_url(spec.path) else None
     monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
     with cupy.cuda.Device(spec.gpu[0]):
-        try:
-            handle = kvikio.CuFile(spec.path, "r")
-        except RuntimeError as e:
-            raise IoFailure(f"kvikio cannot open {spec.path}: {e}") from None
+        handle = open_for_reading(kvikio, spec.path)
         try:
             # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
             direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
@@ -204,6 +203,8 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
                 monitor.stop()
             handle.close()
         record = loop.record(run_cpu0)
+    if remote is not None:
+        return record, remote_description(spec.path, spec.gpu[0], remote, backends)
     return record, compat_description(kvikio, spec.bs, direct_posix, backends)
 
 

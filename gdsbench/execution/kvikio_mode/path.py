@@ -4,7 +4,8 @@ could not take), from kvikio's own statistics where it keeps them."""
 
 from __future__ import annotations
 
-from gdsbench.execution.kvikio_mode.settings import configure, import_kvikio, modules, setting
+from gdsbench.execution.kvikio_mode.files import is_url
+from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules, setting
 from gdsbench.job.spec import JobSpec
 
 
@@ -78,9 +79,27 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: di
     return cufile
 
 
+def remote_description(url: str, gpu: int, settings: dict, backends: dict[str, float] | None = None) -> str:
+    """How kvikio read an object behind a URL: its RemoteFile (libcurl) into host memory, then to
+    the GPU, with the settings kvikio said it would use (configure_remote)."""
+    what = "S3" if url.startswith("s3://") else "HTTPS" if url.startswith("https://") else "HTTP"
+    told = [f"{settings['num_threads']} threads" if "num_threads" in settings else "",
+            f"{settings['task_size'] >> 10} KiB tasks" if "task_size" in settings else "",
+            f"backend {str(settings['remote_io_backend']).rsplit('.', 1)[-1]}" if "remote_io_backend" in settings else "",
+            f"at most {settings['remote_io_max_concurrent_requests']} requests in flight"
+            if "remote_io_max_concurrent_requests" in settings else "",
+            f"{settings['http_max_attempts']} try per request" if "http_max_attempts" in settings else ""]
+    seen = f" [kvikio statistics: {', '.join(f'{s:.0%} {n}' for n, s in sorted(backends.items()))} of bytes]" \
+        if backends else ""
+    return (f"{what} through kvikio's RemoteFile (libcurl; {', '.join(t for t in told if t)}) into kvikio's pinned "
+            f"bounce buffers, then copied to GPU {gpu}{seen}")
+
+
 def sample_data_path(spec: JobSpec, typical_read: int) -> str:
     """How kvikio reads samples of about this size, from its settings (train's
     readers run in other processes, so its statistics are not at hand here)."""
     _, kvikio = import_kvikio()
     defaults, _ = modules()
+    if is_url(spec.path):
+        return remote_description(spec.path, spec.gpu[0], configure_remote(kvikio, defaults, spec))
     return compat_description(kvikio, typical_read, configure(defaults, spec))

@@ -7,7 +7,8 @@ import time
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution.kvikio_mode.settings import configure, import_kvikio, modules
+from gdsbench.execution.kvikio_mode.files import is_url, open_for_reading
+from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import bad_blocks
@@ -23,6 +24,8 @@ class SampleReader:
     def __init__(self, spec: JobSpec, gpu: int):
         self.cupy, self.kvikio = import_kvikio()
         configure(modules()[0], spec)  # kvikio's settings are global: the same for every reader
+        if is_url(spec.path):
+            configure_remote(self.kvikio, modules()[0], spec)
         self.spec, self.gpu = spec, gpu
         self.files: dict[str, object] = {}  # path -> kvikio.CuFile, opened on first read
         self.buffer = None  # grown to the largest sample read so far
@@ -43,10 +46,7 @@ class SampleReader:
                 self.buffer = self.cupy.empty(length, dtype=self.cupy.uint8)
             handle = self.files.get(path)
             if handle is None:
-                try:
-                    handle = self.files[path] = self.kvikio.CuFile(path, "r")
-                except RuntimeError as e:
-                    raise IoFailure(f"kvikio cannot open {path}: {e}") from None
+                handle = self.files[path] = open_for_reading(self.kvikio, path)
             started = time.monotonic_ns()
             try:
                 got = handle.pread(self.buffer, length, offset).get()

@@ -50,6 +50,51 @@ def configure(defaults, spec: JobSpec) -> bool:
         return False
 
 
+REMOTE_BACKENDS = {"easy": "EASY_THREADPOOL", "multi-poll": "MULTI_POLL"}  # --kvikio-remote-backend: kvikio's names
+REMOTE_SETTINGS = ("num_threads", "task_size", "http_max_attempts", "http_timeout", "remote_io_backend",
+                   "remote_io_max_concurrent_requests")  # what a remote run records, where this kvikio has it
+
+
+def _set(defaults, key: str, value) -> None:
+    try:
+        defaults.set(key, value)  # kvikio >= 25.04; its remote_io_* keys take only this form
+    except TypeError:
+        defaults.set({key: value})
+
+
+def configure_remote(kvikio, defaults, spec: JobSpec) -> dict:
+    """kvikio's settings for reading URLs: one try per request (a failed request fails the run, as
+    the curl engine's does without --retries; kvikio would retry 429 and 5xx silently), and its
+    remote I/O backend and cap on requests in flight where asked (kvikio >= 26.10 sets them from
+    Python, before its first remote read; older ones read KVIKIO_REMOTE_IO_BACKEND at import).
+    Returns what kvikio says it will use, for the data path's words."""
+    try:
+        _set(defaults, "http_max_attempts", 1)
+    except (KeyError, ValueError, AttributeError):
+        pass  # kvikio < 25.04 has no retries to turn off
+    asked = {}
+    if spec.kvikio_remote_backend != "default":
+        backend = getattr(getattr(kvikio, "RemoteIOBackend", None), REMOTE_BACKENDS[spec.kvikio_remote_backend], None)
+        asked["remote_io_backend"] = (backend, "--kvikio-remote-backend")
+    if spec.kvikio_max_requests:
+        asked["remote_io_max_concurrent_requests"] = (spec.kvikio_max_requests, "--kvikio-max-requests")
+    for key, (value, flag) in asked.items():
+        try:
+            if value is None:
+                raise KeyError(key)
+            _set(defaults, key, value)
+        except (KeyError, ValueError, AttributeError):
+            raise UsageError(f"{flag}: this kvikio cannot set {key} from Python (kvikio >= 26.10 can); set "
+                             f"KVIKIO_{key.upper()} before starting gdsbench instead") from None
+    effective = {}
+    for key in REMOTE_SETTINGS:
+        try:
+            effective[key] = setting(defaults, key)
+        except Exception:  # noqa: BLE001 - a setting this kvikio does not have
+            pass
+    return effective
+
+
 def import_kvikio():
     try:
         import cupy

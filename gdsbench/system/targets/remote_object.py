@@ -83,7 +83,9 @@ class RemoteObject:
         return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
 
     def created_by_gdsbench(self) -> bool:
-        return False  # gdsbench writes no objects yet
+        """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),
+        as the server answered when it was looked at."""
+        return "gdsbench_mark" in self.facts
 
     def describe(self) -> dict:
         return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,

@@ -1,0 +1,41 @@
+"""How kvikio opens what it reads: a local file with CuFile, an object behind
+a URL with RemoteFile (kvikio >= 24.12): open_http for http(s)://, and
+open_s3_url for s3:// with the region and endpoint the curl engine and boto3
+read (gdsbench.system.object_store), passed as arguments where kvikio takes
+them (>= 25.12) and through its environment where it does not. Either handle
+answers pread(buffer, size, offset) -> future, and close()."""
+
+from __future__ import annotations
+
+import os
+
+from gdsbench.job.errors import IoFailure, UsageError
+from gdsbench.system import object_store
+
+URL_SCHEMES = ("http://", "https://", "s3://")
+
+
+def is_url(path: str) -> bool:
+    return path.startswith(URL_SCHEMES)
+
+
+def open_for_reading(kvikio, path: str):
+    """A kvikio handle on path (IoFailure where kvikio cannot open it)."""
+    try:
+        if not is_url(path):
+            return kvikio.CuFile(path, "r")
+        remote = getattr(kvikio, "RemoteFile", None)
+        if remote is None:
+            raise UsageError(f"--mode kvikio {path}: this kvikio has no RemoteFile; kvikio >= 24.12 reads URLs")
+        if not object_store.is_s3(path):
+            return remote.open_http(path)
+        aws = {"aws_region_name": object_store.region(), "aws_endpoint_url": object_store.endpoint()}
+        try:
+            return remote.open_s3_url(path, **{k: v for k, v in aws.items() if v})
+        except TypeError:  # kvikio < 25.12 reads them from its environment only, by these names
+            os.environ.setdefault("AWS_DEFAULT_REGION", aws["aws_region_name"])
+            if aws["aws_endpoint_url"]:
+                os.environ["AWS_ENDPOINT_URL"] = aws["aws_endpoint_url"]
+            return remote.open_s3_url(path)
+    except RuntimeError as e:
+        raise IoFailure(f"kvikio cannot open {path}: {e}") from None

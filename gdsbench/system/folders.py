@@ -1,0 +1,183 @@
+"""Where a training dataset lives: a local directory, or an S3 prefix
+(s3://BUCKET/PREFIX/). A dataset (gdsbench/train/dataset.py) lists, writes
+and checks its files through one of these, never through os or boto3 itself,
+so a dataset reads the same from either place.
+
+A local directory's files are written by `prepare` (system/prepare.py) and
+their page cache is dropped and measured; an S3 prefix's objects are uploaded
+by object_store.py, and there is no page cache here to drop (the server's own
+cache cannot be seen). Either way gdsbench writes only what it created.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gdsbench import _native
+from gdsbench.job.errors import UsageError
+from gdsbench.system import object_store, pagecache
+from gdsbench.system.pattern import has_pattern
+from gdsbench.system.prepare import prepare
+
+BLOCK = _native.PATTERN_BLOCK
+
+
+class LocalFolder:
+    remote = False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def path(self, file: str) -> str:
+        return os.path.join(self.name, file)
+
+    def check_may_hold(self) -> None:
+        if os.path.lexists(self.name) and not os.path.isdir(self.name):
+            raise UsageError(f"PATH {self.name}: not a directory; give a directory for the dataset (a new one, or one "
+                             "`gdsbench prepare --workload` wrote)")
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.name)
+
+    def read_text(self, file: str) -> str | None:
+        path = self.path(file)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return f.read()
+
+    def write_text(self, file: str, text: str) -> None:
+        """Written whole or not at all (a temporary file renamed into place)."""
+        path = self.path(file)
+        tmp = f"{path}.partial-{os.getpid()}"
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise UsageError(f"PATH {self.name}: cannot write {file}: {e.strerror}; choose a directory gdsbench may "
+                             "write in") from None
+
+    def files(self) -> list[tuple[str, int]]:
+        """(path, size) of every file under it, at any depth, in name order."""
+        paths = sorted(os.path.join(root, name) for root, _, names in os.walk(self.name) for name in names)
+        return [(p, os.path.getsize(p)) for p in paths if os.path.isfile(p)]
+
+    def size_of(self, path: str) -> int | None:
+        return os.path.getsize(path) if os.path.isfile(path) else None
+
+    def complete(self, path: str, size: int) -> bool:
+        """Whether a file of gdsbench's of this size is there, written to its end."""
+        return self.size_of(path) == size and has_pattern(path, size - BLOCK)
+
+    def has_pattern(self, path: str, offset: int) -> bool:
+        return has_pattern(path, offset)
+
+    def free_bytes(self) -> int | None:
+        """Free bytes where it is, or will be (its nearest existing parent)."""
+        here = os.path.abspath(self.name)
+        while not os.path.exists(here):
+            here = os.path.dirname(here)
+        try:
+            vfs = os.statvfs(here)
+        except OSError:
+            return None
+        if vfs.f_blocks == 0:  # no blocks at all (procfs, sysfs): nothing can be written, and creating says so
+            return None
+        return vfs.f_bavail * vfs.f_frsize
+
+    def make(self) -> None:
+        try:
+            os.makedirs(self.name, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"PATH {self.name}: cannot create the directory: {e.strerror}") from None
+
+    def write_pattern(self, path: str, size: int, seed: int, size_flag: str) -> None:
+        prepare(path, size, seed=seed, size_flag=size_flag)
+
+    def evict(self, path: str, size: int) -> None:
+        pagecache.evict(path, 0, size)
+
+    def cached_fraction(self, path: str, size: int) -> float | None:
+        return pagecache.cached_fraction(path, 0, size)
+
+
+class ObjectFolder:
+    """An S3 prefix: s3://BUCKET/PREFIX/ (the / is added where it is left out)."""
+
+    remote = True
+
+    def __init__(self, name: str):
+        bucket, prefix = object_store.split(name)
+        self.name = f"s3://{bucket}/{prefix.rstrip('/') + '/' if prefix.strip('/') else ''}"
+        self._s3 = None
+
+    def __getstate__(self) -> dict:  # sent to accelerator processes without its client, made again there
+        return {"name": self.name, "_s3": None}
+
+    @property
+    def s3(self):
+        if self._s3 is None:
+            self._s3 = object_store.client()
+        return self._s3
+
+    def path(self, file: str) -> str:
+        return self.name + file
+
+    def check_may_hold(self) -> None:
+        pass  # a prefix holds anything; each object is checked before it is written
+
+    def exists(self) -> bool:
+        return bool(self.files())
+
+    def read_text(self, file: str) -> str | None:
+        return object_store.get_text(self.s3, self.path(file))
+
+    def write_text(self, file: str, text: str) -> None:
+        object_store.put_text(self.s3, self.path(file), text)  # a PUT is whole or not at all
+
+    def files(self) -> list[tuple[str, int]]:
+        return object_store.list_objects(self.s3, self.name)
+
+    def size_of(self, path: str) -> int | None:
+        answer = object_store.head(self.s3, path)
+        return None if answer is None else int(answer["ContentLength"])
+
+    def complete(self, path: str, size: int) -> bool:
+        """An object gdsbench uploaded whole (an upload is never half there) of this size."""
+        answer = object_store.head(self.s3, path)
+        mark = object_store.mark_of(answer)
+        return mark is not None and int(answer["ContentLength"]) == size == mark.get("size")
+
+    def has_pattern(self, path: str, offset: int) -> bool:
+        from gdsbench.system.targets.remote_object import RemoteObject
+
+        return RemoteObject.open(path).has_pattern(offset)
+
+    def free_bytes(self) -> int | None:
+        return None  # a bucket's room cannot be asked
+
+    def make(self) -> None:
+        pass  # a prefix is there once an object under it is
+
+    def write_pattern(self, path: str, size: int, seed: int, size_flag: str) -> None:
+        object_store.put_pattern(path, size, seed=seed, size_flag=size_flag, s3=self.s3)
+
+    def evict(self, path: str, size: int) -> None:
+        pass  # no page cache here; the server's cannot be dropped
+
+    def cached_fraction(self, path: str, size: int) -> float | None:
+        return None
+
+
+def folder_for(name: str) -> LocalFolder | ObjectFolder:
+    """Where a dataset named so lives. An HTTP server cannot be listed or written to."""
+    if object_store.is_s3(name):
+        return ObjectFolder(name)
+    if name.startswith(("http://", "https://")):
+        raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
+                         "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "
+                         "with `gdsbench run URL`")
+    return LocalFolder(name)
