@@ -2,10 +2,12 @@
 # One command for any machine with an NVIDIA GPU, online or not (CUDA 13
 # with cupy-cuda13x and nvidia-cufile installed; tried on an H200 with
 # Python 3.12). It builds gdsbench into a private prefix, then runs the steps
-# named in $DEVICE_STEPS (default all four): "modes" verifies and measures
+# named in $DEVICE_STEPS (default all five): "modes" verifies and measures
 # every GPU mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
 # `gdsbench validate` twice, "train" emulates a scaled unet3d in each GPU mode
-# (verified) and predicts it, "tests" runs the GPU-marked tests.
+# (verified) and predicts it, "remote" reads an object over HTTP into the GPU
+# (bounce over the curl engine, kvikio's RemoteFile), "tests" runs the
+# GPU-marked tests.
 #
 #   scripts/device_check.sh                      # on the GPU machine, in a checkout
 #   DEVICE_STEPS="validate tests" scripts/device_check.sh
@@ -20,7 +22,7 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40, tests 50, and 10 to pack the logs: 912 s at worst for all four
+# 4 x 45 + 40, remote 15 + 3 x 40, tests 50, and 10 to pack the logs: 1047 s at worst for all five
 # with carried wheels, about 5 minutes in a normal run; "validate tests" alone
 # about 2, "train tests" 2.
 #
@@ -34,6 +36,7 @@
 #   validate-h200.txt, validate-h200.xml          the H200 example profile's table and JUnit file
 #   train-MODE.json     train rows of 1 and 2 accelerators in each mode (cpu, bounce, gds, kvikio)
 #   predict-gds.json    the prediction for the same workload in gds mode
+#   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
 set -uo pipefail
@@ -46,7 +49,7 @@ prefix=/tmp/gdsbench-prefix   # the build goes here, never into the image's Pyth
 logs=/tmp/gdsbench-logs
 started=$(date +%s)
 
-steps=${DEVICE_STEPS:-modes validate train tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
+steps=${DEVICE_STEPS:-modes validate train remote tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
 
 step() { echo; echo "== $* (+$(( $(date +%s) - started )) s, $(date -u +%H:%M:%S) UTC)"; }
 wants() { [[ " $steps " == *" $1 "* ]]; }
@@ -175,6 +178,23 @@ EOF
       > "$out/predict-gds.json"
     echo "predict --mode gds: exit $?"
     rm -rf "$ds"
+  fi
+
+  if wants remote; then
+    # tests/fault_server.py: a range server written for the tests (nginx and rclone may not be
+    # there), with no fault under /plain/; a correctness check of the GPU paths, not a speed reference
+    step "an object over HTTP into the GPU: cpu, bounce (curl engine) and kvikio (RemoteFile), verified"
+    local served="$repo/results/scratch/served" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$served" && timeout -k 5 15 $python -m gdsbench prepare "$served/remote.dat" --size 256M
+    $python "$repo/tests/fault_server.py" "$port" "$served" & local server=$!
+    sleep 1
+    for mode in cpu bounce kvikio; do
+      timeout -k 5 40 $python -m gdsbench run "http://127.0.0.1:$port/plain/remote.dat" --mode "$mode" --bs 4M --qd 8 \
+        --io-size 512M --verify --json > "$out/remote-$mode.json"
+      echo "run --mode $mode over HTTP: exit $?"
+    done
+    kill "$server"
+    rm -rf "$served"
   fi
 
   if wants tests; then
