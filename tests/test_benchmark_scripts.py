@@ -81,3 +81,14 @@ def test_build_ab_runs_a_build_as_a_user_does():
     null = next(r for r in build_ab.ROWS if r.name == "null 4K")
     got = build_ab.run_build(sys.executable, null, None, 0.2, 0.0, 1)
     assert got["iops"] > 0 and got["bandwidth"] == got["iops"] * 4096 and got["p50"] > 0
+
+
+def test_vs_clients_judges_side_by_side_repeats_and_tells_noise_from_a_gap():
+    verdict = load("vs_clients").verdict
+    run = lambda mib_s, cpu_s: {"bytes": 100 * 2**20, "seconds": 100 / mib_s, "cpu_s": cpu_s}  # noqa: E731
+    ours = [run(100, 1.0), run(90, 1.0), run(100, 1.0)]
+    assert verdict(ours, "curl", [run(100, 1.0)] * 3).startswith("1.00 of curl (0.90-1.00): PASS; CPU/GB 1.00x")
+    assert "0.90 of curl (0.90-1.00): NOISE" in verdict(ours, "curl", [run(100, 1.0), run(100, 1.0), run(111, 1.0)])
+    assert "FAIL; CPU/GB" in verdict([run(50, 1.0)] * 3, "curl", [run(100, 1.0)] * 3)
+    assert verdict([run(100, 2.0)] * 3, "curl", [run(100, 1.0)] * 3).endswith("CPU/GB 2.00x (2.00-2.00): FAIL")
+    assert verdict([{"error": "x"}], "curl", [run(1, 1)]) == "-"

@@ -402,7 +402,7 @@ def test_report_and_compare_put_a_local_file_beside_an_s3_object(gdsbench, s3_en
     res = gdsbench("compare", local, remote, "--out", tmp_path / "page")
     assert res.code == 0, res.err
     page = (tmp_path / "page" / "compare.html").read_text()
-    assert "s3://bucket/data.dat" in page and "data.dat" in page
+    assert "s3://bucket/data.dat" in page and "storage kind: file" in page and "no page cache here to drop" in page
 
 
 def test_kvikio_reads_a_url_through_remotefile_against_a_test_double(nginx, s3_env, monkeypatch):

@@ -28,7 +28,8 @@ RATIOS = {  # column -> (label, higher is better)
     "cpu_s_per_gb": ("CPU per GB", False),
 }
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cpus", "ram_bytes", "gdsbench")
-TARGET_KEYS = ("fs_type", "mount_options", "block_device", "model", "rotational", "scheduler")
+TARGET_KEYS = ("kind", "fs_type", "mount_options", "block_device", "model", "rotational", "scheduler", "protocol",
+               "cache")
 
 
 @dataclass
