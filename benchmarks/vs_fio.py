@@ -34,6 +34,7 @@ for any gap is visible.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -58,7 +59,7 @@ class Row:
     fio: dict  # fio job options
     gds: dict  # gdsbench options, as a user writes them
     metric: str  # "iops" or "bandwidth"
-    file: str  # "disk" (cold, O_DIRECT), "warm" (buffered, in page cache) or "none"
+    file: str  # "disk" (cold, O_DIRECT), "warm" (buffered, in page cache), "write" (each tool its own file) or "none"
     min_ratio: float = 0.97  # target for the throughput ratio
     compare_latency: bool = True
     notes: list[str] = field(default_factory=list)
@@ -91,6 +92,20 @@ ROWS = [
         dict(engine="psync", bs="4K", pattern="rand", qd=1, direct=False, warm=True), "iops", "warm", min_ratio=1.05),
     Row("psync 1M seq warm cache", dict(ioengine="psync", rw="read", bs="1m", iodepth=1, direct=0, invalidate=0),
         dict(engine="psync", bs="1M", pattern="seq", qd=1, direct=False, warm=True), "bandwidth", "warm"),
+    Row("psync 4K randwrite QD1 O_DIRECT end_fsync",
+        dict(ioengine="psync", rw="randwrite", bs="4k", iodepth=1, direct=1, end_fsync=1),
+        dict(engine="psync", bs="4K", rw="randwrite", qd=1, direct=True, fsync_end=True), "iops", "write"),
+    Row("io_uring 4K randwrite QD32 O_DIRECT end_fsync",
+        dict(ioengine="io_uring", rw="randwrite", bs="4k", iodepth=32, direct=1, end_fsync=1),
+        dict(engine="io_uring", bs="4K", rw="randwrite", qd=32, direct=True, fsync_end=True), "iops", "write"),
+    Row("io_uring 1M write QD8 O_DIRECT end_fsync",
+        dict(ioengine="io_uring", rw="write", bs="1m", iodepth=8, direct=1, end_fsync=1),
+        dict(engine="io_uring", bs="1M", rw="write", qd=8, direct=True, fsync_end=True), "bandwidth", "write"),
+    Row("psync 1M write buffered end_fsync",
+        dict(ioengine="psync", rw="write", bs="1m", iodepth=1, direct=0, end_fsync=1),
+        dict(engine="psync", bs="1M", rw="write", qd=1, direct=False, fsync_end=True), "bandwidth", "write",
+        notes=["buffered writes with end_fsync: most of each run's time is the fsync that flushes what the page cache "
+               "took, so both tools measure the disk's write-back"]),
     Row("null 4K", dict(ioengine="null", rw="read", bs="4k", iodepth=1, size="1g"),
         dict(engine="null", bs="4K", size="1G"), "iops", "none", min_ratio=1.0, compare_latency=False,
         notes=["null moves no data: its latency is each tool's own bookkeeping, so p50/p99 are shown, not judged"]),
@@ -101,24 +116,25 @@ HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 
 
 class DiskCounters:
-    """Reads and sectors completed by one block device, from /sys/block/<disk>/stat."""
+    """Requests and sectors completed by one block device, reads or writes, from /sys/block/<disk>/stat."""
 
     def __init__(self, path: str):
         disk = target_for(path).describe().get("block_device")
         self.stat = f"/sys/block/{disk}/stat" if disk else None
 
-    def sample(self) -> tuple[int, int]:
+    def sample(self, writes: bool) -> tuple[int, int]:
         if not self.stat:
             return (0, 0)
         fields = open(self.stat).read().split()
-        return int(fields[0]), int(fields[2])
+        return (int(fields[4]), int(fields[6])) if writes else (int(fields[0]), int(fields[2]))
 
-    def measure(self, fn, *args) -> dict:
-        """Run fn(*args) and add the average device read request it caused, in bytes."""
-        before = self.sample()
-        out = fn(*args)
-        reads, sectors = (b - a for a, b in zip(before, self.sample()))
-        out["device_request_bytes"] = sectors * 512 / reads if reads > 100 else None
+    def measure(self, fn, row: Row, *args) -> dict:
+        """Run fn(row, *args) and add the average device request of the row's direction it caused, in bytes."""
+        writes = "write" in row.fio["rw"]
+        before = self.sample(writes)
+        out = fn(row, *args)
+        requests, sectors = (b - a for a, b in zip(before, self.sample(writes)))
+        out["device_request_bytes"] = sectors * 512 / requests if requests > 100 else None
         return out
 
 
@@ -158,7 +174,7 @@ def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, 
     if huge:
         args.append("--mem=shmhuge")
     out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    read = json.loads(out[out.index("{"):])["jobs"][0]["read"]
+    read = json.loads(out[out.index("{"):])["jobs"][0]["write" if "write" in row.fio["rw"] else "read"]
     pct = {w: read[f"{w}_ns"]["percentile"] for w in ("lat", "clat")}
     window = row.fio_window
     return {"bandwidth": read["bw_bytes"], "iops": read["iops"], "window": window,
@@ -185,12 +201,24 @@ def warm_up(path: str) -> None:
             pass
 
 
+WRITE_FILE = 1 << 30  # each tool's file for the write rows
+
+
 def prepare_files(disk_size: str) -> tuple[dict[str, str], DiskCounters]:
-    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache) and the disk's counters."""
+    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache, and one
+    for each tool to write, both made alike by `prepare`: gdsbench writes only into such a file, and
+    a file fio lays out itself is placed differently on disk, which the disk's speed follows) and
+    the disk's counters."""
     os.makedirs(SCRATCH, exist_ok=True)
-    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat")}
+    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat"),
+             "write-gdsbench": os.path.join(SCRATCH, "vs_fio-write-gdsbench.dat"),
+             "write-fio": os.path.join(SCRATCH, "vs_fio-write-fio.dat")}
     gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(disk_size))
     gdsbench.prepare(files["warm"], 1 << 30)
+    gdsbench.prepare(files["write-gdsbench"], WRITE_FILE)
+    if os.path.exists(files["write-fio"]):  # fio's writes of an earlier run left it no longer gdsbench's: made again
+        os.remove(files["write-fio"])
+    gdsbench.prepare(files["write-fio"], WRITE_FILE)
     return files, DiskCounters(files["disk"])
 
 
@@ -239,8 +267,13 @@ def main() -> int:
              "In flight: IOPS x mean latency (Little's law), the reads each tool's latency window holds open on "
              "average; at most the queue depth. Where the disk is the limit, more in flight means the same IOPS "
              "with longer latencies, so a p50 gap at QD > 1 with equal IOPS is this count, not the clock.",
-             "Device request: average size of the read requests the disk completed during each tool's runs "
-             "(/sys/block/<disk>/stat); '-' where the page cache or the null engine served everything."]
+             "Device request: average size of the requests the disk completed during each tool's runs, reads for "
+             "read rows and writes for write rows (/sys/block/<disk>/stat); '-' where the page cache or the null "
+             "engine served everything.",
+             "Write rows: each tool writes a 1 GiB file of its own on the same disk, both made by `gdsbench prepare` "
+             "(gdsbench writes only into such a file; one fio laid out itself was placed differently and wrote faster "
+             "on this disk), with end_fsync (gdsbench's --fsync-end) inside the measured time; fio's figures are its "
+             "'write' section's."]
     notes += [n for row in ROWS if args.rows in row.name for n in row.notes]
     print("\n" + md)
     paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw)
@@ -286,10 +319,14 @@ def measure_rows(args, files, counters, reference):
     for row in ROWS:
         if args.rows not in row.name:
             continue
-        path = files.get(row.file)
         fio, gds, fio_default = [], [], []
 
-        def measure(tool, seed: int, row=row, path=path) -> dict:
+        def measure(tool, seed: int, row=row) -> dict:
+            path = files.get(row.file)
+            if row.file == "write":  # each tool writes a file of its own, of one size, on the one disk
+                path = files["write-gdsbench" if tool is run_gdsbench else "write-fio"]
+                if tool is not run_gdsbench:
+                    row = dataclasses.replace(row, fio={**row.fio, "size": WRITE_FILE})
             if row.file == "warm":
                 warm_up(path)
             return counters.measure(tool, row, path, args.runtime, args.ramp, seed)
@@ -318,7 +355,7 @@ def measure_rows(args, files, counters, reference):
 
         def request(runs, row=row):
             sizes = [r["device_request_bytes"] for r in runs if r["device_request_bytes"]]
-            return f"{median(sizes) / 1024:.0f}K" if sizes and row.file == "disk" else "-"
+            return f"{median(sizes) / 1024:.0f}K" if sizes and row.file in ("disk", "write") else "-"
 
         def in_flight(runs):  # Little's law: reads in flight on average, as each tool's latency window counts them
             return median([r["iops"] * r["mean"] / 1e9 for r in runs])

@@ -49,6 +49,14 @@ LocalFile::LocalFile(const Target& target) {
   size_ = uint64_t(st.st_size);
 }
 
+int LocalFile::sync() const {
+  int r;
+  do {
+    r = ::fsync(fd_);
+  } while (r < 0 && errno == EINTR);
+  return r < 0 ? -errno : 0;
+}
+
 LocalFile::~LocalFile() {
   if (fd_ >= 0) ::close(fd_);
 }

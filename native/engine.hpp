@@ -66,6 +66,8 @@ class Engine {
   // (UINT64_MAX): the caller knows it. False: open the engine again.
   virtual bool retarget(const Target&) { return false; }
   virtual void queue(IoRequest* r) = 0;
+  // Make what it has written durable (fsync(2)): 0, or -errno. Only engines that write have anything to sync.
+  virtual int sync() { return 0; }
   // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
@@ -81,6 +83,7 @@ class LocalFile {
   LocalFile& operator=(const LocalFile&) = delete;
   int fd() const { return fd_; }
   uint64_t size() const { return size_; }
+  int sync() const;  // fsync(2): 0, or -errno
 
  private:
   int fd_ = -1;

@@ -31,7 +31,7 @@ const char* mode_name(Mode mode);
   X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                     \
   X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, verify)      \
   X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu) X(std::string, gpu_backend)        \
-  X(bool, stonewall) X(uint64_t, round_reads)
+  X(bool, stonewall) X(uint64_t, round_reads) X(uint64_t, fsync_every) X(bool, fsync_end)
 // clang-format on
 
 struct Job {
@@ -39,7 +39,7 @@ struct Job {
   GDS_JOB_SPEC_FIELDS(GDS_DECLARE)
 #undef GDS_DECLARE
   Mode mode = Mode::kCpu;                  // set from its name (parse_mode)
-  Direction direction = Direction::kRead;  // no write mode is offered to users yet: tests set it
+  Direction direction = Direction::kRead;  // set from JobSpec's --rw
   OptionValues engine_options;             // the options its engine declares (EngineInfo::options)
 
   // Transfers go through pinned host memory, copied to or from the GPU.
@@ -64,6 +64,7 @@ struct Job {
   X(uint64_t, reads_while_copying, 0)   /* bounce: reads issued while a copy was in flight (overlap) */    \
   X(uint64_t, connections, 0)           /* connections its engine opened (curl) */                         \
   X(uint64_t, retries, 0)               /* requests its engine tried again (curl --retries), apart from ops */ \
+  X(uint64_t, fsyncs, 0) X(LatencyHistogram, fsync_latency, {})  /* writes: fsync(2) calls and their time */ \
   X(LatencyHistogram, first_byte_latency, {})  /* issue to the answer's first byte, where the engine sees it */ \
   /* reads of blocks read for the first time in this run (its first pass) and of blocks read again, apart */ \
   X(uint64_t, first_pass_bytes, 0) X(uint64_t, first_pass_ops, 0) X(uint64_t, first_pass_last_ns, 0)      \

@@ -33,6 +33,17 @@ uint64_t checksum(const uint64_t* words);
 // Fill `len` bytes (a multiple of kBlock) for file offset `offset` (a multiple of kBlock).
 void fill(void* buf, size_t len, uint64_t offset, uint64_t seed);
 
+// Writes, whose bytes must carry the pattern of wherever each lands, without the
+// cost of fill() per write. A block's payload depends on w[2] + w[1] only, so a
+// block keeps one payload for any offset: fill_reusable() makes a buffer of
+// valid blocks once (block b's w[2] + w[1] = key + b * kBlock, so blocks differ),
+// and restamp() moves it to another file offset by rewriting w[1], w[2] and the
+// checksum: four mix64 per 4 KiB instead of a thousand. The payload of a buffer
+// repeats from write to write (as fio's buffers do unless refilled), which a
+// deduplicating or compressing target could exploit.
+void fill_reusable(void* buf, size_t len, uint64_t key);
+void restamp(void* buf, size_t len, uint64_t offset);
+
 // Check `len` bytes read from file offset `offset`. Returns the number of bad
 // blocks, and appends the file offset of each to *bad_offsets (if given).
 uint64_t check(const void* buf, size_t len, uint64_t offset, std::vector<uint64_t>* bad_offsets);

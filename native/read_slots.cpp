@@ -30,7 +30,23 @@ ReadSlots::ReadSlots(const Job& job, int gpu, bool have_device_verify) : gpu_(gp
     requests_[i].device_dst = staging_ ? device_memory_.get() + size_t(i) * job.bs : nullptr;
     requests_[i].length = uint32_t(job.bs);
   }
+  if (job.direction == Direction::kWrite) fill_for_writes(job);
 }
+
+// What writes carry: each slot a buffer of pattern blocks (pattern::fill_reusable), in host
+// memory, or in GPU memory by way of the pinned staging (copied there once, before any write).
+void ReadSlots::fill_for_writes(const Job& job) {
+  GDS_EXPECT(job.bs % pattern::kBlock == 0, "writes carry 4 KiB pattern blocks: --bs must be a multiple of 4K");
+  GDS_EXPECT(host_ || staging_, std::string("--mode ") + mode_name(job.mode) + " does not write yet");
+  for (auto& r : requests_) {
+    pattern::fill_reusable(r.buf, job.bs, pattern::mix64(job.seed) + uint64_t(r.slot) * job.bs);
+    if (staging_) copies_->copy(r.device_dst, r.buf, job.bs, r.slot, gpu::Toward::kDevice);
+  }
+  if (staging_)
+    for (auto& r : requests_) copies_->wait(r.slot);
+}
+
+void ReadSlots::stamp(IoRequest& r) const { pattern::restamp(r.buf, r.length, r.offset); }
 
 // The copy stream first (it waits for copies in flight), then the memory it used.
 ReadSlots::~ReadSlots() {

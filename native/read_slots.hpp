@@ -1,5 +1,5 @@
 // What every native reader (a benchmark worker, a training sample reader)
-// reads into, chosen by mode and sized once before any read:
+// reads into, or writes from, chosen by mode and sized once before any transfer:
 //   cpu            qd slots in host memory (buffers.hpp)
 //   bounce         2 x qd slots, each a pinned staging buffer and its twin in
 //                  device memory: while one slot's bytes are copied to the GPU,
@@ -42,10 +42,14 @@ class ReadSlots {
   gpu::CopyStream* copies() const { return copies_.get(); }  // staged modes only
   void make_current() const;                                 // bind the calling thread to the GPU (if any)
   void register_with(Engine& engine) const;                  // the device memory reads go into, if any
+  // A write's bytes, about to go to the engine, made the pattern blocks of where they land.
+  void stamp(IoRequest& r) const;
   // The file offsets of the bad blocks among the bytes of r where they finally landed.
   std::vector<uint64_t> bad_blocks(const IoRequest& r, uint64_t length, const DeviceVerifyFn& verify_device) const;
 
  private:
+  void fill_for_writes(const Job& job);
+
   int gpu_;
   size_t bytes_;
   std::unique_ptr<HostBuffers> host_;    // cpu mode: reads land here

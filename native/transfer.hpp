@@ -24,6 +24,7 @@ class TransferLoop {
   TransferLoop(Engine& engine, ReadSlots& slots, unsigned depth, Direction direction, std::string target, bool direct,
                uint64_t end_of_target = UINT64_MAX)
       : engine_(engine),
+        slots_(slots),
         copies_(slots.copies()),
         depth_(depth),
         direction_(direction),
@@ -101,6 +102,7 @@ class TransferLoop {
 
  private:
   void queue(IoRequest* r) {
+    if (direction_ == Direction::kWrite) slots_.stamp(*r);  // its blocks say where they land (after any copy)
     engine_.queue(r);
     ++at_engine_;
     if (copying_.size()) ++queued_while_copying_;
@@ -112,6 +114,7 @@ class TransferLoop {
   }
 
   Engine& engine_;
+  const ReadSlots& slots_;
   gpu::CopyStream* copies_;
   const unsigned depth_;
   const Direction direction_;

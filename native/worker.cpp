@@ -72,6 +72,15 @@ void Worker::run() noexcept {
   release();
 }
 
+// fsync(2) through the engine, timed; a failure ends the run naming it.
+void Worker::sync() {
+  const uint64_t started = now_ns();
+  const int r = engine_->sync();
+  if (r < 0) throw IoError("fsync of " + job_.path + ": " + errno_text(r));
+  result_.fsync_latency.add(now_ns() - started);
+  ++result_.fsyncs;
+}
+
 // Checks the bytes where they finally landed: host memory, or GPU memory
 // (natively for the simulated device, through the cupy hook for a real GPU).
 void Worker::verify(const IoRequest& r) {
@@ -135,6 +144,10 @@ class Window {
     const size_t tick = at / interval_;
     if (tick >= out_.timeline_bytes.size()) out_.timeline_bytes.resize(tick + 1, 0);
     out_.timeline_bytes[tick] += r.length;
+  }
+  // The window's last event is at `when` (an end fsync), if later than the last completion.
+  void extend_to(uint64_t when) {
+    if (opened_ && when > rule_.start) out_.last_complete_ns = std::max(out_.last_complete_ns, when - rule_.start);
   }
   void issued(uint64_t now) {
     if (!issued_) out_.first_submit_ns = now - rule_.start;
@@ -202,8 +215,10 @@ void Worker::loop() {
     if (measuring) window.issued(now);
     return true;
   };
+  uint64_t written = 0;  // writes landed since the start, for --fsync-every
   auto landed = [&](IoRequest& r, uint64_t when) {
-    if (job_.verify) verify(r);
+    if (r.direction == Direction::kWrite && job_.fsync_every && ++written % job_.fsync_every == 0) sync();
+    if (job_.verify && r.direction == Direction::kRead) verify(r);  // writes are read back after the run
     if (window.reached(when, control_) && rule.counts(when)) window.completed(r, when);
     if (job_.stonewall && control_.stonewall.load(std::memory_order_relaxed)) window.snapshot(when);
   };
@@ -213,6 +228,10 @@ void Worker::loop() {
     uint64_t expected = 0;
     control_.first_done_ns.compare_exchange_strong(expected, now_ns());
     if (job_.stonewall) control_.stonewall = true;
+  }
+  if (job_.fsync_end && !control_.stop.load()) {  // fio's end_fsync: part of the measured window
+    sync();
+    window.extend_to(now_ns());
   }
   window.close();
   result_.passes = offsets.passes_started();

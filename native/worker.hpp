@@ -107,6 +107,7 @@ class Worker {
   void loop();
   void release() noexcept;
   void verify(const IoRequest& r);
+  void sync();            // fsync through the engine, timed (--fsync-every, --fsync-end)
   BadBlocks bad_blocks_;  // --verify
 
   const Job& job_;

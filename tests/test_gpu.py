@@ -121,7 +121,7 @@ def _native_job(**kw):
 
 
 def test_the_write_direction_copies_from_the_gpu_before_each_write():
-    """No write mode is offered yet; the one transfer loop's write direction is tested here, on the
+    """The one transfer loop's write direction, tested here on the
     null engine (which does writes by doing nothing) and the SIMULATED device: each request's
     bytes are copied from GPU memory to pinned staging first, and its latency runs from that
     copy's start to the write's completion."""
@@ -146,8 +146,9 @@ def test_the_write_direction_copies_from_a_real_gpu_before_each_write():
 
 def test_an_engine_refuses_a_direction_it_does_not_declare(pattern_file):
     job = _native_job(path=pattern_file, engine="psync", bs=MiB, io_size=MiB)
+    job.engine = "curl"  # reads only: the native core checks the direction before anything is opened
     job.direction = "write"
-    with pytest.raises(UsageError, match="the psync engine does not write"):
+    with pytest.raises(UsageError, match="the curl engine does not write"):
         _native.run(job)
     with pytest.raises(UsageError, match="direction sideways: unknown; use read or write"):
         job.direction = "sideways"

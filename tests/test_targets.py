@@ -24,6 +24,8 @@ from gdsbench.system.targets.remote_object import RemoteObject
 TOY_KIND = '''
 from dataclasses import dataclass, field
 
+from gdsbench.job.errors import UsageError
+
 CALLS = []
 
 
@@ -72,9 +74,15 @@ class Toy:
     def direct_alignment(self):
         return 1
 
-    def hold(self, offset, length):
+    def hold(self, offset, length, lock=None):
         CALLS.append(("hold", offset, length))
         return Held()
+
+    def check_may_write(self):
+        raise UsageError("toy objects are not written")
+
+    def wrote(self):
+        pass
 
     def has_pattern(self, offset):
         return True

@@ -14,9 +14,7 @@ POLL_CONTINUE, POLL_CANCEL, POLL_STONEWALL = 0, 1, 2
 
 
 # Native Job attributes set by name, not from JobSpec's table of native fields: the mode (a
-# string parsed natively), the direction, which no user-facing option sets yet (the write
-# direction is tested through the null engine and the simulated device), and the engine's
-# own options.
+# string parsed natively), the direction (from --rw), and the engine's own options.
 _SET_BY_NAME = ("mode", "direction", "engine_options")
 
 
@@ -38,6 +36,7 @@ def to_native(spec: JobSpec) -> _native.Job:
             value = getattr(spec, opt.name)
             setattr(job, opt.name, list(value) if opt.kind == "gpus" else value)
     job.engine_options = {o.name: int(getattr(spec, o.name)) for o in OPTIONS if o.engine == spec.engine}
+    job.direction = spec.direction
     return job
 
 

@@ -66,6 +66,8 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
         target = None
         if s.path and s.opens_target and own in (None, p):
             target = target_for(s.path)
+            if s.direction == "write":
+                target.check_may_write()
             check_region(s, target)
             if s.checks_direct:
                 target.check_direct(s.bs, s.offset)

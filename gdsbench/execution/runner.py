@@ -16,6 +16,7 @@ from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs
 from gdsbench.system.environment import host_environment, meminfo
+from gdsbench.system.pattern import check_written
 from gdsbench.system.targets import HeldRegions, Target, kind_of, target_for
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
@@ -43,6 +44,11 @@ def resolve_engine(spec: JobSpec) -> str:
     if not readers:
         raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
                          f"({', '.join(mode.engines)}) read a {' or a '.join(ENGINE_INFO[mode.engines[0]]['opens'])}")
+    if spec.direction == "write":
+        readers = [e for e in readers if "write" in ENGINE_INFO[e]["directions"]]
+        if not readers:
+            raise UsageError(f"--rw {spec.rw}: --mode {spec.mode} cannot write a {kind} yet; write with --mode cpu or "
+                             "bounce")
     usable = [e for e in readers if not ENGINE_INFO[e]["unavailable"]]
     if not usable:
         first = readers[0]
@@ -137,6 +143,11 @@ def cache_warnings(spec: JobSpec, target: Target, cached: float | None) -> list[
                 "cannot be seen; a region read again may come from its memory"]
     if target.mount and target.mount.fs_type in MEMORY_FILESYSTEMS:
         return [f"{target.path} is on {target.mount.fs_type}: its data lives in RAM, so this measures memory, not storage"]
+    if spec.direction == "write":
+        if spec.direct or spec.fsync_end or spec.fsync_every:
+            return []
+        return [f"buffered writes without --fsync-end or --fsync-every end in the page cache: this measures memory, "
+                f"not {target.where}; add --fsync-end (fio's end_fsync), or write with O_DIRECT"]
     notes = []
     if spec.warm and cached < 0.99:
         notes.append(
@@ -197,6 +208,9 @@ def plan(spec: JobSpec) -> Plan:
         raise UsageError(f"--mode {spec.mode} under mpirun: it runs in one process; run it without mpirun")
     if comm is not None and spec.procs > 1:
         raise UsageError(f"--procs {spec.procs} under mpirun: each rank is one process; start more with mpirun -n")
+    if comm is not None and spec.direction == "write" and spec.verify:
+        raise UsageError(f"--verify with --rw {spec.rw} under mpirun: reading writes back is not done across ranks yet; "
+                         "verify with a run of --rw read --verify after it")
     nparts = comm.Get_size() if comm is not None else spec.procs
     own = comm.Get_rank() if comm is not None else None  # the part this process checks: under MPI, its rank's only
     check_memory_for(spec, 1 if comm is not None else nparts)
@@ -210,6 +224,8 @@ def plan(spec: JobSpec) -> Plan:
             size = part_size(spec, target, nparts)
         else:
             target = target_for(spec.path)
+            if spec.direction == "write":
+                target.check_may_write()
             size = resolve_region(spec, target)
             if spec.checks_direct:
                 target.check_direct(spec.bs, spec.offset)
@@ -253,7 +269,9 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     spec, target = p.spec, p.target
     comm = mpi.world()
     parts = list(p.parts) or [Part(0, spec, target)]
-    with HeldRegions(regions([parts[comm.Get_rank()]] if comm is not None else parts)) as held:
+    writing = spec.direction == "write"
+    with HeldRegions(regions([parts[comm.Get_rank()]] if comm is not None else parts),
+                     lock="write" if writing else "read") as held:
         warnings: list[str] = []
         if not spec.warm:
             held.evict()
@@ -269,6 +287,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             warnings.append(kvikio_mode.TIMING_NOTE)
         elif comm is not None:
             run = mpi.run_rank(parts, progress, warnings)
+            if writing:  # each rank its own file's mark
+                _wrote([parts[comm.Get_rank()]], verify=False)
             if run is None:
                 return None
             warnings = [f"rank {q['rank']}: {w}" if q["rank"] else w for q in run.procs for w in q.get("warnings", [])]
@@ -278,6 +298,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             run = run_part(spec, progress_poll(progress), None)
         cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
         seen = nvfs.observe(nvfs_before, sum(t.bytes for t in run.threads)) if watched else None
+        written = _wrote(parts, spec.verify) if writing and comm is None else None
 
     environment = {}
     gpus = _after_run("environment.gpus", lambda: gpu.status()["gpus"], [], warnings) if spec.real_gpu else []
@@ -291,7 +312,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
     if run.threads and not any(t.ops for t in run.threads) and not run.interrupted:
         warnings.insert(0, f"NOTHING MEASURED: no read completed in the measured window ({spec.describe()}); "
                            "give a longer --runtime or a larger --io-size")
-    return Result.from_run(
+    result = Result.from_run(
         spec,
         run,
         cached_fraction=cached_before,
@@ -301,6 +322,23 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         warnings=warnings,
         environment=environment,
     )
+    if written:  # --verify of a write: what the storage holds now, read back
+        result.verified_blocks, result.verify_mismatches, result.first_mismatch_offset = written
+    return result
+
+
+def _wrote(parts: list[Part], verify: bool) -> tuple[int, int, int | None] | None:
+    """After writing: each file's mark made true again (its modification time moved), and with
+    --verify every block of every part read back from the storage and checked: (blocks, bad,
+    the first bad one's offset)."""
+    checked, bad, first = 0, 0, None
+    for part in parts:
+        if part.target is not None:
+            part.target.wrote()
+            if verify:
+                n, found, where = check_written(part.target.path, part.spec.offset, part.spec.size)
+                checked, bad, first = checked + n, bad + found, first if first is not None else where
+    return (checked, bad, first) if verify else None
 
 
 def _after_run(field: str, step, fallback, warnings: list[str]):

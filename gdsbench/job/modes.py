@@ -29,33 +29,37 @@ class Mode:
     depth_note: str | None  # why --qd above 1 means nothing to it, and what to use instead
     requires: tuple[tuple[str, str], ...]  # Python modules it needs, and the package providing each
     landing: str  # where the engine's bytes go, for its data path ("" where the path is found at run time)
+    write_source: str  # where a write's bytes come from, for its data path ("" where it does not write yet)
     path_from: str  # who says what path the bytes took: "engine", "cufile-platform" or "kvikio-statistics"
 
 
 _HOST_ENGINES = ("io_uring", "psync", "curl", "null")  # auto: the first that is here and opens the target's kind
 
 _NATIVE = dict(native_loop=True, own_open_flags=False, many_processes=True)  # what the native core's modes share
+_STAGED_WRITE = ("from GPU memory, copied first by cudaMemcpyAsync to pinned host memory (where each 4 KiB block's "
+                 "offset words and checksum are set, 32 of its bytes, so the file keeps the pattern)")
 
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cpu", "host memory", _HOST_ENGINES, direct=True, cache_choice=True, other_cache_mode=None, gpu=False,
          staged=False, **_NATIVE, simulated=False, worker_threads=True, depth_note=None, requires=(),
-         landing="into host memory", path_from="engine"),
+         landing="into host memory", write_source="from host memory", path_from="engine"),
     Mode("bounce", "O_DIRECT into pinned memory, then copied to the GPU", _HOST_ENGINES, direct=True,
          cache_choice=False, other_cache_mode="cached-bounce", gpu=True, staged=True, **_NATIVE, simulated=True,
          worker_threads=True, depth_note=None, requires=(),
-         landing="into pinned host memory, then cudaMemcpyAsync to GPU memory", path_from="engine"),
+         landing="into pinned host memory, then cudaMemcpyAsync to GPU memory", write_source=_STAGED_WRITE,
+         path_from="engine"),
     Mode("cached-bounce", "page-cache reads, then copied", _HOST_ENGINES, direct=False, cache_choice=False,
          other_cache_mode="bounce", gpu=True, staged=True, **_NATIVE, simulated=True, worker_threads=True,
          depth_note=None, requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
-         path_from="engine"),
+         write_source=_STAGED_WRITE, path_from="engine"),
     Mode("gds", "cuFile into GPU memory", ("cufile",), direct=True, cache_choice=False,
          other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=False, worker_threads=True,
          depth_note="cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio", requires=(),
-         landing="", path_from="cufile-platform"),
+         landing="", write_source="", path_from="cufile-platform"),
     Mode("kvikio", "kvikio's own reads", ("kvikio",), direct=True, cache_choice=True, other_cache_mode=None, gpu=True,
          staged=False, native_loop=False, own_open_flags=True, many_processes=False, simulated=False,
          worker_threads=False, depth_note=None, requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")),
-         landing="", path_from="kvikio-statistics"),
+         landing="", write_source="", path_from="kvikio-statistics"),
 )}
 
 # Engines no native engine file provides, described as the native registry describes its own

@@ -41,6 +41,7 @@ class Result:
     connections: int = 0  # connections the engine opened (curl): against ops, whether they were kept alive
     first_byte: _native.LatencyHistogram | None = None  # issue to the first byte of each answer (curl), all threads
     retries: int = 0  # requests tried again after a failure (curl --retries), not counted in ops
+    fsync: _native.LatencyHistogram | None = None  # writes: each fsync(2), all threads
     first_pass: dict | None = None  # reads of blocks not read before in this run, apart from re-reads (_passes)
     reread: dict | None = None
     procs: list[dict] = field(default_factory=list)  # per process or rank, when there were several
@@ -96,6 +97,7 @@ class Result:
             connections=total["connections"],
             first_byte=total["first_byte_latency"],
             retries=total["retries"],
+            fsync=total["fsync_latency"],
             **_passes(threads, total),
             procs=run.procs,
             stonewall=stonewall,
@@ -183,6 +185,9 @@ class Result:
             "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte_seen else None,
             "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte_seen else None,
             "retries": self.retries,
+            "fsyncs": self.fsync.count if self.fsync else 0,
+            "fsync_p50_ns": self.fsync.percentile(50) if self.fsync and self.fsync.count else None,
+            "fsync_max_ns": self.fsync.max if self.fsync and self.fsync.count else None,
             **{f"{name}_{k}": (part or {}).get(k) for name, part in (("first_pass", self.first_pass),
                                                                      ("reread", self.reread)) for k in _PASS_FIGURES},
             "processes": len(self.procs) or 1,

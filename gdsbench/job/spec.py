@@ -41,6 +41,7 @@ def opens_target(engine: str) -> bool:
     Capabilities): the null engine opens none. auto always picks one that does."""
     return engine == "auto" or ENGINE_INFO[engine]["opens"] != ("nothing",)
 PATTERNS = ("seq", "rand")
+RW = ("read", "write", "randread", "randwrite")  # --rw, as fio spells it
 LAYOUTS = ("shared", "shared-all", "per-proc")
 PINNING = ("none", "cores", "numa")
 MAX_PROCS = 1024
@@ -195,6 +196,8 @@ class _JobOptions:
                      "has its own maximum", low=1)
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
+    rw: str = option("read", "choice", "--rw", "read or write, as fio's rw= spells it (randread and randwrite set --pattern "
+                     "rand); writes go only to a file `gdsbench prepare` made", choices=RW, native=False)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
     offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0, high=MAX_OFFSET)
     size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False,
@@ -233,6 +236,10 @@ class _JobOptions:
         False, "bool", "--stonewall", "when the first worker finishes its work, note what every worker had done: "
         "both the stonewalled and the full figures are reported",
     )
+    fsync_every: int = option(0, "int", "--fsync-every", "writes: fsync after every N writes of each thread (fio's fsync=N; "
+                              "0: none)", low=0, high=MAX_OFFSET)
+    fsync_end: bool = option(False, "bool", "--fsync-end", "writes: fsync when a thread's writes are done, inside the "
+                             "measured time (fio's end_fsync)")
     round_reads: int = option(
         0, "int", "--round-reads", "also time every N reads completed in the measured window (per process) as one "
         "round, natively, without pausing between rounds: fixed-work samples, as the pytest plugin uses them (0: none)",
@@ -250,6 +257,13 @@ class _JobOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, tuple):  # JobSpec(gpu="0,1") from Python: the same parse as the CLI's
             object.__setattr__(self, "gpu", parse_gpus(self.gpu))
+        if self.rw in ("randread", "randwrite"):  # fio's random directions: the random order
+            object.__setattr__(self, "pattern", "rand")
+
+    @property
+    def direction(self) -> str:
+        """Which way bytes go: "read" (into memory) or "write" (to the target), from --rw."""
+        return "write" if self.rw in ("write", "randwrite") else "read"
 
     @property
     def simulated(self) -> bool:
@@ -329,6 +343,9 @@ class _JobOptions:
                                           "use --engine io_uring for deeper queues, or more --threads")
             raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
                                       f"{engine['max_depth']}")
+        if self.engine != "auto" and self.direction not in ENGINE_INFO[self.engine]["directions"]:
+            raise IncompatibleOptions(f"--rw {self.rw}: the {self.engine} engine does not {self.direction}; it does "
+                                      f"{' and '.join(ENGINE_INFO[self.engine]['directions'])}")
         self._check_engine_options(mode)
         if self.direct and not engine["supports_direct"]:
             raise IncompatibleOptions(f"--direct: the {engine['name']} engine does not do O_DIRECT; use --buffered")
@@ -343,6 +360,15 @@ class _JobOptions:
             raise IncompatibleOptions(f"--verify: the {self.engine} engine reads nothing to verify; use psync or io_uring")
         if self.warm and self.uses_o_direct:
             raise IncompatibleOptions("--warm with --direct: O_DIRECT bypasses the page cache; add --buffered to read from it")
+        if self.direction == "read":
+            for opt in ("fsync_every", "fsync_end"):
+                if getattr(self, opt):
+                    raise IncompatibleOptions(f"{BY_NAME[opt].flag}: only with --rw write or randwrite")
+        elif self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK:
+            raise IncompatibleOptions(f"--rw {self.rw}: writes carry 4 KiB pattern blocks: --bs and --offset must be "
+                                      "multiples of 4K")
+        elif self.warm:
+            raise IncompatibleOptions(f"--warm with --rw {self.rw}: a warm cache is a read's; drop --warm")
         if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
         return self
@@ -370,13 +396,17 @@ class _JobOptions:
     def describe(self) -> str:
         """One line a person can read: 'bounce io_uring 1 MiB seq QD8 x2 threads O_DIRECT'."""
         parts = ([self.mode] if self.on_gpu else []) + [self.engine, units.format_size(self.bs), self.pattern,
-                                                         f"QD{self.qd}"]
+                                                         *(["write"] if self.direction == "write" else []), f"QD{self.qd}"]
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
             parts.append("O_DIRECT" if self.uses_o_direct else "buffered")
         if self.warm:
             parts.append("warm cache")
+        if self.fsync_every:
+            parts.append(f"fsync every {self.fsync_every}")
+        if self.fsync_end:
+            parts.append("fsync at end")
         return " ".join(parts)
 
 
@@ -412,6 +442,7 @@ OPTIONS: tuple[Option, ...] = tuple(dataclasses.replace(f.metadata["option"], na
                                     for f in dataclasses.fields(JobSpec))
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(JobSpec)}
 BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 
 def spec_columns(spec: JobSpec) -> dict[str, Any]:

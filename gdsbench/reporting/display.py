@@ -42,7 +42,8 @@ def run_summary(r: Result) -> str:
             + [f"{percentile_key(p)} {format_duration(r.percentile(p))}" for p in PERCENTILES]
             + [f"max {format_duration(lat.max)}"]
         ),
-        f"           mean {format_duration(lat.mean)} ± {format_duration(lat.variance**0.5)} over {lat.count:,} reads",
+        f"           mean {format_duration(lat.mean)} ± {format_duration(lat.variance**0.5)} over {lat.count:,} "
+        f"{spec.direction}s",
         f"cpu        process user {r.cpu_user_s:.2f} s  sys {r.cpu_sys_s:.2f} s"
         + (f"  = {r.cpu_s_per_gb:.3f} CPU-s per GB" if r.cpu_s_per_gb is not None else "")
         + (f"  (worker threads {r.worker_cpu_s_per_gb:.3f})" if r.worker_cpu_s_per_gb is not None else ""),
@@ -51,6 +52,9 @@ def run_summary(r: Result) -> str:
         fb = r.first_byte
         lines.append(f"first byte p50 {format_duration(fb.percentile(50))}  p99 {format_duration(fb.percentile(99))}  "
                      f"max {format_duration(fb.max)}   connections {r.connections:,} for {r.ops:,} requests")
+    if r.fsync and r.fsync.count:
+        lines.append(f"fsync      {r.fsync.count:,} calls, p50 {format_duration(r.fsync.percentile(50))}, max "
+                     f"{format_duration(r.fsync.max)} (inside the measured time)")
     if r.retries:
         lines.append(f"retries    {r.retries:,} requests tried again after a failure (--retries), not counted as reads")
     if r.first_pass and r.reread and r.first_byte_seen:  # a remote target: its server's cache cannot be seen

@@ -86,7 +86,10 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
         protocol = "S3" if target.kind == "s3" else "HTTP"
         return (f"{protocol} over {facts.get('http_version', 'HTTP')}, {spec.engine} engine ranged GETs "
                 f"{mode.landing}{sim}")
-    return f"{spec.engine} {'O_DIRECT' if spec.uses_o_direct else 'page-cache'} reads {mode.landing}{sim}"
+    cache = "O_DIRECT" if spec.uses_o_direct else "page-cache"
+    if spec.direction == "write":
+        return f"{spec.engine} {cache} writes {mode.write_source}{sim}"
+    return f"{spec.engine} {cache} reads {mode.landing}{sim}"
 
 
 def placement_warnings(spec: JobSpec, storage: dict | None, gpus: list[dict]) -> list[str]:

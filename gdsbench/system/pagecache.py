@@ -3,9 +3,13 @@ invalidate=1 does) and measure how much of it is resident (mincore)."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import struct
 
 from gdsbench import _native
+from gdsbench.job.errors import UsageError
 
 
 def evict(path: str, offset: int, length: int) -> None:
@@ -32,11 +36,33 @@ def cached_fraction(path: str, offset: int, length: int) -> float:
 
 class HeldFileRegion:
     """A region of a local file, held open by descriptor (targets.Held), so its
-    pages are measured on the file read even if its name is gone later."""
+    pages are measured on the file read even if its name is gone later. With
+    `lock` ("read" or "write") it also holds an advisory lock on the region (an
+    open-file-description lock, F_OFD_SETLK, which only a close of this very
+    descriptor drops), so two gdsbench runs never write the same region, nor
+    read one another is writing: the other is refused in one line."""
 
-    def __init__(self, path: str, offset: int, length: int):
-        self.fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    def __init__(self, path: str, offset: int, length: int, lock: str | None = None):
+        self.fd: int | None = os.open(path, (os.O_RDWR if lock == "write" else os.O_RDONLY) | os.O_CLOEXEC)
         self.offset, self.length = offset, length
+        if lock:
+            try:
+                self._lock(path, lock)
+            except BaseException:
+                self.close()
+                raise
+
+    def _lock(self, path: str, how: str) -> None:
+        kind = fcntl.F_WRLCK if how == "write" else fcntl.F_RDLCK
+        request = struct.pack("hhqqi4x", kind, os.SEEK_SET, self.offset, self.length, 0)  # struct flock, l_pid 0
+        try:
+            fcntl.fcntl(self.fd, fcntl.F_OFD_SETLK, request)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                doing = "reading or writing" if how == "write" else "writing"
+                raise UsageError(f"PATH {path}: another gdsbench run is {doing} this region now; wait for it to end") \
+                    from None
+            # a filesystem without locks (ENOLCK, EINVAL): nothing to hold
 
     def evict(self) -> None:
         os.posix_fadvise(self.fd, self.offset, self.length, os.POSIX_FADV_DONTNEED)

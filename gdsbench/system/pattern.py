@@ -43,6 +43,24 @@ def has_pattern(path: str, offset: int) -> bool:
     return len(data) == _native.PATTERN_BLOCK and _native.pattern_check(data, offset)[0] == 0
 
 
+def check_written(path: str, offset: int, length: int, chunk: int = 8 << 20) -> tuple[int, int, int | None]:
+    """(blocks checked, bad blocks, offset of the first bad one) of a region gdsbench wrote, read back from the
+    storage: the file is fsync'd and its pages dropped first, so what is checked is what the
+    storage holds, not what the page cache kept."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        bad, first = 0, None
+        for at in range(offset, offset + length, chunk):
+            data = os.pread(fd, min(chunk, offset + length - at), at)
+            count, where = _native.pattern_check(data[:len(data) // _native.PATTERN_BLOCK * _native.PATTERN_BLOCK], at)
+            bad, first = bad + count, first if first is not None else where
+    finally:
+        os.close(fd)
+    return length // _native.PATTERN_BLOCK, bad, first
+
+
 def check_device(ptr: int, length: int, file_offset: int, gpu: int) -> list[int]:
     """File offsets of the bad blocks among `length` bytes of GPU memory at
     address `ptr` on GPU `gpu`, checked on the GPU (cupy)."""

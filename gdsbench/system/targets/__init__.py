@@ -57,7 +57,11 @@ class Target(Protocol):
 
     def direct_alignment(self) -> int: ...  # bytes O_DIRECT offsets and lengths must be multiples of
 
-    def hold(self, offset: int, length: int) -> Held: ...
+    def hold(self, offset: int, length: int, lock: str | None = None) -> Held: ...  # lock: "read" or "write" it
+
+    def check_may_write(self) -> None: ...  # UsageError unless gdsbench may write into it (a file it made)
+
+    def wrote(self) -> None: ...  # after gdsbench wrote into it: its mark kept true
 
     def has_pattern(self, offset: int) -> bool: ...  # whether the 4 KiB block there is one `gdsbench prepare` wrote
 
@@ -93,14 +97,14 @@ def target_for(name: str) -> Target:
 
 
 class HeldRegions:
-    """The regions a run reads, (target, offset, length) each, held open from
-    before it to after it (a context manager)."""
+    """The regions a run reads or writes, (target, offset, length) each, held open
+    and locked for it from before it to after it (a context manager)."""
 
-    def __init__(self, regions: list[tuple[Target, int, int]]):
+    def __init__(self, regions: list[tuple[Target, int, int]], lock: str = "read"):
         self.held: list[tuple[Held, int]] = []  # (held region, its length)
         try:
             for target, offset, length in regions:
-                self.held.append((target.hold(offset, length), length))
+                self.held.append((target.hold(offset, length, lock), length))
         except BaseException:
             self.close()
             raise

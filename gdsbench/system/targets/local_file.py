@@ -107,8 +107,24 @@ class LocalFile:
                     f"({format_size(align)}); use a multiple of {align} or --buffered"
                 )
 
-    def hold(self, offset: int, length: int) -> pagecache.HeldFileRegion:
-        return pagecache.HeldFileRegion(self.path, offset, length)
+    def hold(self, offset: int, length: int, lock: str | None = None) -> pagecache.HeldFileRegion:
+        return pagecache.HeldFileRegion(self.path, offset, length, lock)
+
+    def check_may_write(self) -> None:
+        """Only into a regular file gdsbench made, named by its own path: never a block device,
+        a file without its mark (system/prepare.py), or a symbolic link."""
+        if self.kind != "file":
+            raise UsageError(f"PATH {self.path}: a block device: gdsbench never writes to one; give a file "
+                             "`gdsbench prepare` made on a filesystem there")
+        if os.path.islink(self.path):
+            raise UsageError(f"PATH {self.path}: a symbolic link: gdsbench writes only to a file it made, by the file's "
+                             "own path; give that path")
+        if not self.created_by_gdsbench():
+            raise UsageError(f"PATH {self.path}: gdsbench did not create this file, and writes only into files it made; "
+                             "make one with `gdsbench prepare NEW.dat --size 1G`")
+
+    def wrote(self) -> None:
+        prepare.sign(self.path)
 
     def has_pattern(self, offset: int) -> bool:
         return pattern.has_pattern(self.path, offset)

@@ -75,8 +75,15 @@ class RemoteObject:
     def check_direct(self, bs: int, offset: int) -> None:
         raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
 
-    def hold(self, offset: int, length: int) -> NothingHeld:
-        return NothingHeld()
+    def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
+        return NothingHeld()  # a server's object: nothing held or locked here
+
+    def check_may_write(self) -> None:
+        raise UsageError(f"PATH {self.path}: writes to remote objects are not measured yet; write to a local file "
+                         "`gdsbench prepare` made (or upload one: `gdsbench prepare s3://BUCKET/KEY --size 1G`)")
+
+    def wrote(self) -> None:
+        pass
 
     def has_pattern(self, offset: int) -> bool:
         block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, LOOKING)
