@@ -486,3 +486,18 @@ def test_a_report_that_cannot_be_written_is_not_a_pass(tmp_path, pattern_file):
         p = subprocess.run([sys.executable, "-m", "gdsbench", "validate", pattern_file, "--profile", profile_path,
                             "--json"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert p.returncode != 0 and "could not be written" in p.stderr
+
+
+def test_writes_are_validated_in_a_file_validate_makes_and_removes(gdsbench, tmp_path):
+    data = tmp_path / "data.dat"
+    prepare(str(data), 64 * MiB)
+    floor = write_profile(tmp_path, extra="[limits.storage_write]\ngbps = { min = 1000.0 }  # 1 TB/s\n")
+    r = gdsbench("validate", data, "--profile", floor, "--json")
+    assert r.code == 1, r.err  # the floor is far above any disk
+    record = json.loads(r.out)
+    write = record["measurements"]["storage_write"]
+    assert len(write["runs"]) == 2 and write["data_path"] == "io_uring O_DIRECT writes from host memory"
+    assert write["settings"]["rw"] == "write" and checks(r.out)["performance.storage_write.gbps"]["status"] == "FAIL"
+    assert any("gdsbench-validate-write.dat" in n and "to write into" in n for n in record["notes"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.dat", "p.toml"]  # nothing left behind
+    assert prepare(str(data), 64 * MiB).reused  # the file validated was read, never written

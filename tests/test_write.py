@@ -120,3 +120,8 @@ def test_a_write_killed_mid_run_leaves_a_file_that_is_still_gdsbench_s(own_patte
     res = subprocess.run([sys.executable, "-m", "gdsbench", "run", own_pattern_file, "--verify", "--json"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and json.loads(res.stdout)["verify_mismatches"] == 0, res.stderr
+
+
+def test_buffered_writes_that_rewrite_the_region_say_the_cache_took_the_rewrites(gdsbench, own_pattern_file):
+    d = run_json(gdsbench, own_pattern_file, "--rw", "write", "--buffered", "--io-size", "16M", "--fsync-end")
+    assert any("flushes only the last copy of each page" in w for w in d["warnings"])

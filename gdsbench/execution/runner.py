@@ -144,10 +144,17 @@ def cache_warnings(spec: JobSpec, target: Target, cached: float | None) -> list[
     if target.mount and target.mount.fs_type in MEMORY_FILESYSTEMS:
         return [f"{target.path} is on {target.mount.fs_type}: its data lives in RAM, so this measures memory, not storage"]
     if spec.direction == "write":
-        if spec.direct or spec.fsync_end or spec.fsync_every:
+        if spec.direct:
             return []
-        return [f"buffered writes without --fsync-end or --fsync-every end in the page cache: this measures memory, "
-                f"not {target.where}; add --fsync-end (fio's end_fsync), or write with O_DIRECT"]
+        if not (spec.fsync_end or spec.fsync_every):
+            return [f"buffered writes without --fsync-end or --fsync-every end in the page cache: this measures "
+                    f"memory, not {target.where}; add --fsync-end (fio's end_fsync), or write with O_DIRECT"]
+        if spec.fsync_end and not spec.fsync_every and (spec.runtime_ns or spec.io_size > spec.size):
+            return [f"buffered writes may pass over the region ({format_size(spec.size)}) many times: the page cache "
+                    "takes each rewrite, and the fsync at the end flushes only the last copy of each page, so this "
+                    "measures memory more than storage; write with O_DIRECT, --io-size the region's size, or "
+                    "--fsync-every"]
+        return []
     notes = []
     if spec.warm and cached < 0.99:
         notes.append(

@@ -151,8 +151,10 @@ class Measurement:
 
 
 def point_spec(point: Point, path: str, runtime_ns: int, ramp_ns: int) -> JobSpec:
+    """The job of a reference point; a write point's ends in an fsync, inside its measured time."""
     return JobSpec(path=path, mode=point.mode, engine=point.engine, bs=point.bs, qd=point.qd, threads=point.threads,
-                   pattern=point.pattern, runtime_ns=runtime_ns, ramp_ns=ramp_ns)
+                   pattern=point.pattern, rw=point.rw, fsync_end=point.rw != "read", runtime_ns=runtime_ns,
+                   ramp_ns=ramp_ns)
 
 
 def measure_once(m: Measurement, spec: JobSpec, progress=None) -> None:

@@ -43,16 +43,19 @@ class Point:
     threads: int
     pattern: str = "seq"
     engine: str = "auto"
+    rw: str = "read"  # "write": written, with an end fsync, into a file validate makes and removes
 
     def settings(self) -> dict:
         return {"mode": self.mode, "engine": self.engine, "bs": self.bs, "qd": self.qd, "threads": self.threads,
-                "pattern": self.pattern}
+                "pattern": self.pattern, "rw": self.rw}
 
 
 # The reference points and their defaults; a profile's [points.NAME] may change bs, qd, threads.
 POINTS = {p.name: p for p in (
     Point("storage_seq", "storage to host memory, sequential", "cpu", MiB, qd=8, threads=4),
     Point("storage_rand", "storage to host memory, 4 KiB random", "cpu", 4 * KiB, qd=32, threads=1, pattern="rand"),
+    Point("storage_write", "host memory to storage, sequential, fsync'd at the end, into a file validate makes and "
+          "removes", "cpu", MiB, qd=8, threads=4, rw="write"),
     Point("h2d", "pinned host memory to GPU memory (copies only, no storage)", "bounce", MiB, qd=8, threads=4,
           engine="null"),
     Point("bounce", "storage to GPU through pinned host memory", "bounce", MiB, qd=8, threads=4),

@@ -25,6 +25,7 @@ from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile
 
 SCRATCH_NAME = "gdsbench-validate.dat"  # the file validate prepares in a directory it is given, or beside PATH
+WRITE_NAME = "gdsbench-validate-write.dat"  # the file the write point writes into, beside PATH, always removed
 
 
 class NotReady(GdsbenchError):
@@ -99,6 +100,26 @@ class Targets:
                            f"read at least {format_size(least)}; give a larger file, or a directory validate may "
                            "write a test file in")
         self.prepared = self._pattern_file(self.target, size)
+        self.size = size
+        self._writable: str | None = None
+        self.why_not_writable: str | None = None
+
+    def writable(self) -> str | None:
+        """A file of validate's own to write into, beside PATH, made on first use and removed at
+        the end; None (why_not_writable says why) where it cannot be: gdsbench never writes to a
+        block device, a remote object or a file it did not make."""
+        if self._writable or self.why_not_writable:
+            return self._writable
+        if self.target.OPENED_AS == "url" or self.target.kind == "block":
+            self.why_not_writable = (f"PATH is {self.target.where}: gdsbench writes only into a file it makes; give a "
+                                     "directory on the storage to validate writes")
+            return None
+        path = os.path.join(os.path.dirname(os.path.abspath(self.target.path)), WRITE_NAME)
+        before = len(self.notes)
+        self._writable = self._make(path, self.size, purpose="to write into")
+        if self._writable is None:
+            self.why_not_writable = self.notes[before] if len(self.notes) > before else "no file could be made"
+        return self._writable
 
     @staticmethod
     def _inspect(path: str) -> Target:
@@ -107,10 +128,11 @@ class Targets:
         except UsageError as e:
             raise NotReady(str(e)) from None
 
-    def _make(self, path: str, size: int, fatal: bool = False) -> str | None:
+    def _make(self, path: str, size: int, fatal: bool = False, purpose: str = "to read") -> str | None:
         existed = os.path.exists(path)
         # one an earlier validate made and could not remove (it was killed) is ours: used, then removed
-        leftover = existed and os.path.basename(path) == SCRATCH_NAME and os.path.isfile(path) and created_by_gdsbench(path)
+        leftover = existed and os.path.basename(path) in (SCRATCH_NAME, WRITE_NAME) and os.path.isfile(path) and \
+            created_by_gdsbench(path)
         try:
             prepare(path, size, progress=progress_printer(f"preparing {path}"))
         except UsageError as e:
@@ -123,7 +145,7 @@ class Targets:
             self.made.append(path)
         why = "; a leftover of an earlier validate that was stopped, removed afterwards" if leftover else \
             "" if existed else "; removed afterwards"
-        self.notes.append(f"prepared {path} ({format_size(size)}) to read{why}")
+        self.notes.append(f"prepared {path} ({format_size(size)}) {purpose}{why}")
         return path
 
     def _pattern_file(self, target: Target, size: int) -> str | None:
@@ -184,7 +206,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
         judge.require_comparable(baseline, profile, baseline_source)
     v = Validation(profile, quick, baseline=baseline_source or None,
                    options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None})
-    storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu]
+    storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu and p.rw == "read"]
     targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0))
     target = targets.target
     v.target = target.describe()
@@ -211,7 +233,11 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
                 progress.step(f"performance: {name} ({r + 1}/{rounds})")
                 if m.why_not or m.error:
                     continue
-                spec = measure.point_spec(m.point, target.path, profile.runtime_ns, profile.ramp_ns)
+                where = target.path if m.point.rw == "read" else targets.writable()
+                if where is None:
+                    m.why_not = targets.why_not_writable
+                    continue
+                spec = measure.point_spec(m.point, where, profile.runtime_ns, profile.ramp_ns)
                 sample = None
                 if not spec.opens_target and facts.gpus:  # copies only: read the GPUs' links while they are busy
                     def sample(nbytes, elapsed_ns):
