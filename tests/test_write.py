@@ -125,3 +125,23 @@ def test_a_write_killed_mid_run_leaves_a_file_that_is_still_gdsbench_s(own_patte
 def test_buffered_writes_that_rewrite_the_region_say_the_cache_took_the_rewrites(gdsbench, own_pattern_file):
     d = run_json(gdsbench, own_pattern_file, "--rw", "write", "--buffered", "--io-size", "16M", "--fsync-end")
     assert any("flushes only the last copy of each page" in w for w in d["warnings"])
+
+
+def test_a_sweep_over_rw_and_compare_set_writes_beside_reads(gdsbench, tmp_path):
+    from gdsbench.system.prepare import prepare
+
+    for tier in ("a", "b"):
+        prepare(str(tmp_path / f"{tier}.dat"), 8 * MiB)
+        res = gdsbench("sweep", tmp_path / f"{tier}.dat", "--rw", "read,write", "--bs", "1M", "--io-size", "8M",
+                       "--results", tmp_path / "runs", "--name", tier)
+        assert res.code == 0, res.err
+    a, b = sorted((tmp_path / "runs").iterdir())
+    res = gdsbench("compare", a, b, "--out", tmp_path / "page")
+    assert res.code == 0, res.err
+    assert "rw=read" in res.out and "rw=write" in res.out
+    res = gdsbench("sweep", tmp_path / "a.dat", "--rw", "read,write", "--bs", "1M", "--io-size", "8M", "--fsync-end",
+                   "true", "--results", tmp_path / "fsynced", "--name", "f")
+    assert res.code == 0, res.err
+    (run,) = (tmp_path / "fsynced").iterdir()
+    (skipped,) = json.loads((run / "run.json").read_text())["skipped"]  # a read cannot fsync: said, not run
+    assert skipped["values"] == {"rw": "read"} and "--fsync-end: only with --rw write" in skipped["reason"]
