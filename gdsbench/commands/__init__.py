@@ -5,6 +5,7 @@ Modules that pull in pandas or matplotlib are imported inside run(), so that
 `gdsbench run` and `--help` start in a fraction of a second.
 """
 
+from gdsbench.commands.checkpoint import CheckpointCommand
 from gdsbench.commands.compare import CompareCommand
 from gdsbench.commands.info import InfoCommand
 from gdsbench.commands.prepare import PrepareCommand
@@ -15,4 +16,4 @@ from gdsbench.commands.train import PredictCommand, TrainCommand
 from gdsbench.commands.validate import ValidateCommand
 
 COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand, TrainCommand,
-            PredictCommand]
+            PredictCommand, CheckpointCommand]

@@ -1,0 +1,350 @@
+"""`gdsbench checkpoint` from start to end, as MLPerf Storage v2.0 runs its
+checkpoint workload (Submission_guidelines.md 2.2): every rank writes its
+files of checkpoint 1, 2, ... N (models.py), each file fsync'd; the page
+cache is cleared; then the N checkpoints are read back, each rank reading the
+files of rank + ranks-per-node (DLIO's checkpoint_recovery_rank_shift, meant
+to defeat a client's cache), every block checked against the pattern.
+
+Ranks are spawned processes on this host, or MPI ranks. A rank's time runs
+from the start all ranks share to its last file closed (fsync'd for a write),
+as DLIO times a rank; a checkpoint's duration is the longest rank's, and its
+throughput its bytes over that duration: the minimum over ranks, as MLPerf
+reports it.
+
+Crash safety. A checkpoint's folder holds a manifest, gdsbench-checkpoint.json,
+written before any of its files (complete: false) and again after every rank
+has written and fsync'd them (complete: true). A checkpoint without a complete
+manifest is never read back. A run names the incomplete ones it finds, and
+removes a folder only where its manifest says gdsbench wrote it and every
+file in it is one gdsbench made; anything else in the directory is refused
+and left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+
+from gdsbench.checkpoint import models
+from gdsbench.checkpoint.models import CheckpointFile, Model
+from gdsbench.execution import mpi
+from gdsbench.execution.native import run_part
+from gdsbench.execution.processes import Children, ParentLink, _Cancelled
+from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.spec import JobSpec
+from gdsbench.system import gpu_path, pagecache
+from gdsbench.system.prepare import _mark, created_by_gdsbench
+
+MANIFEST = "gdsbench-checkpoint.json"
+PHASES = ("write", "read")
+
+
+@dataclass(frozen=True)
+class CheckpointRun:
+    model: Model
+    directory: str
+    checkpoints: int  # written, then each read back once
+    spec: JobSpec  # how each file is moved: mode, engine, bs, qd, direct (rw set per phase)
+    scale: float = 1.0  # every tensor's bytes times this
+    fsync: bool = True  # each file fsync'd after it is written, inside its rank's time
+    ranks_per_node: int = 0  # the read shift (0: every rank on this host)
+
+    def files(self, rank: int) -> list[CheckpointFile]:
+        return models.rank_files(self.model, rank, self.scale)
+
+    def folder(self, checkpoint: int) -> str:
+        return os.path.join(self.directory, models.folder(checkpoint))
+
+    def shift(self) -> int:
+        return self.ranks_per_node or self.model.ranks
+
+    def info(self) -> dict:
+        sizes = [sum(f.size for f in self.files(r)) for r in range(self.model.ranks)]
+        return {"kind": "checkpoint", "model": self.model.to_dict(), "scale": self.scale, "directory": self.directory,
+                "checkpoints": self.checkpoints, "ranks": self.model.ranks, "fsync": self.fsync,
+                "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
+                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")},
+                "data_path": {phase: gpu_path.data_path(self.spec.replace(rw=phase), None) for phase in PHASES}}
+
+
+@dataclass
+class RankRecord:
+    rank: int
+    host: str
+    bytes: int
+    seconds: float
+    files: int
+    verified_blocks: int = 0
+    verify_mismatches: int = 0
+    first_mismatch: str | None = None
+
+
+# ---- one rank's part of a phase ----
+
+def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool) -> tuple[int, int, int | None]:
+    """Write (or read and check) the whole of one file natively: its body in --bs transfers, the
+    rest in one. Returns (blocks checked, bad blocks, first bad offset)."""
+    checked = bad = 0
+    first = None
+    body = size // spec.bs * spec.bs
+    pieces = [(0, body, spec.bs), (body, size - body, size - body)]
+    pieces = [p for p in pieces if p[1]]
+    for i, (offset, length, bs) in enumerate(pieces):
+        last = i == len(pieces) - 1
+        job = spec.replace(path=path, rw="write" if write else "read", offset=offset, size=length, io_size=length, bs=bs,
+                           qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=not write,
+                           fsync_end=write and fsync and last, pattern="seq", stonewall=False, round_reads=0)
+        record = run_part(job, None, None)
+        if record.interrupted:
+            raise KeyboardInterrupt
+        (t,) = record.threads
+        checked, bad = checked + t.verified_blocks, bad + t.verify_mismatches
+        if t.verify_mismatches and first is None:
+            first = t.first_mismatch_offset
+    return checked, bad, first
+
+
+def write_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
+    """Rank `rank`'s files of one checkpoint: each created new (never one that was there), written
+    with the pattern, fsync'd, and marked as gdsbench's."""
+    folder, files = run.folder(checkpoint), run.files(rank)
+    started = time.monotonic()
+    for f in files:
+        path = os.path.join(folder, f.name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.ftruncate(fd, f.size)
+        finally:
+            os.close(fd)
+        _move(run.spec, path, f.size, write=True, fsync=run.fsync)
+    seconds = time.monotonic() - started
+    for f in files:  # after the clock: the mark is gdsbench's bookkeeping, not the workload's
+        fd = os.open(os.path.join(folder, f.name), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _mark(fd)
+        finally:
+            os.close(fd)
+    return RankRecord(rank, socket.gethostname(), sum(f.size for f in files), seconds, len(files))
+
+
+def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
+    """The files of rank + ranks-per-node, read whole and checked block by block."""
+    source = (rank + run.shift()) % run.model.ranks
+    folder, files = run.folder(checkpoint), run.files(source)
+    out = RankRecord(rank, socket.gethostname(), sum(f.size for f in files), 0.0, len(files))
+    started = time.monotonic()
+    for f in files:
+        checked, bad, first = _move(run.spec, os.path.join(folder, f.name), f.size, write=False, fsync=False)
+        out.verified_blocks += checked
+        out.verify_mismatches += bad
+        if bad and out.first_mismatch is None:
+            out.first_mismatch = f"{f.name} of {models.folder(checkpoint)} at offset {first}"
+    out.seconds = time.monotonic() - started
+    return out
+
+
+DO = {"write": write_rank, "read": read_rank}
+
+
+def _rank_child(run: CheckpointRun, phase: str, checkpoint: int, rank: int, control, report, parent_pid: int) -> None:
+    """Body of one rank's process for one phase of one checkpoint (spawned)."""
+    link = ParentLink(control, report, parent_pid)
+
+    def body() -> RankRecord:
+        try:
+            link.ready_then_wait()  # every rank starts together, as after DLIO's barrier
+        except _Cancelled:
+            raise KeyboardInterrupt from None
+        return DO[phase](run, checkpoint, rank)
+
+    link.report_failures(body, {"host": socket.gethostname(), "pid": os.getpid(), "rank": rank})
+
+
+def ranks_do(run: CheckpointRun, phase: str, checkpoint: int) -> list[RankRecord] | None:
+    """Every rank's part of one phase: spawned processes, or under mpirun this rank's (rank 0 gets
+    all the records, the others None). A rank that fails ends the phase naming it."""
+    comm = mpi.world()
+    if comm is not None:
+        comm.Barrier()
+        record = DO[phase](run, checkpoint, comm.Get_rank())
+        records = comm.gather(record, root=0)
+        return records if comm.Get_rank() == 0 else None
+    children = Children(_rank_child, [(run, phase, checkpoint, r) for r in range(run.model.ranks)])
+    return [message[1] for message in children.supervise()]
+
+
+# ---- the checkpoints' folders ----
+
+def read_manifest(folder: str) -> dict | None:
+    try:
+        with open(os.path.join(folder, MANIFEST)) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("gdsbench_checkpoint") == 1 else None
+
+
+def write_manifest(run: CheckpointRun, checkpoint: int, complete: bool) -> None:
+    folder = run.folder(checkpoint)
+    record = {"gdsbench_checkpoint": 1, "complete": complete, "checkpoint": checkpoint,
+              "model": run.model.to_dict(), "scale": run.scale,
+              "files": {r: [[f.name, f.size] for f in run.files(r)] for r in range(run.model.ranks)}}
+    tmp = os.path.join(folder, f".{MANIFEST}.partial-{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(folder, MANIFEST))
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ours(folder: str) -> bool:
+    """Whether a checkpoint folder is wholly gdsbench's: its manifest, and nothing in it but
+    files gdsbench made and its manifest's leftovers."""
+    if read_manifest(folder) is None:
+        return False
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if name == MANIFEST or name.startswith(f".{MANIFEST}.partial-"):
+            continue
+        if os.path.islink(path) or not os.path.isfile(path) or not created_by_gdsbench(path):
+            return False
+    return True
+
+
+def complete(run: CheckpointRun, checkpoint: int) -> bool:
+    """Whether checkpoint k was written whole: its manifest says so, for this model and scale."""
+    m = read_manifest(run.folder(checkpoint))
+    return bool(m and m.get("complete") is True and m.get("model") == run.model.to_dict() and m.get("scale") == run.scale)
+
+
+def incomplete_folders(directory: str) -> list[str]:
+    """Checkpoint folders of gdsbench's in directory whose writing never finished."""
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in sorted(os.listdir(directory)):
+        m = read_manifest(os.path.join(directory, name))
+        if name.startswith("global_epoch") and m is not None and m.get("complete") is not True:
+            out.append(os.path.join(directory, name))
+    return out
+
+
+def make_room(run: CheckpointRun, checkpoint: int) -> str | None:
+    """A new, empty folder for checkpoint k. One of gdsbench's already there is removed first (said
+    in the returned note); anything else under the name is refused, and left as it is."""
+    folder = run.folder(checkpoint)
+    note = None
+    if os.path.lexists(folder):
+        if os.path.islink(folder) or not os.path.isdir(folder) or not ours(folder):
+            raise UsageError(f"{folder}: there already, and not a checkpoint gdsbench wrote; gdsbench replaces only "
+                             "its own: give another directory, or remove it yourself")
+        state = "complete" if read_manifest(folder).get("complete") is True else "INCOMPLETE"
+        shutil.rmtree(folder)
+        note = f"removed {folder}, an earlier {state} checkpoint gdsbench wrote"
+    os.makedirs(folder)
+    return note
+
+
+# ---- the whole run ----
+
+@dataclass
+class Outcome:
+    rows: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def summarise(run: CheckpointRun, phase: str, checkpoint: int, records: list[RankRecord]) -> dict:
+    """One phase of one checkpoint as MLPerf reports it (duration: the longest rank's; throughput:
+    the checkpoint's bytes over it, the minimum over ranks), with every rank's figures beside it."""
+    records = sorted(records, key=lambda r: r.rank)
+    total = sum(r.bytes for r in records)
+    seconds = [r.seconds for r in records]
+    slowest = max(records, key=lambda r: r.seconds)
+    ordered = sorted(seconds)
+    return {"phase": phase, "checkpoint": checkpoint, "point_key": f"{phase}={checkpoint}", "model": run.model.name,
+            "scale": run.scale, "ranks": len(records), "bytes": total, "duration_s": slowest.seconds,
+            "throughput_bytes_per_s": total / slowest.seconds if slowest.seconds else 0.0,
+            "rank_mean_s": sum(seconds) / len(seconds), "rank_median_s": ordered[len(ordered) // 2],
+            "rank_min_s": ordered[0], "slowest_rank": slowest.rank, "slowest_host": slowest.host,
+            "rank_seconds": seconds, "rank_bytes": [r.bytes for r in records], "rank_hosts": [r.host for r in records],
+            "files": sum(r.files for r in records), "fsync": run.fsync and phase == "write",
+            "verified_blocks": sum(r.verified_blocks for r in records),
+            "verify_mismatches": sum(r.verify_mismatches for r in records),
+            "first_mismatch": next((r.first_mismatch for r in records if r.first_mismatch), None)}
+
+
+def clear_cache(run: CheckpointRun) -> None:
+    """Drop the checkpoints' pages from this host's page cache (what MLPerf's rules clear between
+    writing and reading), file by file."""
+    for k in range(1, run.checkpoints + 1):
+        for r in range(run.model.ranks):
+            for f in run.files(r):
+                path = os.path.join(run.folder(k), f.name)
+                if os.path.exists(path):
+                    pagecache.evict(path, 0, f.size)
+
+
+def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None = None) -> Outcome:
+    """Write every checkpoint, clear the cache, read every one back; each row saved as it is made
+    (into `out`, which keeps them if the run is stopped part-way)."""
+    out = out if out is not None else Outcome()
+    root = mpi.is_root()
+    comm = mpi.world()
+    if root:
+        for folder in incomplete_folders(run.directory):
+            out.notes.append(f"{folder}: an INCOMPLETE checkpoint (a run stopped while writing it); it is never read "
+                             "back, and is replaced when its number is written")
+        os.makedirs(run.directory, exist_ok=True)
+    for phase in PHASES:
+        if phase == "read":
+            clear_cache(run)
+        for k in range(1, run.checkpoints + 1):
+            if phase == "write" and root:
+                note = make_room(run, k)
+                if note:
+                    out.notes.append(note)
+                write_manifest(run, k, complete=False)
+            if phase == "read" and root and not complete(run, k):
+                raise UsageError(f"{run.folder(k)}: not a complete checkpoint of this model and scale; it is not read")
+            if comm is not None:
+                comm.Barrier()  # the folder is there before any rank writes into it
+            records = ranks_do(run, phase, k)
+            if records is None:  # an MPI rank other than 0
+                continue
+            if phase == "write":
+                write_manifest(run, k, complete=True)
+            row = summarise(run, phase, k, records)
+            out.rows.append(row)
+            if store is not None:
+                store.append(row)
+            if on_row:
+                on_row(row)
+            if row["verify_mismatches"]:  # saved and shown first: the figures are not lost
+                raise VerifyFailure(f"--verify: {row['verify_mismatches']} blocks read back did not match what was "
+                                    f"written (the first in {row['first_mismatch']})")
+    return out
+
+
+def check_room(run: CheckpointRun) -> None:
+    """UsageError where the checkpoints cannot fit in the directory's filesystem (before anything is written)."""
+    here = os.path.abspath(run.directory)
+    while not os.path.exists(here):
+        here = os.path.dirname(here)
+    vfs = os.statvfs(here)
+    need = run.checkpoints * sum(f.size for r in range(run.model.ranks) for f in run.files(r))
+    free = vfs.f_bavail * vfs.f_frsize
+    if vfs.f_blocks and need > free:
+        from gdsbench.job.units import format_size
+
+        raise UsageError(f"--checkpoints {run.checkpoints}: {format_size(need)} of checkpoints, only {format_size(free)} "
+                         f"free in {here}; shrink them with --scale, or write fewer")
+

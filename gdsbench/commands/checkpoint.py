@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gdsbench.commands.options import add_job_arguments, count_arg, job_values
+from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how each file is written and read
+
+
+def scale_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most 1")
+    return value
+
+
+class CheckpointCommand:
+    name = "checkpoint"
+    help = ("MLPerf Storage v2.0's checkpoint workload: every rank writes its share of N checkpoints of a model, "
+            "each file fsync'd, then reads them back, checked; reported as MLPerf reports it")
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", metavar="DIR", help="where the checkpoints go (global_epoch1_stepK/ folders; only "
+                                                        "folders gdsbench wrote are ever replaced)")
+        parser.add_argument("--model", required=True, metavar="NAME|FILE.toml",
+                            help="llama3-8b, llama3-70b, llama3-405b, llama3-1t, or a TOML file with a [model] table")
+        parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=10, metavar="N",
+                            help="checkpoints written, then each read back once (default: 10, MLPerf's)")
+        parser.add_argument("--scale", type=scale_arg, default=1.0, metavar="F",
+                            help="every tensor's bytes times F, for a smaller machine (said on every row; default: 1)")
+        group = parser.add_argument_group("the model's shape (as DLIO's model fields; each changes what is written)")
+        for flag, what in (("layers", "transformer layers"), ("vocab", "vocabulary size"),
+                           ("dp", "data-parallel ranks (ranks = TP x PP x DP)")):
+            group.add_argument(f"--{flag}", type=count_arg(1, 10**7), default=None, metavar="N", help=what)
+        parser.add_argument("--ranks-per-node", type=count_arg(1, 10**6), default=None, metavar="N",
+                            help="reads shift by this many ranks (DLIO's checkpoint_recovery_rank_shift; default: every "
+                                 "rank is on one node, so a rank reads its own files)")
+        parser.add_argument("--no-fsync", action="store_true",
+                            help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
+        add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
+        parser.add_argument("--dry-run", action="store_true", help="print the files each rank would write, and stop")
+        parser.add_argument("--name", default=None, help="run name (default: checkpoint-MODEL)")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
+
+    def run(self, args: argparse.Namespace) -> int:
+        import os
+
+        from gdsbench.checkpoint import models, session
+        from gdsbench.execution import mpi
+        from gdsbench.execution.runner import runnable_here
+        from gdsbench.job.spec import JobSpec, spec_from_values
+        from gdsbench.job.units import format_size
+        from gdsbench.reporting import checkpoint_report
+        from gdsbench.results.store import RunStore
+
+        if args.path.startswith(("http://", "https://", "s3://")):
+            raise UsageError(f"DIR {args.path}: checkpoints go to a local or mounted directory; objects are not written "
+                             "by checkpoint yet")
+        overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
+        model = models.load(args.model, overrides)
+        values = dict(job_values(args), rw="write")
+        base = JobSpec(path=os.path.join(os.path.abspath(args.path), "probe.pt"))
+        spec = runnable_here(spec_from_values(values, base))
+        if not spec.mode_declaration.native_loop:
+            raise UsageError(f"--mode {spec.mode}: checkpoint writes with the native core's modes (cpu, bounce); "
+                             f"{spec.mode} does not write yet")
+        spec = spec.replace(direct=spec.uses_o_direct)
+        comm = mpi.world()
+        if comm is not None and comm.Get_size() != model.ranks:
+            raise UsageError(f"--model {model.name}: {model.ranks} ranks (TP {model.tp} x PP {model.pp} x DP {model.dp}), "
+                             f"and mpirun started {comm.Get_size()}; start {model.ranks}, or change --dp")
+        run = session.CheckpointRun(model, os.path.abspath(args.path), args.checkpoints, spec, args.scale,
+                                    fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0)
+        info = run.info()
+        if args.dry_run:
+            if mpi.is_root():
+                for r in range(model.ranks):
+                    print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
+                print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
+            return 0
+        session.check_room(run)
+        store = None
+        if mpi.is_root():
+            store = RunStore.create(args.results, args.name or f"checkpoint-{model.name}", info)
+            store.lock()
+            if not args.json:
+                print(checkpoint_report.header({**info, "name": store.path}), flush=True)
+        status = "failed"
+        outcome = session.Outcome()
+        try:
+            session.checkpoint(run, store, None if args.json or not mpi.is_root() else
+                               lambda row: print(checkpoint_report.row_line(row), flush=True), outcome)
+            status = "complete"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            print("gdsbench: interrupted; the checkpoints finished so far are saved", file=sys.stderr)
+        finally:
+            if store is not None:
+                store.update_info(status=status, notes=outcome.notes)
+                store.unlock()
+        if not mpi.is_root():
+            return 0
+        for note in outcome.notes:
+            print(f"gdsbench: note: {note}", file=sys.stderr)
+        if args.json:
+            json.dump(outcome.rows, sys.stdout, indent=1, default=float)
+            print()
+        elif outcome.rows:
+            print(checkpoint_report.verdict(outcome.rows))
+        if store is not None and outcome.rows:
+            try:
+                page = checkpoint_report.build(store.path)
+                print(f"run: {store.path}\nreport: {page}", file=sys.stderr if args.json else sys.stdout)
+            except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
+                print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
+        return EXIT_INTERRUPTED if status == "interrupted" else 0

@@ -1,0 +1,129 @@
+"""gdsbench checkpoint: DLIO's layout for MLPerf Storage v2.0's models (checked
+against the numbers DLIO's own code gives), the write-then-read procedure as
+MLPerf reports it, and crash safety: an incomplete checkpoint is named, never
+read back, and replaced only where gdsbench wrote it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import mpirun, needs_mpi
+from test_bad_input import assert_one_line_error
+
+from gdsbench.checkpoint import models
+from gdsbench.checkpoint.session import MANIFEST, read_manifest
+
+SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
+
+
+def total(model: models.Model) -> int:
+    return sum(f.tensor_bytes for rank in models.layout(model) for f in rank)
+
+
+def test_the_layout_is_dlios_for_each_model():
+    """Against dlio_benchmark 295c1c7 (mlperf_storage_v2.0): its parameter count and per-file
+    tensor bytes, worked out from its code, and a scaled llama3-8b it wrote on this machine."""
+    m = models.load("llama3-8b")
+    assert m.parameters == 8_030_261_248 and m.ranks == 8
+    assert [(f.name, f.tensor_bytes) for f in models.rank_files(m, 3)] == [
+        ("zero_pp_rank_3_mp_rank_0_model_states.pt", 2_007_565_312),
+        ("zero_pp_rank_3_mp_rank_0_optim_states.pt", 12_045_637_632)]
+    assert total(m) == 112_425_623_552  # DLIO's checkpoint_size_GB 104.7045 (GiB)
+    scaled = models.load("llama3-8b", {"layers": 2, "vocab": 8192})  # DLIO wrote 125,838,838 and 755,253,717
+    assert [f.tensor_bytes for f in models.rank_files(scaled, 0)] == [125_834_240, 755_251_200]  # bytes + torch's zip
+    assert round(total(models.load("llama3-70b")) / 2**30, 2) == 911.21
+    big = models.load("llama3-405b")
+    assert [f.name for f in models.rank_files(big, 0)] == [f"layer_{i}-model_0_model_states.pt" for i in range(5)] + [
+        "zero_pp_rank_0_mp_rank_0_optim_states.pt"]
+    assert round(sum(f.tensor_bytes for f in models.rank_files(big, 0)) / 1e9, 2) == 13.23
+    assert [(f.name, f.tensor_bytes) for f in models.rank_files(big, 256)] == [
+        ("zero_pp_rank_1_mp_rank_0_optim_states.pt", 9_513_171_840)]  # dp 1 of ZeRO-1: optimizer only
+    assert round(total(models.load("llama3-1t")) / 2**30, 1) == 15426.6  # DLIO's formula; MLPerf's table says 18 TB
+    with pytest.raises(Exception, match="ZeRO-3 with pipeline parallelism"):
+        models.load("llama3-8b", {"pp": 2})
+
+
+def test_checkpoints_are_written_then_read_back_checked_and_reported_as_mlperf_does(gdsbench, tmp_path):
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "2", "--results", tmp_path / "res", "--json")
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)
+    assert [(r["phase"], r["checkpoint"]) for r in rows] == [("write", 1), ("write", 2), ("read", 1), ("read", 2)]
+    sizes = [f.size for r in range(2) for f in models.rank_files(models.load("llama3-8b", {"dp": 2, "layers": 1,
+                                                                                           "vocab": 1024}), r, 0.01)]
+    for r in rows:
+        assert r["ranks"] == 2 and r["bytes"] == sum(sizes) and r["duration_s"] == max(r["rank_seconds"])
+        assert r["throughput_bytes_per_s"] == pytest.approx(r["bytes"] / r["duration_s"])
+    assert all(r["fsync"] for r in rows[:2]) and rows[2]["verified_blocks"] == sum(sizes) // 4096
+    assert all(r["verify_mismatches"] == 0 for r in rows)
+    manifest = read_manifest(str(tmp_path / "ck" / "global_epoch1_step2"))
+    assert manifest["complete"] is True and len(manifest["files"]) == 2
+    (run,) = (tmp_path / "res").iterdir()
+    assert (run / "report" / "report.html").exists() and json.loads((run / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_corrupted_checkpoint_fails_its_read_in_one_line(gdsbench, tmp_path):
+    assert gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res").code == 0
+    path = tmp_path / "ck" / "global_epoch1_step1" / "zero_pp_rank_1_mp_rank_0_optim_states.pt"
+    with open(path, "r+b") as f:
+        f.seek(8192 + 100)
+        f.write(b"\xff")
+    from gdsbench.checkpoint import session
+
+    run = session.CheckpointRun(models.load("llama3-8b", {"dp": 2, "layers": 1, "vocab": 1024}), str(tmp_path / "ck"), 1,
+                                _spec(tmp_path), 0.01)
+    record = session.read_rank(run, 1, 1)  # rank 1 reads its own files: one node, the shift goes round
+    assert record.verify_mismatches == 1 and "zero_pp_rank_1_mp_rank_0_optim_states.pt" in record.first_mismatch
+
+
+def _spec(tmp_path):
+    from gdsbench.execution.runner import runnable_here
+    from gdsbench.job.spec import JobSpec
+
+    spec = runnable_here(JobSpec(path=str(tmp_path / "probe.pt"), rw="write", bs=1 << 20))
+    return spec.replace(direct=spec.uses_o_direct)
+
+
+def test_a_checkpoint_killed_while_written_is_named_never_read_and_replaced_only_if_gdsbench_s(gdsbench, tmp_path):
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "checkpoint", str(ck), *SMALL[:-2], "--scale", "0.5",
+                             "--checkpoints", "3", "--results", str(tmp_path / "res")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (ck / "global_epoch1_step2" / MANIFEST).exists():  # checkpoint 1 done, 2 begun
+        assert time.monotonic() < deadline and proc.poll() is None, "the run ended before checkpoint 2 began"
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait(30)
+    left = read_manifest(str(ck / "global_epoch1_step2"))
+    assert left is not None and left["complete"] is False  # never read back as complete
+    res = gdsbench("checkpoint", ck, *SMALL, "--checkpoints", "2", "--results", tmp_path / "res")
+    assert res.code == 0, res.err
+    assert "global_epoch1_step2: an INCOMPLETE checkpoint" in res.err and "an earlier INCOMPLETE checkpoint" in res.err
+    stranger = ck / "global_epoch1_step1" / "notes.txt"  # something that is not gdsbench's, in its folder
+    stranger.write_text("mine")
+    assert_one_line_error(gdsbench("checkpoint", ck, *SMALL, "--checkpoints", "1", "--results", tmp_path / "res"),
+                          "not a checkpoint gdsbench wrote")
+    assert stranger.read_text() == "mine"
+
+
+def test_what_checkpoint_cannot_do_says_so(gdsbench, tmp_path):
+    assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-9b"), "--model llama3-9b: unknown")
+    assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-8b", "--mode", "kvikio"))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path, *SMALL[:-2], "--scale", "2"), "--scale")
+    assert_one_line_error(gdsbench("checkpoint", "s3://b/ck", "--model", "llama3-8b"), "local or mounted directory")
+    assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-405b", "--checkpoints", "1"),
+                          "free in")  # 5 TiB does not fit
+
+
+@needs_mpi
+def test_mpi_ranks_are_the_checkpoint_ranks(tmp_path):
+    proc = mpirun(2, "checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["phase"], r["ranks"], r["verify_mismatches"]) for r in rows] == [("write", 2, 0), ("read", 2, 0)]
+    bad = mpirun(3, "checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res")
+    assert bad.returncode != 0 and "mpirun started 3" in bad.stderr
