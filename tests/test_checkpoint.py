@@ -6,6 +6,7 @@ read back, and replaced only where gdsbench wrote it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -126,4 +127,29 @@ def test_mpi_ranks_are_the_checkpoint_ranks(tmp_path):
     rows = json.loads(proc.stdout)
     assert [(r["phase"], r["ranks"], r["verify_mismatches"]) for r in rows] == [("write", 2, 0), ("read", 2, 0)]
     bad = mpirun(3, "checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res")
-    assert bad.returncode != 0 and "mpirun started 3" in bad.stderr
+    assert bad.returncode != 0 and "more than the model's 2" in bad.stderr
+
+
+def test_a_rank_that_fails_mid_write_ends_the_run_naming_it_and_leaves_the_checkpoint_incomplete(gdsbench, tmp_path):
+    """Each rank's third copy from the (SIMULATED) GPU fails: the run ends in one line naming a
+    process, and the checkpoint it was writing is marked incomplete, never complete."""
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "bounce", "--gpu-backend",
+                   "sim:fail-copy=3", "--results", tmp_path / "res")
+    assert res.code != 0 and "process" in res.err and "Traceback" not in res.err, res.err
+    assert read_manifest(str(tmp_path / "ck" / "global_epoch1_step1"))["complete"] is False
+
+
+def test_subset_mode_writes_and_reads_the_first_ranks_share(gdsbench, tmp_path):
+    """MLPerf's subset mode: 2 of llama3-8b's 8 ranks, as one host of the full job writes its share."""
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", "llama3-8b", "--layers", "1", "--vocab", "1024", "--scale",
+                   "0.005", "--ranks", "2", "--checkpoints", "1", "--results", tmp_path / "res", "--json")
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)
+    full = models.load("llama3-8b", {"layers": 1, "vocab": 1024})
+    assert all(r["ranks"] == 2 and r["bytes"] == sum(f.size for i in (0, 1) for f in models.rank_files(full, i, 0.005))
+               for r in rows)
+    assert sorted(os.listdir(tmp_path / "ck" / "global_epoch1_step1")) == [
+        MANIFEST, "zero_pp_rank_0_mp_rank_0_model_states.pt", "zero_pp_rank_0_mp_rank_0_optim_states.pt",
+        "zero_pp_rank_1_mp_rank_0_model_states.pt", "zero_pp_rank_1_mp_rank_0_optim_states.pt"]
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", "llama3-8b", "--ranks", "9"),
+                          "more than the model's 8")

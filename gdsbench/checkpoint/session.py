@@ -5,7 +5,9 @@ cache is cleared; then the N checkpoints are read back, each rank reading the
 files of rank + ranks-per-node (DLIO's checkpoint_recovery_rank_shift, meant
 to defeat a client's cache), every block checked against the pattern.
 
-Ranks are spawned processes on this host, or MPI ranks. A rank's time runs
+Ranks are spawned processes on this host, or MPI ranks. In MLPerf's subset
+mode (--ranks N, fewer than the model's TP x PP x DP) ranks 0..N-1 write and
+read their share of the checkpoint: what one host of the full job would. A rank's time runs
 from the start all ranks share to its last file closed (fsync'd for a write),
 as DLIO times a rank; a checkpoint's duration is the longest rank's, and its
 throughput its bytes over that duration: the minimum over ranks, as MLPerf
@@ -52,6 +54,12 @@ class CheckpointRun:
     scale: float = 1.0  # every tensor's bytes times this
     fsync: bool = True  # each file fsync'd after it is written, inside its rank's time
     ranks_per_node: int = 0  # the read shift (0: every rank on this host)
+    subset: int = 0  # MLPerf's subset mode: only ranks 0..subset-1 of the model's take part (0: all)
+
+    @property
+    def ranks(self) -> int:
+        """The ranks that write and read: the model's TP x PP x DP, or the subset's."""
+        return self.subset or self.model.ranks
 
     def files(self, rank: int) -> list[CheckpointFile]:
         return models.rank_files(self.model, rank, self.scale)
@@ -60,12 +68,12 @@ class CheckpointRun:
         return os.path.join(self.directory, models.folder(checkpoint))
 
     def shift(self) -> int:
-        return self.ranks_per_node or self.model.ranks
+        return self.ranks_per_node or self.ranks
 
     def info(self) -> dict:
-        sizes = [sum(f.size for f in self.files(r)) for r in range(self.model.ranks)]
+        sizes = [sum(f.size for f in self.files(r)) for r in range(self.ranks)]
         return {"kind": "checkpoint", "model": self.model.to_dict(), "scale": self.scale, "directory": self.directory,
-                "checkpoints": self.checkpoints, "ranks": self.model.ranks, "fsync": self.fsync,
+                "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
                 "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")},
                 "data_path": {phase: gpu_path.data_path(self.spec.replace(rw=phase), None) for phase in PHASES}}
@@ -133,7 +141,7 @@ def write_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
 
 def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
     """The files of rank + ranks-per-node, read whole and checked block by block."""
-    source = (rank + run.shift()) % run.model.ranks
+    source = (rank + run.shift()) % run.ranks
     folder, files = run.folder(checkpoint), run.files(source)
     out = RankRecord(rank, socket.gethostname(), sum(f.size for f in files), 0.0, len(files))
     started = time.monotonic()
@@ -173,7 +181,7 @@ def ranks_do(run: CheckpointRun, phase: str, checkpoint: int) -> list[RankRecord
         record = DO[phase](run, checkpoint, comm.Get_rank())
         records = comm.gather(record, root=0)
         return records if comm.Get_rank() == 0 else None
-    children = Children(_rank_child, [(run, phase, checkpoint, r) for r in range(run.model.ranks)])
+    children = Children(_rank_child, [(run, phase, checkpoint, r) for r in range(run.ranks)])
     return [message[1] for message in children.supervise()]
 
 
@@ -192,7 +200,7 @@ def write_manifest(run: CheckpointRun, checkpoint: int, complete: bool) -> None:
     folder = run.folder(checkpoint)
     record = {"gdsbench_checkpoint": 1, "complete": complete, "checkpoint": checkpoint,
               "model": run.model.to_dict(), "scale": run.scale,
-              "files": {r: [[f.name, f.size] for f in run.files(r)] for r in range(run.model.ranks)}}
+              "files": {r: [[f.name, f.size] for f in run.files(r)] for r in range(run.ranks)}}
     tmp = os.path.join(folder, f".{MANIFEST}.partial-{os.getpid()}")
     with open(tmp, "w") as f:
         json.dump(record, f)
@@ -221,9 +229,10 @@ def ours(folder: str) -> bool:
 
 
 def complete(run: CheckpointRun, checkpoint: int) -> bool:
-    """Whether checkpoint k was written whole: its manifest says so, for this model and scale."""
+    """Whether checkpoint k was written whole: its manifest says so, for this model, scale and ranks."""
     m = read_manifest(run.folder(checkpoint))
-    return bool(m and m.get("complete") is True and m.get("model") == run.model.to_dict() and m.get("scale") == run.scale)
+    return bool(m and m.get("complete") is True and m.get("model") == run.model.to_dict() and m.get("scale") == run.scale
+                and len(m.get("files", ())) == run.ranks)
 
 
 def incomplete_folders(directory: str) -> list[str]:
@@ -286,7 +295,7 @@ def clear_cache(run: CheckpointRun) -> None:
     """Drop the checkpoints' pages from this host's page cache (what MLPerf's rules clear between
     writing and reading), file by file."""
     for k in range(1, run.checkpoints + 1):
-        for r in range(run.model.ranks):
+        for r in range(run.ranks):
             for f in run.files(r):
                 path = os.path.join(run.folder(k), f.name)
                 if os.path.exists(path):
@@ -340,7 +349,7 @@ def check_room(run: CheckpointRun) -> None:
     while not os.path.exists(here):
         here = os.path.dirname(here)
     vfs = os.statvfs(here)
-    need = run.checkpoints * sum(f.size for r in range(run.model.ranks) for f in run.files(r))
+    need = run.checkpoints * sum(f.size for r in range(run.ranks) for f in run.files(r))
     free = vfs.f_bavail * vfs.f_frsize
     if vfs.f_blocks and need > free:
         from gdsbench.job.units import format_size

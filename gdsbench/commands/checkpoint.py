@@ -41,6 +41,9 @@ class CheckpointCommand:
         parser.add_argument("--ranks-per-node", type=count_arg(1, 10**6), default=None, metavar="N",
                             help="reads shift by this many ranks (DLIO's checkpoint_recovery_rank_shift; default: every "
                                  "rank is on one node, so a rank reads its own files)")
+        parser.add_argument("--ranks", type=count_arg(1, 10**6), default=None, metavar="N",
+                            help="MLPerf's subset mode: only ranks 0..N-1 of the model's TP x PP x DP write and read "
+                                 "their share, as one host of the full job (default: all; under mpirun: its ranks)")
         parser.add_argument("--no-fsync", action="store_true",
                             help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
@@ -73,15 +76,20 @@ class CheckpointCommand:
                              f"{spec.mode} does not write yet")
         spec = spec.replace(direct=spec.uses_o_direct)
         comm = mpi.world()
-        if comm is not None and comm.Get_size() != model.ranks:
-            raise UsageError(f"--model {model.name}: {model.ranks} ranks (TP {model.tp} x PP {model.pp} x DP {model.dp}), "
-                             f"and mpirun started {comm.Get_size()}; start {model.ranks}, or change --dp")
+        ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)
+        if ranks > model.ranks:
+            raise UsageError(f"--ranks {ranks}: more than the model's {model.ranks} (TP {model.tp} x PP {model.pp} x DP "
+                             f"{model.dp}); raise --dp, or use fewer ranks")
+        if comm is not None and comm.Get_size() != ranks:
+            raise UsageError(f"--ranks {ranks}: and mpirun started {comm.Get_size()}; start {ranks} (or leave --ranks "
+                             "out: the ranks mpirun starts)")
         run = session.CheckpointRun(model, os.path.abspath(args.path), args.checkpoints, spec, args.scale,
-                                    fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0)
+                                    fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0,
+                                    subset=ranks if ranks < model.ranks else 0)
         info = run.info()
         if args.dry_run:
             if mpi.is_root():
-                for r in range(model.ranks):
+                for r in range(run.ranks):
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
