@@ -35,7 +35,8 @@ uint64_t EngineInfo::option(const OptionValues& values, const std::string& optio
 // writes only to files it created, which the Python layer checks before a job starts).
 LocalFile::LocalFile(const Target& target) {
   const bool write = target.direction == Direction::kWrite;
-  const int flags = (write ? O_WRONLY : O_RDONLY) | O_CLOEXEC | (target.direct ? O_DIRECT : 0);
+  // a write never follows a link, and goes only to a regular file (checked again below, on what was opened)
+  const int flags = (write ? O_WRONLY | O_NOFOLLOW : O_RDONLY) | O_CLOEXEC | (target.direct ? O_DIRECT : 0);
   fd_ = ::open(target.path.c_str(), flags);
   if (fd_ < 0)
     throw InputError("path " + target.path + ": cannot open for " + (write ? "writing" : "reading") + ": " +
@@ -45,6 +46,10 @@ LocalFile::LocalFile(const Target& target) {
     const int err = errno;
     ::close(fd_);
     throw InputError("path " + target.path + ": cannot stat: " + errno_text(err));
+  }
+  if (write && !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw InputError("path " + target.path + ": not a regular file: gdsbench writes only into files it made");
   }
   size_ = uint64_t(st.st_size);
 }

@@ -137,6 +137,8 @@ def test_a_rank_that_fails_mid_write_ends_the_run_naming_it_and_leaves_the_check
                    "sim:fail-copy=3", "--results", tmp_path / "res")
     assert res.code != 0 and "process" in res.err and "Traceback" not in res.err, res.err
     assert read_manifest(str(tmp_path / "ck" / "global_epoch1_step1"))["complete"] is False
+    again = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res")
+    assert again.code == 0 and "an earlier INCOMPLETE checkpoint" in again.err, again.err  # its part-written files too
 
 
 def test_subset_mode_writes_and_reads_the_first_ranks_share(gdsbench, tmp_path):

@@ -440,3 +440,19 @@ def test_kvikio_reads_a_url_through_remotefile_against_a_test_double(nginx, s3_e
     kvikio_mode.files.open_for_reading(sys.modules["kvikio"], "s3://bucket/data.dat")
     assert _FakeRemoteFile.opened[-1] == ("open_s3_url", "s3://bucket/data.dat", {
         "aws_region_name": "us-east-1", "aws_endpoint_url": s3_env["AWS_ENDPOINT_URL"]})
+
+
+def test_an_object_smaller_than_a_block_is_looked_at_without_error(served, nginx):
+    """A pattern check asks for 4 KiB; a 100-byte object answers 100: not a pattern block, not an error."""
+    from gdsbench.system.targets.remote_object import RemoteObject
+
+    (served / "bucket" / "small.txt").write_bytes(b"x" * 100)
+    assert RemoteObject.open(f"{nginx}/bucket/small.txt").has_pattern(0) is False
+
+
+def test_s3_writes_to_a_server_that_is_not_there_are_one_line(gdsbench, s3_env, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    assert_one_line_error(gdsbench("prepare", "s3://bucket/new.dat", "--size", "1M"), "cannot connect")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    assert_one_line_error(gdsbench("prepare", "--workload", "unet3d", "s3://bucket/ds/", "--files", "2"))

@@ -145,3 +145,10 @@ def test_a_sweep_over_rw_and_compare_set_writes_beside_reads(gdsbench, tmp_path)
     (run,) = (tmp_path / "fsynced").iterdir()
     (skipped,) = json.loads((run / "run.json").read_text())["skipped"]  # a read cannot fsync: said, not run
     assert skipped["values"] == {"rw": "read"} and "--fsync-end: only with --rw write" in skipped["reason"]
+
+
+def test_writes_that_cannot_mean_anything_are_refused(gdsbench, own_pattern_file):
+    assert_one_line_error(gdsbench("run", own_pattern_file, "--rw", "write", "--procs", "2", "--layout", "shared-all",
+                                   "--io-size", "1M"), "every process would write the same blocks")
+    assert_one_line_error(gdsbench("run", "--engine", "null", "--rw", "write", "--fsync-end", "--io-size", "1M"),
+                          "it writes nothing to sync")

@@ -38,8 +38,9 @@ from gdsbench.execution.native import run_part
 from gdsbench.execution.processes import Children, ParentLink, _Cancelled
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.spec import JobSpec
+from gdsbench.job.units import format_size
 from gdsbench.system import gpu_path, pagecache
-from gdsbench.system.prepare import _mark, created_by_gdsbench
+from gdsbench.system.folders import LocalFolder
 
 MANIFEST = "gdsbench-checkpoint.json"
 PHASES = ("write", "read")
@@ -55,6 +56,7 @@ class CheckpointRun:
     fsync: bool = True  # each file fsync'd after it is written, inside its rank's time
     ranks_per_node: int = 0  # the read shift (0: every rank on this host)
     subset: int = 0  # MLPerf's subset mode: only ranks 0..subset-1 of the model's take part (0: all)
+    verify: bool = True  # every block read back checked, inside its rank's time (as torch.load checks CRCs)
 
     @property
     def ranks(self) -> int:
@@ -74,6 +76,7 @@ class CheckpointRun:
         sizes = [sum(f.size for f in self.files(r)) for r in range(self.ranks)]
         return {"kind": "checkpoint", "model": self.model.to_dict(), "scale": self.scale, "directory": self.directory,
                 "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
+                "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
                 "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")},
                 "data_path": {phase: gpu_path.data_path(self.spec.replace(rw=phase), None) for phase in PHASES}}
@@ -93,9 +96,11 @@ class RankRecord:
 
 # ---- one rank's part of a phase ----
 
-def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool) -> tuple[int, int, int | None]:
-    """Write (or read and check) the whole of one file natively: its body in --bs transfers, the
-    rest in one. Returns (blocks checked, bad blocks, first bad offset)."""
+def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify: bool) -> tuple[int, int, int | None]:
+    """Write (or read, and check if asked) the whole of one file natively: its body in --bs
+    transfers, the rest in one, each a native job of its own (its thread and buffers made inside
+    the rank's time: a fixed cost a file, small beside a large file's). Returns (blocks checked,
+    bad blocks, first bad offset)."""
     checked = bad = 0
     first = None
     body = size // spec.bs * spec.bs
@@ -104,7 +109,7 @@ def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool) -> tupl
     for i, (offset, length, bs) in enumerate(pieces):
         last = i == len(pieces) - 1
         job = spec.replace(path=path, rw="write" if write else "read", offset=offset, size=length, io_size=length, bs=bs,
-                           qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=not write,
+                           qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=verify and not write,
                            fsync_end=write and fsync and last, pattern="seq", stonewall=False, round_reads=0)
         record = run_part(job, None, None)
         if record.interrupted:
@@ -117,25 +122,19 @@ def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool) -> tupl
 
 
 def write_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
-    """Rank `rank`'s files of one checkpoint: each created new (never one that was there), written
-    with the pattern, fsync'd, and marked as gdsbench's."""
+    """Rank `rank`'s files of one checkpoint, each created new (never one that was there: O_EXCL,
+    in the folder this run made, whose manifest names it), written with the pattern, fsync'd."""
     folder, files = run.folder(checkpoint), run.files(rank)
     started = time.monotonic()
     for f in files:
         path = os.path.join(folder, f.name)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
             os.ftruncate(fd, f.size)
         finally:
             os.close(fd)
-        _move(run.spec, path, f.size, write=True, fsync=run.fsync)
+        _move(run.spec, path, f.size, write=True, fsync=run.fsync, verify=False)
     seconds = time.monotonic() - started
-    for f in files:  # after the clock: the mark is gdsbench's bookkeeping, not the workload's
-        fd = os.open(os.path.join(folder, f.name), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            _mark(fd)
-        finally:
-            os.close(fd)
     return RankRecord(rank, socket.gethostname(), sum(f.size for f in files), seconds, len(files))
 
 
@@ -146,7 +145,8 @@ def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
     out = RankRecord(rank, socket.gethostname(), sum(f.size for f in files), 0.0, len(files))
     started = time.monotonic()
     for f in files:
-        checked, bad, first = _move(run.spec, os.path.join(folder, f.name), f.size, write=False, fsync=False)
+        checked, bad, first = _move(run.spec, os.path.join(folder, f.name), f.size, write=False, fsync=False,
+                                    verify=run.verify)
         out.verified_blocks += checked
         out.verify_mismatches += bad
         if bad and out.first_mismatch is None:
@@ -215,15 +215,18 @@ def write_manifest(run: CheckpointRun, checkpoint: int, complete: bool) -> None:
 
 
 def ours(folder: str) -> bool:
-    """Whether a checkpoint folder is wholly gdsbench's: its manifest, and nothing in it but
-    files gdsbench made and its manifest's leftovers."""
-    if read_manifest(folder) is None:
+    """Whether a checkpoint folder is wholly gdsbench's: its manifest (written before any file),
+    and nothing in it but regular files the manifest names (each created new by gdsbench, whole
+    or not: a run stopped part-way leaves some short or unwritten) and the manifest's leftovers."""
+    manifest = read_manifest(folder)
+    if manifest is None:
         return False
+    named = {name for files in manifest.get("files", {}).values() for name, _ in files}
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
         if name == MANIFEST or name.startswith(f".{MANIFEST}.partial-"):
             continue
-        if os.path.islink(path) or not os.path.isfile(path) or not created_by_gdsbench(path):
+        if name not in named or os.path.islink(path) or not os.path.isfile(path):
             return False
     return True
 
@@ -291,15 +294,27 @@ def summarise(run: CheckpointRun, phase: str, checkpoint: int, records: list[Ran
             "first_mismatch": next((r.first_mismatch for r in records if r.first_mismatch), None)}
 
 
-def clear_cache(run: CheckpointRun) -> None:
+def clear_cache(run: CheckpointRun) -> float:
     """Drop the checkpoints' pages from this host's page cache (what MLPerf's rules clear between
-    writing and reading), file by file."""
+    writing and reading), file by file: each flushed first (fdatasync: a dirty page cannot be
+    dropped; outside any rank's time), then dropped. Returns the share of their pages still
+    cached after."""
+    cached = total = 0
     for k in range(1, run.checkpoints + 1):
         for r in range(run.ranks):
             for f in run.files(r):
                 path = os.path.join(run.folder(k), f.name)
-                if os.path.exists(path):
-                    pagecache.evict(path, 0, f.size)
+                if not os.path.exists(path):
+                    continue
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+                pagecache.evict(path, 0, f.size)
+                cached += pagecache.cached_fraction(path, 0, f.size) * f.size
+                total += f.size
+    return cached / total if total else 0.0
 
 
 def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None = None) -> Outcome:
@@ -313,9 +328,13 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
             out.notes.append(f"{folder}: an INCOMPLETE checkpoint (a run stopped while writing it); it is never read "
                              "back, and is replaced when its number is written")
         os.makedirs(run.directory, exist_ok=True)
+    cached = None
     for phase in PHASES:
         if phase == "read":
-            clear_cache(run)
+            cached = clear_cache(run)
+            if cached > 0.01:
+                out.notes.append(f"{cached:.0%} of the checkpoints' pages stayed in the page cache after it was cleared "
+                                 "(pages another process maps, or the cache refused): some reads may come from memory")
         for k in range(1, run.checkpoints + 1):
             if phase == "write" and root:
                 note = make_room(run, k)
@@ -331,7 +350,7 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
                 continue
             if phase == "write":
                 write_manifest(run, k, complete=True)
-            row = summarise(run, phase, k, records)
+            row = dict(summarise(run, phase, k, records), cached_fraction=cached if phase == "read" else None)
             out.rows.append(row)
             if store is not None:
                 store.append(row)
@@ -345,15 +364,9 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
 
 def check_room(run: CheckpointRun) -> None:
     """UsageError where the checkpoints cannot fit in the directory's filesystem (before anything is written)."""
-    here = os.path.abspath(run.directory)
-    while not os.path.exists(here):
-        here = os.path.dirname(here)
-    vfs = os.statvfs(here)
     need = run.checkpoints * sum(f.size for r in range(run.ranks) for f in run.files(r))
-    free = vfs.f_bavail * vfs.f_frsize
-    if vfs.f_blocks and need > free:
-        from gdsbench.job.units import format_size
-
+    free = LocalFolder(run.directory).free_bytes()
+    if free is not None and need > free:
         raise UsageError(f"--checkpoints {run.checkpoints}: {format_size(need)} of checkpoints, only {format_size(free)} "
-                         f"free in {here}; shrink them with --scale, or write fewer")
+                         f"free in {run.directory}; shrink them with --scale, or write fewer")
 

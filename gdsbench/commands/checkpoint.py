@@ -44,6 +44,9 @@ class CheckpointCommand:
         parser.add_argument("--ranks", type=count_arg(1, 10**6), default=None, metavar="N",
                             help="MLPerf's subset mode: only ranks 0..N-1 of the model's TP x PP x DP write and read "
                                  "their share, as one host of the full job (default: all; under mpirun: its ranks)")
+        parser.add_argument("--no-verify", action="store_true",
+                            help="do not check the blocks read back (checking is inside each rank's read time, as "
+                                 "torch.load's CRC checks are)")
         parser.add_argument("--no-fsync", action="store_true",
                             help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
@@ -62,8 +65,9 @@ class CheckpointCommand:
         from gdsbench.job.units import format_size
         from gdsbench.reporting import checkpoint_report
         from gdsbench.results.store import RunStore
+        from gdsbench.system.targets import is_url
 
-        if args.path.startswith(("http://", "https://", "s3://")):
+        if is_url(args.path):
             raise UsageError(f"DIR {args.path}: checkpoints go to a local or mounted directory; objects are not written "
                              "by checkpoint yet")
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
@@ -85,7 +89,7 @@ class CheckpointCommand:
                              "out: the ranks mpirun starts)")
         run = session.CheckpointRun(model, os.path.abspath(args.path), args.checkpoints, spec, args.scale,
                                     fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0,
-                                    subset=ranks if ranks < model.ranks else 0)
+                                    subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify)
         info = run.info()
         if args.dry_run:
             if mpi.is_root():

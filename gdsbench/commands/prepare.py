@@ -15,10 +15,11 @@ def writer_for(path: str):
     """What writes a pattern file or object at path: prepare() for a local file, an upload for
     s3://; an HTTP server cannot be written to."""
     from gdsbench.system import object_store
+    from gdsbench.system.targets import is_url
 
     if object_store.is_s3(path):
         return object_store.put_pattern
-    if path.startswith(("http://", "https://")):
+    if is_url(path):
         raise UsageError(f"PATH {path}: an HTTP server cannot be written to; prepare a local file and serve its "
                          "folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size 4G`, then "
                          "`rclone serve http DIR` or nginx), and read http://SERVER/data.dat")

@@ -294,7 +294,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             warnings.append(kvikio_mode.TIMING_NOTE)
         elif comm is not None:
             run = mpi.run_rank(parts, progress, warnings)
-            if writing:  # each rank its own file's mark
+            if writing:  # once every rank has written (a shared file's mark would go stale under the others)
+                comm.Barrier()
                 _wrote([parts[comm.Get_rank()]], verify=False)
             if run is None:
                 return None
@@ -317,7 +318,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         environment = {"host": _after_run("environment.host", host_environment, {}, warnings), "target": storage,
                        "gpus": gpus}
     if run.threads and not any(t.ops for t in run.threads) and not run.interrupted:
-        warnings.insert(0, f"NOTHING MEASURED: no read completed in the measured window ({spec.describe()}); "
+        warnings.insert(0, f"NOTHING MEASURED: no {spec.direction} completed in the measured window ({spec.describe()}); "
                            "give a longer --runtime or a larger --io-size")
     result = Result.from_run(
         spec,

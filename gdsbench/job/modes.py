@@ -37,7 +37,7 @@ _HOST_ENGINES = ("io_uring", "psync", "curl", "null")  # auto: the first that is
 
 _NATIVE = dict(native_loop=True, own_open_flags=False, many_processes=True)  # what the native core's modes share
 _STAGED_WRITE = ("from GPU memory, copied first by cudaMemcpyAsync to pinned host memory (where each 4 KiB block's "
-                 "offset words and checksum are set, 32 of its bytes, so the file keeps the pattern)")
+                 "offset words and checksum are set, 24 of its bytes, so the file keeps the pattern)")
 
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cpu", "host memory", _HOST_ENGINES, direct=True, cache_choice=True, other_cache_mode=None, gpu=False,

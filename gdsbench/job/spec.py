@@ -369,6 +369,12 @@ class _JobOptions:
                                       "multiples of 4K")
         elif self.warm:
             raise IncompatibleOptions(f"--warm with --rw {self.rw}: a warm cache is a read's; drop --warm")
+        elif self.layout == "shared-all" and self.procs > 1:
+            raise IncompatibleOptions(f"--layout shared-all with --rw {self.rw}: every process would write the same "
+                                      "blocks; use --layout shared (each its own part) or per-proc")
+        if (self.fsync_every or self.fsync_end) and not self.opens_target:
+            raise IncompatibleOptions(f"--fsync-end/--fsync-every with the {self.engine} engine: it writes nothing to "
+                                      "sync; use psync or io_uring")
         if self.verify and (self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK):
             raise IncompatibleOptions("--verify checks 4 KiB pattern blocks: --bs and --offset must be multiples of 4K")
         return self

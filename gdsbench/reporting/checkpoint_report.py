@@ -35,7 +35,7 @@ def header(info: dict) -> str:
 def row_line(row: dict) -> str:
     checked = f" | {row['verified_blocks']:,} blocks checked" if row["phase"] == "read" else ""
     return (f"  {row['phase']:5} checkpoint {row['checkpoint']}: {row['duration_s']:.3f} s (longest rank), "
-            f"{_gib_s(row)} (min over ranks) | ranks: median {row['rank_median_s']:.3f} s, fastest "
+            f"{_gib_s(row)} (its bytes / the longest rank's time) | ranks: median {row['rank_median_s']:.3f} s, fastest "
             f"{row['rank_min_s']:.3f} s, slowest rank {row['slowest_rank']} on {row['slowest_host']}{checked}")
 
 

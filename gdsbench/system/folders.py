@@ -18,6 +18,7 @@ from gdsbench.job.errors import UsageError
 from gdsbench.system import object_store, pagecache
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
+from gdsbench.system.targets import is_url
 
 BLOCK = _native.PATTERN_BLOCK
 
@@ -113,9 +114,10 @@ class ObjectFolder:
         bucket, prefix = object_store.split(name)
         self.name = f"s3://{bucket}/{prefix.rstrip('/') + '/' if prefix.strip('/') else ''}"
         self._s3 = None
+        self._listed: list[tuple[str, int]] | None = None
 
     def __getstate__(self) -> dict:  # sent to accelerator processes without its client, made again there
-        return {"name": self.name, "_s3": None}
+        return {"name": self.name, "_s3": None, "_listed": self._listed}
 
     @property
     def s3(self):
@@ -137,9 +139,13 @@ class ObjectFolder:
 
     def write_text(self, file: str, text: str) -> None:
         object_store.put_text(self.s3, self.path(file), text)  # a PUT is whole or not at all
+        self._listed = None
 
     def files(self) -> list[tuple[str, int]]:
-        return object_store.list_objects(self.s3, self.name)
+        """Every object under the prefix, listed once (a prefix can hold many)."""
+        if self._listed is None:
+            self._listed = object_store.list_objects(self.s3, self.name)
+        return self._listed
 
     def size_of(self, path: str) -> int | None:
         answer = object_store.head(self.s3, path)
@@ -164,6 +170,7 @@ class ObjectFolder:
 
     def write_pattern(self, path: str, size: int, seed: int, size_flag: str) -> None:
         object_store.put_pattern(path, size, seed=seed, size_flag=size_flag, s3=self.s3)
+        self._listed = None
 
     def evict(self, path: str, size: int) -> None:
         pass  # no page cache here; the server's cannot be dropped
@@ -176,7 +183,7 @@ def folder_for(name: str) -> LocalFolder | ObjectFolder:
     """Where a dataset named so lives. An HTTP server cannot be listed or written to."""
     if object_store.is_s3(name):
         return ObjectFolder(name)
-    if name.startswith(("http://", "https://")):
+    if is_url(name):
         raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
                          "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "
                          "with `gdsbench run URL`")

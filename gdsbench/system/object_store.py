@@ -96,15 +96,20 @@ def _call(url: str, action, *args, **kw):
         raise failure(url, e) from None
 
 
+def _missing(error: Exception) -> bool:
+    """Whether a boto3 failure is a 404 (no such object): an answer, not an error."""
+    return getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
+
+
 def head(s3, url: str) -> dict | None:
     """The object's HEAD answer, or None where there is none."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, key = split(url)
     try:
         return s3.head_object(Bucket=bucket, Key=key)
-    except ClientError as e:
-        if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+    except (BotoCoreError, ClientError) as e:
+        if _missing(e):
             return None
         raise failure(url, e) from None
 
@@ -227,13 +232,13 @@ def put_text(s3, url: str, text: str) -> None:
 
 def get_text(s3, url: str) -> str | None:
     """A small object's text, or None where there is none."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     bucket, key = split(url)
     try:
         return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
-    except ClientError as e:
-        if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+    except (BotoCoreError, ClientError) as e:
+        if _missing(e):
             return None
         raise failure(url, e) from None
 

@@ -43,7 +43,7 @@ class HeldFileRegion:
     read one another is writing: the other is refused in one line."""
 
     def __init__(self, path: str, offset: int, length: int, lock: str | None = None):
-        self.fd: int | None = os.open(path, (os.O_RDWR if lock == "write" else os.O_RDONLY) | os.O_CLOEXEC)
+        self.fd: int | None = os.open(path, (os.O_RDWR | os.O_NOFOLLOW if lock == "write" else os.O_RDONLY) | os.O_CLOEXEC)
         self.offset, self.length = offset, length
         if lock:
             try:

@@ -43,7 +43,23 @@ def has_pattern(path: str, offset: int) -> bool:
     return len(data) == _native.PATTERN_BLOCK and _native.pattern_check(data, offset)[0] == 0
 
 
-def check_written(path: str, offset: int, length: int, chunk: int = 8 << 20) -> tuple[int, int, int | None]:
+def scan(fd: int, offset: int, length: int, first_only: bool = False, chunk: int = 8 << 20) -> tuple[int, int | None]:
+    """(bad blocks, offset of the first) in a region of an open file, read in chunks; with
+    first_only it stops at the first chunk holding a bad one (or a short read, counted bad)."""
+    bad, first = 0, None
+    for at in range(offset, offset + length, chunk):
+        want = min(chunk, offset + length - at)
+        data = os.pread(fd, want, at)
+        count, where = _native.pattern_check(data[:len(data) // _native.PATTERN_BLOCK * _native.PATTERN_BLOCK], at)
+        if len(data) < want:  # the file ends inside the region: its missing blocks are bad
+            count, where = count + -(-(want - len(data)) // _native.PATTERN_BLOCK), where if where is not None else at
+        bad, first = bad + count, first if first is not None else where
+        if bad and first_only:
+            break
+    return bad, first
+
+
+def check_written(path: str, offset: int, length: int) -> tuple[int, int, int | None]:
     """(blocks checked, bad blocks, offset of the first bad one) of a region gdsbench wrote, read back from the
     storage: the file is fsync'd and its pages dropped first, so what is checked is what the
     storage holds, not what the page cache kept."""
@@ -51,11 +67,7 @@ def check_written(path: str, offset: int, length: int, chunk: int = 8 << 20) -> 
     try:
         os.fsync(fd)
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-        bad, first = 0, None
-        for at in range(offset, offset + length, chunk):
-            data = os.pread(fd, min(chunk, offset + length - at), at)
-            count, where = _native.pattern_check(data[:len(data) // _native.PATTERN_BLOCK * _native.PATTERN_BLOCK], at)
-            bad, first = bad + count, first if first is not None else where
+        bad, first = scan(fd, offset, length)
     finally:
         os.close(fd)
     return length // _native.PATTERN_BLOCK, bad, first

@@ -28,7 +28,7 @@ from gdsbench import _native
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system import pagecache
-from gdsbench.system.pattern import has_pattern
+from gdsbench.system.pattern import has_pattern, scan
 
 CHUNK = 8 * 1024 * 1024
 BLOCK = _native.PATTERN_BLOCK
@@ -85,13 +85,9 @@ def _whole_file_has_pattern(path: str, size: int) -> bool:
         return False
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        for offset in range(0, size, CHUNK):
-            data = os.pread(fd, min(CHUNK, size - offset), offset)
-            if len(data) % BLOCK or _native.pattern_check(data, offset)[0]:
-                return False
+        return scan(fd, 0, size, first_only=True)[0] == 0
     finally:
         os.close(fd)
-    return True
 
 
 def _remove_leftovers(path: str) -> None:

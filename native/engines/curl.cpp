@@ -12,8 +12,8 @@
 // range asked (rclone answers so); a 200 without one means the server ignored
 // Range, an error. Every body's length is checked: a short one is an error too,
 // as is a request that takes longer than --timeout. A failure of the connection
-// or of the server (HTTP 429, 5xx) is tried again up to --retries times, counted
-// apart; nothing else is retried. Opening the engine asks for
+// or of the server (HTTP 429, 5xx) is tried again up to --retries times, after a
+// backoff (100 ms, doubling, at most 2 s), counted apart; nothing else is retried. Opening the engine asks for
 // the object once (HEAD): a missing object, refused credentials or a server
 // that does not answer fail there, before the run, in one line.
 #include "../engine.hpp"
@@ -38,9 +38,13 @@ const std::vector<EngineOption> kCurlOptions = {
 #ifdef GDSBENCH_HAVE_LIBCURL
 #include <curl/curl.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
+
+#include "../clock.hpp"
 
 namespace gds {
 namespace {
@@ -197,6 +201,12 @@ std::string transport_failure(CURLcode rc, const char* detail, const Asking& ask
   return what;
 }
 
+// How long to wait before try `attempts` + 1: 100 ms, doubling, at most 2 s (a busy S3 asks
+// for backoff; kvikio waits 0.5 s doubling to 4 s).
+uint64_t backoff_ns(unsigned attempts) {
+  return std::min<uint64_t>(2000000000ull, 100000000ull << std::min(attempts - 1, 5u));
+}
+
 // Failures worth another try (--retries): the connection's or the server's, not the request's.
 bool may_retry(CURLcode rc, long status) {
   switch (rc) {
@@ -216,7 +226,7 @@ void set_common(CURL* easy, const Remote& remote, const Asking& asking, Transfer
   curl_easy_setopt(easy, CURLOPT_URL, remote.url.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-  const long timeout_ms = long(asking.timeout_ns / 1000000);
+  const long timeout_ms = long((asking.timeout_ns + 999999) / 1000000);  // rounded up: 0 means no limit to libcurl
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? std::min(timeout_ms, 10000L) : 10000L);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);  // 0: none
   if (!remote.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, remote.ca_bundle.c_str());
@@ -294,6 +304,7 @@ class CurlEngine final : public Engine {
   unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
     unsigned n = 0;
     for (;;) {
+      start_due();
       int running = 0;
       CURLMcode mc = curl_multi_perform(multi_, &running);
       if (mc != CURLM_OK)
@@ -309,7 +320,7 @@ class CurlEngine final : public Engine {
       }
       if (n >= min || (running == 0 && n > 0)) return n;
       if (running == 0 && idle_.size() == transfers_.size()) return n;  // nothing was queued
-      curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
+      curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
     }
   }
 
@@ -328,6 +339,7 @@ class CurlEngine final : public Engine {
       rc = curl_easy_perform(t.easy);
       curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
       if (tries >= asking_.retries || !may_retry(rc, status)) break;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries + 1)));
     }
     curl_off_t length = -1;
     char* ip = nullptr;
@@ -348,6 +360,28 @@ class CurlEngine final : public Engine {
               {"server_ip", server_ip},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
     if (!t.mark.empty()) facts_["gdsbench_mark"] = t.mark;
+  }
+
+  // Transfers whose backoff is over, started again.
+  void start_due() {
+    const uint64_t now = now_ns();
+    for (size_t i = 0; i < backing_off_.size();) {
+      if (backing_off_[i].first <= now) {
+        Transfer* t = backing_off_[i].second;
+        backing_off_.erase(backing_off_.begin() + long(i));
+        start(*t);
+      } else {
+        ++i;
+      }
+    }
+  }
+  // How long reap may wait for libcurl: 100 ms, or until the next backoff ends.
+  int poll_ms() const {
+    uint64_t wait = 100;
+    const uint64_t now = now_ns();
+    for (const auto& [due, t] : backing_off_)
+      wait = std::min<uint64_t>(wait, due > now ? (due - now) / 1000000 + 1 : 0);
+    return int(wait);
   }
 
   // (Re)start t's request: a ranged GET of its bytes.
@@ -379,7 +413,7 @@ class CurlEngine final : public Engine {
     const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long;
     if (ranged_ok && (rc != CURLE_OK || status >= 300) && may_retry(rc, status) && t.attempts <= asking_.retries) {
       ++retries_;
-      start(t);
+      backing_off_.emplace_back(now_ns() + backoff_ns(t.attempts), &t);  // started again by reap once due
       return nullptr;
     }
     t.request = nullptr;
@@ -392,7 +426,8 @@ class CurlEngine final : public Engine {
     if (t.too_long) throw IoError("the server sent more than the range asked" + where);
     if (rc != CURLE_OK) throw IoError(transport_failure(rc, t.error, asking_) + where);
     if (status >= 300) throw IoError(http_failure(status, t.error_body) + where);
-    if (t.got < r->length)  // no range gdsbench asks for runs past the object's end
+    const bool at_end = size_ != UINT64_MAX && r->offset + t.got == size_;  // a range asked past the end, cut there
+    if (t.got < r->length && !at_end)
       throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
                     std::to_string(r->length) + " bytes" + where);
     r->result = int64_t(t.got);
@@ -406,6 +441,7 @@ class CurlEngine final : public Engine {
   std::vector<Transfer> transfers_;
   std::vector<Transfer*> idle_;
   uint64_t size_ = 0, connections_ = 0, retries_ = 0;
+  std::vector<std::pair<uint64_t, Transfer*>> backing_off_;  // (when to start again, transfer): --retries
   std::map<std::string, std::string> facts_;
 };
 

@@ -11,12 +11,7 @@ import os
 
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.system import object_store
-
-URL_SCHEMES = ("http://", "https://", "s3://")
-
-
-def is_url(path: str) -> bool:
-    return path.startswith(URL_SCHEMES)
+from gdsbench.system.targets import is_url
 
 
 def open_for_reading(kvikio, path: str):
@@ -32,10 +27,17 @@ def open_for_reading(kvikio, path: str):
         aws = {"aws_region_name": object_store.region(), "aws_endpoint_url": object_store.endpoint()}
         try:
             return remote.open_s3_url(path, **{k: v for k, v in aws.items() if v})
-        except TypeError:  # kvikio < 25.12 reads them from its environment only, by these names
-            os.environ.setdefault("AWS_DEFAULT_REGION", aws["aws_region_name"])
-            if aws["aws_endpoint_url"]:
-                os.environ["AWS_ENDPOINT_URL"] = aws["aws_endpoint_url"]
-            return remote.open_s3_url(path)
+        except TypeError:  # kvikio < 25.12 reads them from its environment only, by these names, when it opens
+            names = {"AWS_DEFAULT_REGION": aws["aws_region_name"], "AWS_ENDPOINT_URL": aws["aws_endpoint_url"]}
+            before = {k: os.environ.get(k) for k in names}
+            os.environ.update({k: v for k, v in names.items() if v})
+            try:
+                return remote.open_s3_url(path)
+            finally:
+                for k, v in before.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
     except RuntimeError as e:
         raise IoFailure(f"kvikio cannot open {path}: {e}") from None

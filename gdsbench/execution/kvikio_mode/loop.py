@@ -10,13 +10,14 @@ from collections import deque
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution.kvikio_mode.files import is_url, open_for_reading
+from gdsbench.execution.kvikio_mode.files import open_for_reading
 from gdsbench.execution.kvikio_mode.path import backend_shares, compat_description, remote_description
 from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import check_device
+from gdsbench.system.targets import is_url
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
                "(to pread() returning, for reads kvikio did inside it)")

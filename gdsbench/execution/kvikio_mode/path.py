@@ -4,9 +4,9 @@ could not take), from kvikio's own statistics where it keeps them."""
 
 from __future__ import annotations
 
-from gdsbench.execution.kvikio_mode.files import is_url
 from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules, setting
 from gdsbench.job.spec import JobSpec
+from gdsbench.system.targets import is_url
 
 
 def _compat_preferred(kvikio, defaults, driver) -> bool:

@@ -7,11 +7,12 @@ import time
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution.kvikio_mode.files import is_url, open_for_reading
+from gdsbench.execution.kvikio_mode.files import open_for_reading
 from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import bad_blocks
+from gdsbench.system.targets import is_url
 
 
 class SampleReader:

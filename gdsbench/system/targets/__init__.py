@@ -91,6 +91,11 @@ def kind_of(name: str) -> type[Target]:
                      "http://, https:// or s3:// URL")
 
 
+def is_url(name: str) -> bool:
+    """Whether a name is read as a URL (a remote kind claims it), not a local path."""
+    return bool(name) and kind_of(name).OPENED_AS == "url"
+
+
 def target_for(name: str) -> Target:
     """The target a name means, looked at (UsageError if it cannot be one)."""
     return kind_of(name).open(name)
