@@ -367,6 +367,16 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("buffer"), py::arg("offset"), py::arg("seed"),
       "Fill a writable buffer with the pattern blocks for file offset `offset`.");
+  m.def(
+      "pattern_fill_reusable",
+      [](py::buffer buf, uint64_t key) {
+        py::buffer_info info = contiguous(buf, true);
+        size_t len = size_t(info.size * info.itemsize);
+        py::gil_scoped_release release;
+        gds::pattern::fill_reusable(info.ptr, len, key);
+      },
+      py::arg("buffer"), py::arg("key"),
+      "Fill a writable buffer with pattern blocks a write can move anywhere (pattern.hpp's restamp).");
 
   m.def(
       "pattern_check",

@@ -250,15 +250,21 @@ class _FakeFuture:
 
 
 class _FakeCuFile:
-    """TEST DOUBLE for kvikio.CuFile: plain pread into a numpy array. Not kvikio."""
+    """TEST DOUBLE for kvikio.CuFile: plain pread and pwrite with numpy arrays. Not kvikio."""
+
+    opened: list = []  # the flags of every open
 
     def __init__(self, path, flags):
-        self.fd = os.open(path, os.O_RDONLY)
+        _FakeCuFile.opened.append(flags)
+        self.fd = os.open(path, {"r": os.O_RDONLY, "r+": os.O_RDWR}[flags])  # never creates or truncates
 
     def pread(self, buf, size, file_offset):
         data = os.pread(self.fd, size, file_offset)
         buf[: len(data)] = np.frombuffer(data, dtype=np.uint8)
         return _FakeFuture(len(data))
+
+    def pwrite(self, buf, size, file_offset):
+        return _FakeFuture(os.pwrite(self.fd, bytes(buf[:size]), file_offset))
 
     def is_direct_io_supported(self):
         return True

@@ -152,3 +152,25 @@ def test_writes_that_cannot_mean_anything_are_refused(gdsbench, own_pattern_file
                                    "--io-size", "1M"), "every process would write the same blocks")
     assert_one_line_error(gdsbench("run", "--engine", "null", "--rw", "write", "--fsync-end", "--io-size", "1M"),
                           "it writes nothing to sync")
+
+
+def test_kvikio_writes_restamp_their_blocks_against_a_test_double(own_pattern_file, monkeypatch):
+    """--mode kvikio --rw write: CuFile.pwrite from (here) TEST DOUBLES of kvikio and cupy (numpy in
+    host memory, tests/test_gpu.py): the loop, the blocks restamped for where they land, the fsync
+    and the label. kvikio's own writes into GPU memory are untested on GPU."""
+    from test_gpu import _FakeCuFile, fake_kvikio_modules
+
+    from gdsbench.execution import kvikio_mode
+    from gdsbench.execution.runner import plan
+    from gdsbench.job.result import Result
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.system.pattern import check_written
+
+    fake_kvikio_modules(monkeypatch)
+    spec = plan(JobSpec(path=own_pattern_file, bs=MiB, io_size=8 * MiB, rw="randwrite", fsync_end=True,
+                        fsync_every=2)).spec.replace(mode="kvikio", engine="kvikio", qd=4)
+    raw, path = kvikio_mode.run(spec)
+    r = Result.from_run(spec, raw, data_path=path)
+    assert r.ops == 8 and r.bytes == 8 * MiB and r.fsync.count == 4 + 1  # every 2 writes, then at the end
+    assert _FakeCuFile.opened[-1] == "r+" and "writes and a bounce buffer" in path
+    assert check_written(own_pattern_file, 0, 4 * MiB)[1] == 0  # every block a pattern block where it landed

@@ -66,7 +66,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 # (native/engines/registry.cpp): kvikio's reads are driven from Python (execution/kvikio_mode/).
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
-               "opens": ("local file", "url"), "supports_direct": True, "directions": ("read",), "gpu_buffers": True,
+               "opens": ("local file", "url"), "supports_direct": True, "directions": ("read", "write"), "gpu_buffers": True,
                "unavailable": "",
                "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
                    {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "

@@ -75,9 +75,10 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
         return f"cuFile reads into GPU memory, {_through_cufile(gpu.status(), target, seen)}"
     if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
+        moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
         if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
-            return f"kvikio reads into GPU memory ({kvikio_path})"
-        return f"kvikio reads into GPU memory ({kvikio_path}), {_through_cufile(gpu.status(), target, seen)}"
+            return f"kvikio {moves} ({kvikio_path})"
+        return f"kvikio {moves} ({kvikio_path}), {_through_cufile(gpu.status(), target, seen)}"
     if not spec.opens_target:
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read

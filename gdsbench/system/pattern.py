@@ -33,6 +33,22 @@ def bad_blocks(xp: Any, data, file_offset: int) -> list[int]:
     return [file_offset + int(i) * WORDS * 8 for i in xp.nonzero(bad)[0].tolist()]
 
 
+def restamp(xp: Any, data, file_offset: int) -> None:
+    """Move a buffer of reusable pattern blocks (_native.pattern_fill_reusable) to file_offset in
+    place, as native/pattern.cpp's restamp does: each block's offset and seed words and its
+    checksum, with array operations (numpy on the host, cupy on the GPU)."""
+    words = data.view(xp.uint64).reshape(-1, WORDS)
+    at = xp.uint64(file_offset) + xp.arange(words.shape[0], dtype=xp.uint64) * xp.uint64(WORDS * 8)
+    seed = words[:, 2] + words[:, 1] - at  # the same payload, now for `at`
+
+    def term(word, index: int):  # index x golden taken modulo 2^64 here: numpy warns on a scalar's overflow
+        return _mix64(xp, word + xp.uint64(index * _native.PATTERN_GOLDEN % 2**64))
+
+    words[:, WORDS - 1] += term(at, 1) + term(seed, 2) - term(words[:, 1], 1) - term(words[:, 2], 2)
+    words[:, 1] = at
+    words[:, 2] = seed
+
+
 def has_pattern(path: str, offset: int) -> bool:
     """Whether the 4 KiB block at `offset` of `path` is one `gdsbench prepare` wrote there."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -14,11 +14,12 @@ from gdsbench.system import object_store
 from gdsbench.system.targets import is_url
 
 
-def open_for_reading(kvikio, path: str):
-    """A kvikio handle on path (IoFailure where kvikio cannot open it)."""
+def open_for_reading(kvikio, path: str, write: bool = False):
+    """A kvikio handle on path (IoFailure where kvikio cannot open it); for writing, a local file
+    opened "r+": never created or truncated (the planner checked it is gdsbench's)."""
     try:
         if not is_url(path):
-            return kvikio.CuFile(path, "r")
+            return kvikio.CuFile(path, "r+" if write else "r")
         remote = getattr(kvikio, "RemoteFile", None)
         if remote is None:
             raise UsageError(f"--mode kvikio {path}: this kvikio has no RemoteFile; kvikio >= 24.12 reads URLs")

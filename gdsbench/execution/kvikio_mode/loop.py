@@ -3,6 +3,7 @@ collected oldest first, measured by the native core's window rule."""
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections import deque
@@ -16,7 +17,7 @@ from gdsbench.execution.kvikio_mode.settings import configure, configure_remote,
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.pattern import check_device
+from gdsbench.system.pattern import check_device, restamp
 from gdsbench.system.targets import is_url
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
@@ -48,7 +49,18 @@ class _Loop:
         self.spec, self.handle, self.progress = spec, handle, progress
         self.nblocks = spec.size // spec.bs
         self.budget = spec.io_size // spec.bs if spec.io_size else None
+        self.cupy = cupy
         self.buffers = [cupy.empty(spec.bs, dtype=cupy.uint8) for _ in range(spec.qd)]
+        self.writing = spec.direction == "write"
+        if self.writing:  # pattern blocks a write moves to where it lands (restamp), made once
+            for i, buffer in enumerate(self.buffers):
+                host = np.empty(spec.bs, dtype=np.uint8)
+                _native.pattern_fill_reusable(host, i * spec.bs + spec.seed)
+                buffer[...] = cupy.asarray(host)
+        self.fsync_latency = _native.LatencyHistogram()
+        self.written = 0  # writes collected, for --fsync-every
+        self.fd = os.open(spec.path, os.O_RDONLY | os.O_CLOEXEC) if self.writing and (spec.fsync_end or spec.fsync_every) \
+            else None
         self.order = _native.OffsetSequence(spec.offset, self.nblocks, spec.bs, spec.pattern == "rand", spec.seed)
         self.offsets = self.order.take(min(self.nblocks, 4096))
         self.position = 0
@@ -91,7 +103,14 @@ class _Loop:
             index, off = self.free.popleft(), self.next_offset()
             reread = self.position > self.nblocks  # past its first pass over the region
             try:  # kvikio may read (and fail) inside pread() itself: small reads are synchronous
-                future = self.handle.pread(self.buffers[index], self.spec.bs, off)
+                if self.writing:
+                    restamp(self.cupy, self.buffers[index], off)
+                    stream = getattr(self.cupy.cuda, "get_current_stream", None)
+                    if stream:  # the blocks are stamped on the GPU before kvikio takes them
+                        stream().synchronize()
+                    future = self.handle.pwrite(self.buffers[index], self.spec.bs, off)
+                else:
+                    future = self.handle.pread(self.buffers[index], self.spec.bs, off)
             except RuntimeError as e:
                 raise _read_failed(self.spec, off, e) from None
             # a read kvikio did inside pread() is complete now, not when its future is collected
@@ -110,7 +129,10 @@ class _Loop:
         self.free.append(index)
         if got != self.spec.bs:
             raise IoFailure(f"short read: kvikio read {got} of {self.spec.bs} bytes at offset {off} of {self.spec.path}")
-        if self.spec.verify:
+        self.written += self.writing
+        if self.writing and self.spec.fsync_every and self.written % self.spec.fsync_every == 0:
+            self.sync()
+        if self.spec.verify and not self.writing:  # a write is read back after the run (execution/runner.py)
             self.bad.update(check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0]))
             self.verified += self.spec.bs // _native.PATTERN_BLOCK
         if self.cpu0 is None and self.rule.open_at(end):
@@ -134,6 +156,12 @@ class _Loop:
         if self.progress and self.ops % 64 == 0:
             self.progress(self.done_bytes, self.last)
 
+    def sync(self) -> None:
+        """fsync(2) of the file kvikio writes (CuFile has none), timed: --fsync-every, --fsync-end."""
+        started = time.monotonic_ns()
+        os.fsync(self.fd)
+        self.fsync_latency.add(np.asarray([time.monotonic_ns() - started], dtype=np.uint64))
+
     def run(self) -> None:
         try:
             while True:
@@ -141,6 +169,9 @@ class _Loop:
                 if not self.inflight:
                     break
                 self.collect()
+            if self.writing and self.spec.fsync_end:  # fio's end_fsync: inside the measured window
+                self.sync()
+                self.last = max(self.last, time.monotonic_ns() - self.measure_start)
         except KeyboardInterrupt:
             self.interrupted = True
         finally:
@@ -171,8 +202,8 @@ class _Loop:
             # the one Python thread that drives kvikio; its pool threads count in the process's CPU
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
             verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
-            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0, retries=0, fsyncs=0,
-            fsync_latency=_native.LatencyHistogram(),
+            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0, retries=0,
+            fsyncs=self.fsync_latency.count, fsync_latency=self.fsync_latency,
             first_byte_latency=_native.LatencyHistogram(), first_pass_bytes=self.first_pass_bytes,
             first_pass_ops=self.first_pass_ops, first_pass_last_ns=self.first_pass_last,
             first_pass_latency=first_pass, reread_latency=rereads,
@@ -192,13 +223,17 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
     remote = configure_remote(kvikio, defaults, spec) if is_url(spec.path) else None
     monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
     with cupy.cuda.Device(spec.gpu[0]):
-        handle = open_for_reading(kvikio, spec.path)
+        handle = open_for_reading(kvikio, spec.path, write=spec.direction == "write")
         try:
             # what kvikio will do, not what was asked: O_DIRECT needs the file system's support too
             direct_posix = direct_posix and bool(getattr(handle, "is_direct_io_supported", lambda: False)())
             before = monitor.get() if monitor else None
             loop = _Loop(spec, cupy, handle, progress)
-            loop.run()
+            try:
+                loop.run()
+            finally:
+                if loop.fd is not None:
+                    os.close(loop.fd)
             backends = backend_shares(monitor.get().since(before)) if monitor else None
         finally:
             if monitor:
@@ -207,6 +242,6 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
         record = loop.record(run_cpu0)
     if remote is not None:
         return record, remote_description(spec.path, spec.gpu[0], remote, backends)
-    return record, compat_description(kvikio, spec.bs, direct_posix, backends)
+    return record, compat_description(kvikio, spec.bs, direct_posix, backends, verb=f"{spec.direction}s")
 
 

@@ -38,7 +38,8 @@ def backend_shares(summary) -> dict[str, float]:
     return {name: n / moved for name, n in totals.items() if n} if moved else {}
 
 
-def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: dict[str, float] | None = None) -> str:
+def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: dict[str, float] | None = None,
+                       verb: str = "reads") -> str:
     """How kvikio read this run: through cuFile, or POSIX (its compatibility
     mode, reads under its gds_threshold, or a file for which cuFile's
     registration failed). `backends` is what kvikio's own statistics saw
@@ -46,7 +47,7 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: di
     inferred from kvikio's settings."""
     defaults, driver = modules()
     # kvikio's O_DIRECT is opportunistic: aligned parts only, buffered for the rest
-    posix = f"POSIX {'O_DIRECT (where aligned)' if direct_posix else 'page-cache'} reads and a bounce buffer"
+    posix = f"POSIX {'O_DIRECT (where aligned)' if direct_posix else 'page-cache'} {verb} and a bounce buffer"
     try:
         threshold = int(setting(defaults, "gds_threshold"))
     except Exception:  # noqa: BLE001 - older kvikio has no threshold
@@ -54,7 +55,7 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: di
     if _compat_preferred(kvikio, defaults, driver):
         why = "kvikio compatibility mode"
     elif bs < threshold:
-        why = (f"{bs} B reads are under kvikio's gds_threshold ({threshold} B), which it does synchronously "
+        why = (f"{bs} B {verb} are under kvikio's gds_threshold ({threshold} B), which it does synchronously "
                "inside pread()")
     else:
         why = "cuFile could not take this file (kvikio fell back to POSIX for it)"
