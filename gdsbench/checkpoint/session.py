@@ -36,9 +36,10 @@ from gdsbench.checkpoint.models import CheckpointFile, Model
 from gdsbench.execution import mpi
 from gdsbench.execution.native import run_part
 from gdsbench.execution.processes import Children, ParentLink, _Cancelled
-from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
+from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
 
@@ -350,15 +351,8 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
                 continue
             if phase == "write":
                 write_manifest(run, k, complete=True)
-            row = dict(summarise(run, phase, k, records), cached_fraction=cached if phase == "read" else None)
-            out.rows.append(row)
-            if store is not None:
-                store.append(row)
-            if on_row:
-                on_row(row)
-            if row["verify_mismatches"]:  # saved and shown first: the figures are not lost
-                raise VerifyFailure(f"--verify: {row['verify_mismatches']} blocks read back did not match what was "
-                                    f"written (the first in {row['first_mismatch']})")
+            keep_row(dict(summarise(run, phase, k, records), cached_fraction=cached if phase == "read" else None),
+                     out.rows, store, on_row)
     return out
 
 

@@ -5,6 +5,7 @@ import json
 import sys
 
 from gdsbench.commands.options import add_job_arguments, count_arg, job_values
+from gdsbench.commands.pages import show_page
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how each file is written and read
@@ -127,9 +128,5 @@ class CheckpointCommand:
         elif outcome.rows:
             print(checkpoint_report.verdict(outcome.rows))
         if store is not None and outcome.rows:
-            try:
-                page = checkpoint_report.build(store.path)
-                print(f"run: {store.path}\nreport: {page}", file=sys.stderr if args.json else sys.stdout)
-            except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
-                print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
+            show_page(checkpoint_report.build, store.path, args.json)
         return EXIT_INTERRUPTED if status == "interrupted" else 0

@@ -5,6 +5,7 @@ import json
 import sys
 
 from gdsbench.commands.options import add_job_arguments, add_remote_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.pages import show_page
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
 from gdsbench.job.errors import EXIT_INTERRUPTED
 
@@ -112,11 +113,7 @@ class TrainCommand:
         else:
             print(train_report.verdict(run.rows, workload.name, workload.au_threshold))
         if store is not None and run.rows:
-            try:
-                built = train_report.build(store.path)
-                print(f"run: {store.path}\nreport: {built}", file=sys.stderr if args.json else sys.stdout)
-            except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
-                print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
+            show_page(train_report.build, store.path, args.json)
         return EXIT_INTERRUPTED if status == "interrupted" else 0
 
 

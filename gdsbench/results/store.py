@@ -39,7 +39,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from gdsbench import __version__
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.result import Result, histogram_to_dict
 from gdsbench.job.spec import spec_columns
 
@@ -312,6 +312,19 @@ class RunStore:
         flat = table.drop_columns([f.name for f in table.schema if pa.types.is_list(f.type)
                                    or pa.types.is_large_list(f.type)])
         _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: pa_csv.write_csv(flat, tmp), durable=False)
+
+
+def keep_row(row: dict[str, Any], rows: list, store: RunStore | None, on_row=None) -> None:
+    """A finished row of a train or checkpoint run: kept, saved in the run folder, shown; then, if
+    its --verify found bad blocks, VerifyFailure (the figures are saved and shown first, not lost)."""
+    rows.append(row)
+    if store is not None:
+        store.append(row)
+    if on_row:
+        on_row(row)
+    if row["verify_mismatches"]:
+        raise VerifyFailure(f"--verify: {row['verify_mismatches']} blocks read did not match the pattern "
+                            f"(the first in {row['first_mismatch']})")
 
 
 def _remove_abandoned(results_dir: str) -> None:

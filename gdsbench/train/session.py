@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.runner import resolve_direct, runnable_here
-from gdsbench.job.errors import UsageError, VerifyFailure
+from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec, spec_from_values
-from gdsbench.results.store import RunStore
+from gdsbench.results.store import RunStore, keep_row
 from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import target_for
@@ -116,14 +116,7 @@ def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
             if not row:
                 continue
             row.update(point=point, point_key=f"accelerators={n}", repeat=r)
-            run.rows.append(row)
-            if store is not None:
-                store.append(row)
-            if on_point:
-                on_point(row)
-            if row["verify_mismatches"]:  # saved and shown first: the figures are not lost
-                raise VerifyFailure(f"--verify: {row['verify_mismatches']} blocks read did not match the pattern "
-                                    f"(the first in {row['first_mismatch']})")
+            keep_row(row, run.rows, store, on_point)
     return run.rows
 
 
