@@ -45,6 +45,7 @@ struct Job {
   // Transfers go through pinned host memory, copied to or from the GPU.
   bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }
   bool on_gpu() const { return mode != Mode::kCpu; }
+  bool simulated_gpu() const { return on_gpu() && gpu_backend.rfind("sim", 0) == 0; }  // gpu/sim_device.cpp
 };
 
 // What a run reports, each field listed once: the structs below, the dicts the

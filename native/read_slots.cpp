@@ -34,23 +34,37 @@ ReadSlots::ReadSlots(const Job& job, int gpu, bool have_device_verify) : gpu_(gp
 }
 
 // What writes carry: each slot a buffer of pattern blocks (pattern::fill_reusable), in host
-// memory, or in GPU memory by way of the pinned staging (copied there once, before any write).
+// memory, or in GPU memory by way of the pinned staging (bounce: copied there once, before any
+// write) or of a host shadow (gds: kept, for stamping).
 void ReadSlots::fill_for_writes(const Job& job) {
   GDS_EXPECT(job.bs % pattern::kBlock == 0, "writes carry 4 KiB pattern blocks: --bs must be a multiple of 4K");
-  GDS_EXPECT(host_ || staging_, std::string("--mode ") + mode_name(job.mode) + " does not write yet");
+  if (device_memory_ && !staging_) shadow_ = std::make_unique<HostBuffers>(bytes_);
   for (auto& r : requests_) {
-    pattern::fill_reusable(r.buf, job.bs, pattern::mix64(job.seed) + uint64_t(r.slot) * job.bs);
+    char* blocks = shadow_ ? shadow_->data() + size_t(r.slot) * job.bs : r.buf;
+    pattern::fill_reusable(blocks, job.bs, pattern::mix64(job.seed) + uint64_t(r.slot) * job.bs);
     if (staging_) copies_->copy(r.device_dst, r.buf, job.bs, r.slot, gpu::Toward::kDevice);
   }
   if (staging_)
     for (auto& r : requests_) copies_->wait(r.slot);
+  if (shadow_) device_->put_rows(device_memory_.get(), shadow_->data(), bytes_, bytes_, 1);
 }
 
-void ReadSlots::stamp(IoRequest& r) const { pattern::restamp(r.buf, r.length, r.offset); }
+// Host memory is stamped where it is. GPU memory (gds) is stamped in its host shadow, and the
+// words that changed, w[1], w[2] and w[511] of each block (pattern.hpp), go to the GPU in two
+// strided copies: 24 bytes a block, not the block.
+void ReadSlots::stamp(IoRequest& r) const {
+  if (!shadow_) return pattern::restamp(r.buf, r.length, r.offset);
+  char* blocks = shadow_->data() + (r.buf - device_memory_.get());
+  pattern::restamp(blocks, r.length, r.offset);
+  const size_t n = r.length / pattern::kBlock;
+  device_->put_rows(r.buf + 8, blocks + 8, 16, pattern::kBlock, n);
+  device_->put_rows(r.buf + pattern::kBlock - 8, blocks + pattern::kBlock - 8, 8, pattern::kBlock, n);
+}
 
 // The copy stream first (it waits for copies in flight), then the memory it used.
 ReadSlots::~ReadSlots() {
   copies_.reset();
+  shadow_.reset();
   staging_.reset();
   device_memory_.reset();
   host_.reset();

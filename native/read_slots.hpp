@@ -4,7 +4,8 @@
 //   bounce         2 x qd slots, each a pinned staging buffer and its twin in
 //                  device memory: while one slot's bytes are copied to the GPU,
 //                  another is being read, so reads and copies overlap
-//   gds            qd slots in device memory, read by cuFile directly
+//   gds            qd slots in device memory, read by cuFile directly; for writes,
+//                  a host shadow of them where each write's stamp is made
 // and the checks every reader makes of a finished request.
 #pragma once
 #include <cstdint>
@@ -55,6 +56,7 @@ class ReadSlots {
   std::unique_ptr<HostBuffers> host_;    // cpu mode: reads land here
   std::unique_ptr<gpu::Device> device_;  // GPU modes
   gpu::Memory staging_, device_memory_;  // bounce: pinned staging -> device; gds: device only
+  std::unique_ptr<HostBuffers> shadow_;  // gds writes: the device slots' blocks, as host memory
   std::unique_ptr<gpu::CopyStream> copies_;
   std::vector<IoRequest> requests_;
 };

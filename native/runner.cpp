@@ -36,7 +36,9 @@ void check_job(const Job& job) {
   }
   GDS_EXPECT(job.threads >= 1 && job.threads <= kMaxThreads, "--threads must be between 1 and 1024");
   GDS_EXPECT(job.pattern == "seq" || job.pattern == "rand", "--pattern must be seq or rand");
-  GDS_EXPECT((job.mode == Mode::kGds) == engine.can.gpu_buffers,
+  // Under --gpu-backend sim a host engine stands in for cuFile: the stand-in's "device memory" is host memory.
+  const bool gds_engine = job.mode == Mode::kGds && !job.simulated_gpu();
+  GDS_EXPECT(gds_engine == engine.can.gpu_buffers,
              "--mode gds reads with an engine that takes GPU buffers, and only it does");
   GDS_EXPECT(job.size / job.bs >= job.threads, "the region (--size) must hold at least one --bs block per thread");
   GDS_EXPECT(job.runtime_ns || job.io_size, "give --runtime or --io-size: nothing would stop the run");

@@ -7,7 +7,7 @@
 # `gdsbench validate` twice, "train" emulates a scaled unet3d in each GPU mode
 # (verified) and predicts it, "remote" reads an object over HTTP into the GPU
 # (bounce over the curl engine, kvikio's RemoteFile), "writes" writes from GPU
-# memory (bounce, kvikio) verified, and a scaled checkpoint in bounce mode,
+# memory (bounce, gds, kvikio) verified, and a scaled checkpoint in each,
 # "tests" runs the GPU-marked tests.
 #
 #   scripts/device_check.sh                      # on the GPU machine, in a checkout
@@ -23,7 +23,7 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 2 x 40 + 60, tests 50, and 10 to pack the logs: 1202 s at
+# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30, tests 50, and 10 to pack the logs: 1272 s at
 # worst for all six
 # with carried wheels, about 5 minutes in a normal run; "validate tests" alone
 # about 2, "train tests" 2.
@@ -39,8 +39,8 @@
 #   train-MODE.json     train rows of 1 and 2 accelerators in each mode (cpu, bounce, gds, kvikio)
 #   predict-gds.json    the prediction for the same workload in gds mode
 #   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
-#   write-MODE.json     writes from GPU memory, read back and verified, in bounce and kvikio mode
-#   checkpoint.json     a scaled llama3-8b checkpoint written and read back in bounce mode
+#   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds and kvikio mode
+#   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
 set -uo pipefail
@@ -202,19 +202,22 @@ EOF
   fi
 
   if wants writes; then
-    step "writes from GPU memory: bounce and kvikio, read back and verified; a checkpoint in bounce mode"
+    step "writes from GPU memory: bounce, gds and kvikio, read back and verified; a checkpoint in each"
     local wfile="$repo/results/scratch/gpu-writes.dat"
     timeout -k 5 15 $python -m gdsbench prepare "$wfile" --size 1G
-    for mode in bounce kvikio; do
-      timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write --mode "$mode" --bs 4M --qd 8 --io-size 2G \
+    for mode in bounce gds kvikio; do
+      local depth="--qd 8"; [ "$mode" = gds ] && depth="--threads 8"   # cuFileWrite has no queue depth
+      timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write --mode "$mode" --bs 4M $depth --io-size 2G \
         --fsync-end --verify --json > "$out/write-$mode.json"
       echo "run --rw write --mode $mode: exit $?"
     done
     rm -f "$wfile"
-    timeout -k 5 60 $python -m gdsbench checkpoint "$repo/results/scratch/ckpt" --model llama3-8b --layers 2 \
-      --vocab 8192 --checkpoints 1 --mode bounce --json > "$out/checkpoint.json"
-    echo "checkpoint --mode bounce: exit $?"
-    rm -rf "$repo/results/scratch/ckpt"
+    for mode in bounce gds kvikio; do
+      timeout -k 5 30 $python -m gdsbench checkpoint "$repo/results/scratch/ckpt" --model llama3-8b --layers 2 \
+        --vocab 8192 --scale 0.25 --checkpoints 1 --mode "$mode" --json > "$out/checkpoint-$mode.json"
+      echo "checkpoint --mode $mode: exit $?"
+      rm -rf "$repo/results/scratch/ckpt"
+    done
   fi
 
   if wants tests; then

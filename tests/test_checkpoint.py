@@ -88,6 +88,39 @@ def _spec(tmp_path):
     return spec.replace(direct=spec.uses_o_direct)
 
 
+def test_gds_checkpoints_write_from_device_memory_on_the_cpu_stand_in(gdsbench, tmp_path):
+    """--mode gds: every file written from (simulated) device memory, each write's blocks stamped
+    there, then read back into it and checked. pwrite and pread stand in for cuFileWrite and
+    cuFileRead on the SIMULATED device; on a GPU this is untested."""
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "gds", "--gpu-backend", "sim",
+                   "--results", tmp_path / "res", "--json")
+    assert res.code == 0, res.err
+    write, read = json.loads(res.out)
+    assert read["verified_blocks"] == write["bytes"] // 4096 and read["verify_mismatches"] == 0
+    info = json.loads(next((tmp_path / "res").glob("*/run.json")).read_text())
+    assert info["data_path"]["write"].startswith("psync writes from simulated device memory, standing in for cufile")
+
+
+def test_kvikio_checkpoint_ranks_write_and_read_through_kvikio_against_test_doubles(tmp_path, monkeypatch):
+    """--mode kvikio: a rank's files written by CuFile.pwrite and read back by CuFile.pread, here
+    TEST DOUBLES of kvikio and cupy (tests/test_gpu.py; numpy in host memory). The ranks' own
+    processes and kvikio itself are untested on a GPU."""
+    from test_gpu import _FakeCuFile, fake_kvikio_modules
+
+    from gdsbench.checkpoint import session
+
+    fake_kvikio_modules(monkeypatch)
+    _FakeCuFile.opened = []
+    model = models.load("llama3-8b", {"dp": 2, "layers": 1, "vocab": 1024})
+    spec = _spec(tmp_path).replace(mode="kvikio", engine="kvikio", qd=4, direct=False)
+    run = session.CheckpointRun(model, str(tmp_path / "ck"), 1, spec, 0.01)
+    os.makedirs(run.folder(1))
+    wrote = session.write_rank(run, 1, 0)
+    assert wrote.files == 2 and _FakeCuFile.opened[:2] == ["r+", "r+"]
+    read = session.read_rank(run, 1, 0)  # one node: a rank reads its own files back
+    assert read.verify_mismatches == 0 and read.verified_blocks == sum(-(-f.size // 4096) for f in run.files(0))
+
+
 def test_a_checkpoint_killed_while_written_is_named_never_read_and_replaced_only_if_gdsbench_s(gdsbench, tmp_path):
     ck = tmp_path / "ck"
     proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "checkpoint", str(ck), *SMALL[:-2], "--scale", "0.5",
@@ -113,7 +146,7 @@ def test_a_checkpoint_killed_while_written_is_named_never_read_and_replaced_only
 
 def test_what_checkpoint_cannot_do_says_so(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-9b"), "--model llama3-9b: unknown")
-    assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-8b", "--mode", "kvikio"))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-8b", "--mode", "kvikio"), "needs a GPU")
     assert_one_line_error(gdsbench("checkpoint", tmp_path, *SMALL[:-2], "--scale", "2"), "--scale")
     assert_one_line_error(gdsbench("checkpoint", "s3://b/ck", "--model", "llama3-8b"), "local or mounted directory")
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-405b", "--checkpoints", "1"),

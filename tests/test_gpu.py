@@ -102,10 +102,17 @@ def test_simulated_results_say_so(pattern_file):
     assert cpu["gpu_simulated"] is False and cpu["data_path"].endswith("into host memory")
 
 
-def test_simulation_never_stands_in_for_the_gds_or_kvikio_paths(pattern_file):
-    for mode in ("gds", "kvikio"):
-        with pytest.raises(UsageError, match="simulates the bounce pipeline only"):
-            run(JobSpec(path=pattern_file, mode=mode, gpu_backend="sim"))
+def test_simulation_never_stands_in_for_kvikio_and_stands_in_for_gds_by_name(pattern_file):
+    with pytest.raises(UsageError, match="stands in for GPU memory in bounce and gds modes only"):
+        run(JobSpec(path=pattern_file, mode="kvikio", gpu_backend="sim"))
+    # gds on the stand-in: pread into its "device memory" (host memory) in place of cuFileRead, and the
+    # result says so; what it tests is gdsbench's side of the gds path (unstaged slots, checks), not cuFile
+    r = run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", bs=MiB, threads=2, verify=True,
+                    io_size=os.path.getsize(pattern_file)))
+    assert r.spec.engine == "psync" and r.verify_mismatches == 0 and r.verified_blocks > 0
+    assert r.data_path.startswith("psync reads into simulated device memory, standing in for cufile [SIMULATED")
+    with pytest.raises(UsageError, match="--engine cufile: not available here|needs the cufile engine"):
+        run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile", bs=MiB))
 
 
 def test_simulated_copies_with_null_reads_measure_the_pipeline_alone(pattern_file):

@@ -64,6 +64,17 @@ def test_bounce_writes_come_from_gpu_memory_on_the_cpu_stand_in(gdsbench, own_pa
     assert "writes from GPU memory, copied first by cudaMemcpyAsync" in d["data_path"] and "SIMULATED" in d["data_path"]
 
 
+def test_gds_writes_stamp_their_blocks_in_device_memory_on_the_cpu_stand_in(gdsbench, own_pattern_file):
+    """--mode gds writes from device memory itself: each write's 4 KiB blocks are stamped in a host
+    shadow and their changed words copied into device memory (Device::put_rows), then written. On
+    the SIMULATED device, with pwrite standing in for cuFileWrite: random offsets read back clean
+    only if every block's stamp reached the memory the write came from. Untested on a GPU."""
+    d = run_json(gdsbench, own_pattern_file, "--rw", "randwrite", "--mode", "gds", "--gpu-backend", "sim", "--bs",
+                 "64K", "--threads", "2", "--io-size", "4M", "--fsync-end", "--verify")
+    assert d["bytes"] == 4 * MiB and d["verify_mismatches"] == 0 and d["verified_blocks"] == 1024 and d["fsyncs"] == 2
+    assert d["data_path"].startswith("psync writes from simulated device memory, standing in for cufile [SIMULATED")
+
+
 def test_writes_go_only_into_a_file_gdsbench_made_by_its_own_path(gdsbench, own_pattern_file, tmp_path):
     theirs = tmp_path / "theirs.dat"
     theirs.write_bytes(b"x" * MiB)

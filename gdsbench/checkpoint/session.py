@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from gdsbench.checkpoint import models
 from gdsbench.checkpoint.models import CheckpointFile, Model
-from gdsbench.execution import mpi
+from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.native import run_part
 from gdsbench.execution.processes import Children, ParentLink, _Cancelled
 from gdsbench.job.errors import UsageError
@@ -80,7 +80,14 @@ class CheckpointRun:
                 "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
                 "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")},
-                "data_path": {phase: gpu_path.data_path(self.spec.replace(rw=phase), None) for phase in PHASES}}
+                "data_path": {phase: self.data_path(phase) for phase in PHASES}}
+
+    def data_path(self, phase: str) -> str:
+        """What a phase's bytes pass through, in words (kvikio's: from its settings, as train's are:
+        the ranks that move them are other processes)."""
+        spec = self.spec.replace(rw=phase)
+        kvikio_path = None if spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(spec, spec.bs)
+        return gpu_path.data_path(spec, None, kvikio_path)
 
 
 @dataclass
@@ -98,8 +105,8 @@ class RankRecord:
 # ---- one rank's part of a phase ----
 
 def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify: bool) -> tuple[int, int, int | None]:
-    """Write (or read, and check if asked) the whole of one file natively: its body in --bs
-    transfers, the rest in one, each a native job of its own (its thread and buffers made inside
+    """Write (or read, and check if asked) the whole of one file: its body in --bs transfers, the
+    rest in one, each a job of its own, native or kvikio's (its thread and buffers made inside
     the rank's time: a fixed cost a file, small beside a large file's). Returns (blocks checked,
     bad blocks, first bad offset)."""
     checked = bad = 0
@@ -112,7 +119,7 @@ def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify:
         job = spec.replace(path=path, rw="write" if write else "read", offset=offset, size=length, io_size=length, bs=bs,
                            qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=verify and not write,
                            fsync_end=write and fsync and last, pattern="seq", stonewall=False, round_reads=0)
-        record = run_part(job, None, None)
+        record = run_part(job, None, None) if job.mode_declaration.native_loop else kvikio_mode.run(job)[0]
         if record.interrupted:
             raise KeyboardInterrupt
         (t,) = record.threads

@@ -76,9 +76,6 @@ class CheckpointCommand:
         values = dict(job_values(args), rw="write")
         base = JobSpec(path=os.path.join(os.path.abspath(args.path), "probe.pt"))
         spec = runnable_here(spec_from_values(values, base))
-        if not spec.mode_declaration.native_loop:
-            raise UsageError(f"--mode {spec.mode}: checkpoint writes with the native core's modes (cpu, bounce); "
-                             f"{spec.mode} does not write yet")
         spec = spec.replace(direct=spec.uses_o_direct)
         comm = mpi.world()
         ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)

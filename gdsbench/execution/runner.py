@@ -40,15 +40,16 @@ def resolve_engine(spec: JobSpec) -> str:
             raise UsageError(f"--engine {spec.engine}: it reads a {' or a '.join(opens)}, and PATH {spec.path} is a "
                              f"{kind}; use --engine auto")
         return spec.engine
-    readers = [e for e in mode.engines if kind in ENGINE_INFO[e]["opens"]]
+    engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
+    readers = [e for e in engines if kind in ENGINE_INFO[e]["opens"]]
     if not readers:
         raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
                          f"({', '.join(mode.engines)}) read a {' or a '.join(ENGINE_INFO[mode.engines[0]]['opens'])}")
     if spec.direction == "write":
         readers = [e for e in readers if "write" in ENGINE_INFO[e]["directions"]]
         if not readers:
-            raise UsageError(f"--rw {spec.rw}: --mode {spec.mode} cannot write a {kind} yet; write with --mode cpu or "
-                             "bounce")
+            raise UsageError(f"--rw {spec.rw}: --mode {spec.mode} cannot write a {kind} yet; write a local file "
+                             "(gdsbench prepare makes one)")
     usable = [e for e in readers if not ENGINE_INFO[e]["unavailable"]]
     if not usable:
         first = readers[0]

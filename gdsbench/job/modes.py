@@ -31,6 +31,7 @@ class Mode:
     landing: str  # where the engine's bytes go, for its data path ("" where the path is found at run time)
     write_source: str  # where a write's bytes come from, for its data path ("" where it does not write yet)
     path_from: str  # who says what path the bytes took: "engine", "cufile-platform" or "kvikio-statistics"
+    stand_ins: tuple[str, ...] = ()  # under --gpu-backend sim, the host engines that stand in for its own
 
 
 _HOST_ENGINES = ("io_uring", "psync", "curl", "null")  # auto: the first that is here and opens the target's kind
@@ -53,9 +54,12 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          depth_note=None, requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
          write_source=_STAGED_WRITE, path_from="engine"),
     Mode("gds", "cuFile into GPU memory", ("cufile",), direct=True, cache_choice=False,
-         other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=False, worker_threads=True,
+         other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=True, worker_threads=True,
          depth_note="cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio", requires=(),
-         landing="", write_source="", path_from="cufile-platform"),
+         landing="", write_source="", path_from="cufile-platform",
+         # The stand-in's "device memory" is host memory, which pread and pwrite reach as cuFile reaches a GPU's:
+         # what this tests is gdsbench's side (slots, stamping writes in device memory, checks), not cuFile.
+         stand_ins=("psync",)),
     Mode("kvikio", "kvikio's own reads", ("kvikio",), direct=True, cache_choice=True, other_cache_mode=None, gpu=True,
          staged=False, native_loop=False, own_open_flags=True, many_processes=False, simulated=False,
          worker_threads=False, depth_note=None, requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")),

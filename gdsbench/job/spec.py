@@ -316,7 +316,8 @@ class _JobOptions:
             raise UsageError(f"--gpu-backend {self.gpu_backend}: choose cuda (or sim, a CPU stand-in for tests)")
         _native.check_gpu_backend(self.gpu_backend)  # a typo in sim's test hooks, found before anything runs
         if self.simulated and mode.gpu and not mode.simulated:
-            raise IncompatibleOptions(f"--gpu-backend sim simulates the bounce pipeline only, not --mode {self.mode}")
+            raise IncompatibleOptions(f"--gpu-backend sim stands in for GPU memory in bounce and gds modes only, not "
+                                      f"--mode {self.mode}")
         if self.engine != "auto" and self.engine not in mode.engines:
             raise IncompatibleOptions(
                 f"--engine {self.engine} with --mode {self.mode}: this mode reads with {', '.join(mode.engines)}"

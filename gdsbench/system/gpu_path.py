@@ -72,10 +72,12 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     nvidia-fs counted during the run, for the modes that read through cuFile."""
     mode = spec.mode_declaration
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
+    moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
+    if spec.simulated and mode.stand_ins:
+        return f"{spec.engine} {moves.replace('GPU', 'simulated device')}, standing in for {mode.engines[0]}{sim}"
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
-        return f"cuFile reads into GPU memory, {_through_cufile(gpu.status(), target, seen)}"
+        return f"cuFile {moves}, {_through_cufile(gpu.status(), target, seen)}"
     if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
-        moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
         if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
             return f"kvikio {moves} ({kvikio_path})"
         return f"kvikio {moves} ({kvikio_path}), {_through_cufile(gpu.status(), target, seen)}"

@@ -1,17 +1,17 @@
-// cufile: cuFileRead straight into device memory (GPUDirect Storage), one read
-// at a time per thread as psync does; concurrency comes from threads, since
-// cuFile's synchronous API has no queue depth. Whether the read really went
+// cufile: cuFileRead into device memory and cuFileWrite from it (GPUDirect
+// Storage), one at a time per thread as psync does; concurrency comes from
+// threads, since cuFile's synchronous API has no queue depth. Whether the read really went
 // GPUDirect or through cuFile's compatibility mode (POSIX reads and a bounce
 // inside libcufile) is decided by the platform, and recorded by the Python
 // layer from nvidia-fs and cufile.json. Run on an H200 in compatibility mode only
-// (results/device/); never yet with nvidia-fs.
+// (results/device/); never yet with nvidia-fs. cuFileWrite has never run on a GPU.
 #include <cerrno>
 
 #include "../engine.hpp"
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadOnly,
+constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadWrite,
                                      /*gpu_buffers=*/true};
 const std::vector<EngineOption> kCuFileOptions = {
     {"gds_register", "bool", "register the GPU buffers with cuFile (gds)", 0, 0, 1, /*at_most_depth=*/false}};
@@ -40,6 +40,7 @@ class CuFileEngine final : public SynchronousEngine {
     api_.cuFileHandleDeregister(handle_);
   }
   uint64_t size() const override { return file_.size(); }
+  int sync() override { return file_.sync(); }
   void register_buffer(void* base, size_t length) override {
     if (!register_buffers_) return;
     CUfileError_t status = api_.cuFileBufRegister(base, length, 0);
@@ -52,10 +53,12 @@ class CuFileEngine final : public SynchronousEngine {
   int64_t transfer(const IoRequest& r) override {
     // A registered buffer is addressed by its base and an offset into it.
     char* base = registered_ ? static_cast<char*>(registered_) : r.buf;
-    ssize_t n = api_.cuFileRead(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
+    const bool write = r.direction == Direction::kWrite;
+    ssize_t n = write ? api_.cuFileWrite(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base))
+                      : api_.cuFileRead(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
     if (n < -1)
-      throw IoError("cuFileRead of " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) +
-                    ": " + cufileop_status_error(CUfileOpError(-n)));
+      throw IoError(std::string(write ? "cuFileWrite of " : "cuFileRead of ") + std::to_string(r.length) +
+                    " bytes at offset " + std::to_string(r.offset) + ": " + cufileop_status_error(CUfileOpError(-n)));
     return n == -1 ? -errno : n;
   }
 
@@ -70,7 +73,7 @@ class CuFileEngine final : public SynchronousEngine {
 
 const EngineInfo kCuFileEngine = {
     "cufile",
-    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)",
     kCuFileCan,
     [](const Target& target, unsigned, const OptionValues& options) -> std::unique_ptr<Engine> {
       return std::make_unique<CuFileEngine>(target, kCuFileEngine.option(options, "gds_register") != 0);
@@ -85,7 +88,7 @@ const EngineInfo kCuFileEngine = {
 namespace gds {
 const EngineInfo kCuFileEngine = {
     "cufile",
-    "cuFileRead into GPU memory (GPUDirect Storage; --mode gds)",
+    "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)",
     kCuFileCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");

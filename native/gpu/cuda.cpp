@@ -111,6 +111,7 @@ CudaRuntime::CudaRuntime() {
   GDS_BIND("cudart", cudaHostRegister);
   GDS_BIND("cudart", cudaHostUnregister);
   GDS_BIND("cudart", cudaMemcpyAsync);
+  GDS_BIND("cudart", cudaMemcpy2D);
   GDS_BIND("cudart", cudaStreamCreateWithFlags);
   GDS_BIND("cudart", cudaStreamDestroy);
   GDS_BIND("cudart", cudaStreamSynchronize);
@@ -154,6 +155,7 @@ CuFileApi::CuFileApi() {
   GDS_BIND("cufile", cuFileBufRegister);
   GDS_BIND("cufile", cuFileBufDeregister);
   GDS_BIND("cufile", cuFileRead);
+  GDS_BIND("cufile", cuFileWrite);
   CUfileError_t status = cuFileDriverOpen();
   if (status.err != CU_FILE_SUCCESS)
     throw InputError("cuFileDriverOpen failed: " + error_text(status) +

@@ -31,6 +31,7 @@ class CudaRuntime {
   GDS_SHIM_FN(cudaHostRegister);
   GDS_SHIM_FN(cudaHostUnregister);
   GDS_SHIM_FN(cudaMemcpyAsync);
+  GDS_SHIM_FN(cudaMemcpy2D);
   GDS_SHIM_FN(cudaStreamCreateWithFlags);
   GDS_SHIM_FN(cudaStreamDestroy);
   GDS_SHIM_FN(cudaStreamSynchronize);
@@ -65,6 +66,7 @@ class CuFileApi {
   GDS_SHIM_FN(cuFileBufRegister);
   GDS_SHIM_FN(cuFileBufDeregister);
   GDS_SHIM_FN(cuFileRead);
+  GDS_SHIM_FN(cuFileWrite);
 
   static std::string error_text(CUfileError_t status);
 

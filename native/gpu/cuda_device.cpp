@@ -129,6 +129,10 @@ class CudaDevice final : public Device {
     return Memory(pinned, pinned->buffers.data());
   }
   std::unique_ptr<CopyStream> stream(unsigned slots) override { return std::make_unique<CudaStream>(rt_, slots); }
+  void put_rows(void* device_dst, const void* host_src, size_t width, size_t pitch, size_t height) override {
+    rt_.check(rt_.cudaMemcpy2D(device_dst, pitch, host_src, pitch, width, height, cudaMemcpyHostToDevice),
+              "cudaMemcpy2D (host to GPU)");
+  }
 
  private:
   CudaRuntime& rt_;

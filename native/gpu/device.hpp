@@ -52,6 +52,9 @@ class Device {
   // backed where possible (buffers.hpp), registered with the device.
   virtual Memory alloc_pinned(size_t n) = 0;
   virtual std::unique_ptr<CopyStream> stream(unsigned slots) = 0;
+  // Synchronous host-to-device copy of `height` rows of `width` bytes, rows `pitch` bytes
+  // apart on both sides (cudaMemcpy2D): a few words of every 4 KiB block at once.
+  virtual void put_rows(void* device_dst, const void* host_src, size_t width, size_t pitch, size_t height) = 0;
 };
 
 // backend: "cuda", or "sim" / "sim:fail-copy=N" (the N-th copy fails, to test

@@ -117,6 +117,11 @@ class SimDevice final : public Device {
     return Memory(buffers, buffers->data());
   }
   std::unique_ptr<CopyStream> stream(unsigned slots) override { return std::make_unique<SimStream>(slots, options_); }
+  void put_rows(void* device_dst, const void* host_src, size_t width, size_t pitch, size_t height) override {
+    for (size_t row = 0; row < height; ++row)
+      std::memcpy(static_cast<char*>(device_dst) + row * pitch, static_cast<const char*>(host_src) + row * pitch,
+                  width);
+  }
 
  private:
   const SimOptions options_;

@@ -17,7 +17,7 @@ from gdsbench.execution.kvikio_mode.settings import configure, configure_remote,
 from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.pattern import check_device, restamp
+from gdsbench.system.pattern import bad_blocks, restamp
 from gdsbench.system.targets import is_url
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
@@ -133,7 +133,7 @@ class _Loop:
         if self.writing and self.spec.fsync_every and self.written % self.spec.fsync_every == 0:
             self.sync()
         if self.spec.verify and not self.writing:  # a write is read back after the run (execution/runner.py)
-            self.bad.update(check_device(self.buffers[index].data.ptr, self.spec.bs, off, self.spec.gpu[0]))
+            self.bad.update(bad_blocks(self.cupy, self.buffers[index], off))  # on the GPU it is in
             self.verified += self.spec.bs // _native.PATTERN_BLOCK
         if self.cpu0 is None and self.rule.open_at(end):
             self.start_measuring()
