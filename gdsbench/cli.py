@@ -61,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stdout = None  # nothing more can be written there, not even at exit
         return 0
+    except RuntimeError as e:  # mpi4py's errors are RuntimeErrors: a rank lost mid-call is one line, not a traceback
+        from gdsbench.execution import mpi
+
+        code = mpi.lost_peer(e)
+        if code is None:
+            raise
+        return code
 
 
 def _sigterm_as_ctrl_c(signum, frame) -> None:

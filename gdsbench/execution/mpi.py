@@ -15,6 +15,7 @@ import os
 import resource
 import socket
 import sys
+import time
 from functools import lru_cache
 
 from gdsbench._native import say_on_sigterm
@@ -41,6 +42,9 @@ def world():
     comm = MPI.COMM_WORLD
     if comm.Get_size() < 2:
         return None
+    # A peer lost mid-call raises here instead of aborting this rank at once, so the launcher, which
+    # names the rank that ended and its host, is the one to end the job (and this rank says why, below).
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
     if comm.Get_rank() == 0:  # when another rank dies, the launcher ends this one with SIGTERM: say why, once
         say_on_sigterm(f"gdsbench: error: rank 0 on {socket.gethostname()}: ended by SIGTERM, as the MPI launcher "
                        "ends every rank when one fails or is killed (its message names the rank); results saved "
@@ -94,6 +98,25 @@ def abort(message: str, code: int) -> None:
     comm.Abort(code)
 
 
+def lost_peer(error: BaseException) -> int | None:
+    """Where error is MPI's, that a call to another rank failed (it ended: killed, crashed): wait
+    for the launcher, which names the rank that ended and its host, then ends every rank with
+    SIGTERM (rank 0 says why in one line); this rank adds no story of its own unless the launcher
+    has not ended it within 30 s. None where error is not MPI's."""
+    if world_or_none() is None:
+        return None
+    from mpi4py import MPI
+
+    if not isinstance(error, MPI.Exception):
+        return None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+    print(f"gdsbench: error: rank {world().Get_rank()} on {socket.gethostname()}: lost another rank mid-call "
+          f"({error}); results saved before now are kept", file=sys.stderr, flush=True)
+    return 3
+
+
 def run_rank(parts: list, progress=None, warnings: list[str] = ()) -> RunRecord | None:
     """Run this rank's part; rank 0 returns the aggregate (with every rank's
     warnings in its per_process entries), the others None."""
@@ -102,7 +125,7 @@ def run_rank(parts: list, progress=None, warnings: list[str] = ()) -> RunRecord 
     part = parts[rank]
     spec = part.spec
     info = {"host": socket.gethostname(), "pid": os.getpid(), "rank": rank,
-            "gpu": spec.gpu[0] if spec.on_gpu else None}
+            "gpu": spec.gpu[0] if spec.on_gpu else None, "path": spec.path, "offset": spec.offset, "size": spec.size}
     global _runs
     _runs += 1
     tag = STONEWALL_TAG + _runs % 10000
@@ -130,4 +153,4 @@ def run_rank(parts: list, progress=None, warnings: list[str] = ()) -> RunRecord 
     comm.Barrier()
     if rank != 0:
         return None
-    return aggregate([g[0] for g in gathered], [g[1] for g in gathered], spec.interval_ns)
+    return aggregate([g[0] for g in gathered], [g[1] for g in gathered], spec.interval_ns, aligned=True)

@@ -76,7 +76,7 @@ class ThreadRecord:
 class RunRecord:
     threads: list[ThreadRecord]
     interrupted: bool
-    start_skew_ns: int  # spread of thread (or process) start times
+    start_skew_ns: int | None  # spread of thread (or process) start times; None: not known (MPI ranks' clocks)
     process_cpu_user_s: float  # whole process(es), whole run
     process_cpu_sys_s: float
     window_cpu_user_s: float  # whole process(es), measured window

@@ -8,6 +8,7 @@ to the last completion of any thread (IOR's rule: earliest start, latest end).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ class Result:
     verified_blocks: int = 0
     verify_mismatches: int = 0
     first_mismatch_offset: int | None = None
-    start_skew_ns: int = 0
+    start_skew_ns: int | None = 0
     wall_ns: int = 0  # whole run, ramp and set-up included
     worker_cpu_user_s: float = 0.0  # the worker threads alone, measured window
     worker_cpu_sys_s: float = 0.0
@@ -191,6 +192,9 @@ class Result:
             **{f"{name}_{k}": (part or {}).get(k) for name, part in (("first_pass", self.first_pass),
                                                                      ("reread", self.reread)) for k in _PASS_FIGURES},
             "processes": len(self.procs) or 1,
+            "hosts": len({p.get("host") for p in self.procs}) or 1,
+            # each host's ranks, bytes and rate (IOR's rule within the host), as JSON text: one column, any host count
+            "per_host": json.dumps(per_host(self.procs), separators=(",", ":")) if self.procs else None,
             "stonewall_bytes": self.stonewall["bytes"] if self.stonewall else None,
             "stonewall_elapsed_ns": self.stonewall["elapsed_ns"] if self.stonewall else None,
             "stonewall_bandwidth_bytes_per_s": self.stonewall["bandwidth_bytes_per_s"] if self.stonewall else None,
@@ -212,6 +216,7 @@ class Result:
                        "latency": [histogram_to_dict(h) for h in self.round_latency]},
             "threads": self.threads,
             "per_process": self.procs,
+            "per_host": per_host(self.procs),  # as a list here (the summary's column holds it as JSON text)
             "latency_histogram": histogram_to_dict(self.latency),
             "warnings": self.warnings,
             "environment": self.environment,
@@ -283,6 +288,22 @@ def part_summary(nbytes: int, ops: int, last_complete_ns: int, latency: _native.
     seconds = last_complete_ns / 1e9
     return {"bytes": nbytes, "ops": ops, "bandwidth_bytes_per_s": nbytes / seconds if seconds else 0.0,
             "lat_p50_ns": latency.percentile(50), "lat_p99_ns": latency.percentile(99)}
+
+
+def per_host(procs: list[dict]) -> list[dict]:
+    """Each host's share of a run, by IOR's rule within the host: its ranks' bytes over its
+    latest end minus its earliest start (on the run's time base). Hosts in order of first rank."""
+    hosts: dict[str, list[dict]] = {}
+    for p in procs:
+        hosts.setdefault(p.get("host", "?"), []).append(p)
+    out = []
+    for host, ranks in hosts.items():
+        nbytes = sum(p["bytes"] for p in ranks)
+        elapsed = max(p["end_offset_ns"] for p in ranks) - min(p["start_offset_ns"] for p in ranks)
+        out.append({"host": host, "ranks": [p.get("rank", p["proc"]) for p in ranks], "bytes": nbytes,
+                    "ops": sum(p["ops"] for p in ranks), "elapsed_ns": elapsed,
+                    "bandwidth_bytes_per_s": nbytes / (elapsed / 1e9) if elapsed > 0 else 0.0})
+    return out
 
 
 def _thread_summary(index: int, t) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gdsbench.job.result import PERCENTILES, Result, percentile_key
+from gdsbench.job.result import PERCENTILES, Result, per_host, percentile_key
 from gdsbench.job.units import format_count, format_duration, format_rate, format_size
 
 
@@ -67,7 +67,13 @@ def run_summary(r: Result) -> str:
         lines.append(f"stonewall  {format_rate(w['bandwidth_bytes_per_s'])}: {format_size(w['bytes'])} in "
                      f"{format_duration(w['elapsed_ns'])}, when the first worker finished (the line above is the full run)")
     if r.procs:
-        lines.append(f"processes  {len(r.procs)}, start skew {format_duration(r.start_skew_ns)}")
+        skew = (f"start skew {format_duration(r.start_skew_ns)}" if r.start_skew_ns is not None else
+                "started together at a barrier (each rank timed on its own clock)")
+        lines.append(f"processes  {len(r.procs)}, {skew}")
+        hosts = per_host(r.procs)
+        if len(hosts) > 1:
+            lines.append(f"hosts      {len(hosts)}: " + ", ".join(
+                f"{h['host']} ({len(h['ranks'])} ranks) {format_rate(h['bandwidth_bytes_per_s'])}" for h in hosts))
         for p in r.procs:
             who = f"rank {p['rank']}" if "rank" in p else f"proc {p['proc']}"
             sim = " (simulated)" if spec.simulated else ""

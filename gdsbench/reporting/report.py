@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -99,6 +100,18 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     return dict(lines)
 
 
+def _per_host_rows(df: pd.DataFrame, dims: list[str]) -> list[list]:
+    """A row per host of every point and repeat that ran on more than one host (MPI across hosts)."""
+    if "hosts" not in df or not (df["hosts"] > 1).any():
+        return []
+    rows = []
+    for _, r in df[df["hosts"] > 1].iterrows():
+        for h in json.loads(r["per_host"]):
+            rows.append([analysis.describe_point(r, dims), int(r["repeat"]), h["host"],
+                         ", ".join(map(str, h["ranks"])), format_size(h["bytes"]), format_rate(h["bandwidth_bytes_per_s"])])
+    return rows
+
+
 def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None = None) -> Report:
     """The run's HTML page and charts, in out_dir (default: the run's report/)."""
     df = load(run_dir)
@@ -160,6 +173,10 @@ def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report
         ("Points (medians over repeats)", html.table(
             ["point", "bandwidth", "IOPS", "p50", "p99", "p99.9", "CPU-s/GB", "repeats", "spread"], table_rows)),
     ]
+    hosts = _per_host_rows(df, dims)
+    if hosts:
+        sections.append(("Per host (each repeat; a host's bytes over its ranks' latest end minus earliest start)",
+                         html.table(["point", "repeat", "host", "ranks", "bytes", "bandwidth"], hosts)))
     if info["skipped"]:
         sections.append(("Skipped points", html.table(["point", "why"], [
             [" ".join(f"{k}={v}" for k, v in s["values"].items()), s["reason"]] for s in info["skipped"]])))

@@ -1,0 +1,139 @@
+"""Several hosts on one machine, for the tests that cross hosts: each host a
+network namespace with its own hostname (a UTS namespace per command), joined
+by veth pairs to a bridge in a namespace of its own, at 10.203.0.1..N. Traffic
+between them crosses veth and a real TCP stack; every host shares this
+machine's kernel, disk and clock. After ../shared/hosts (hosts.sh, on, nsrsh).
+
+Names are this process's own (gdsbench-PID-h1, ...), so two test runs on one
+machine never meet; inside, the hosts are called h1..hN and resolve each
+other through /etc/netns/NS/hosts, which `ip netns exec` binds over /etc/hosts.
+Only root can make them; where it cannot, `why_not()` says why and the tests
+that need hosts skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+SUBNET = "10.203.0"
+PREFIX_VARIABLE = "GDSBENCH_TEST_HOSTS"  # the namespaces' prefix, for the ssh stand-in
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=30)
+
+
+def why_not() -> str | None:
+    """Why hosts cannot be made here (None where they can)."""
+    if os.geteuid() != 0:
+        return "namespaced hosts need root"
+    if shutil.which("ip") is None or shutil.which("unshare") is None:
+        return "namespaced hosts need ip (iproute2) and unshare (util-linux)"
+    probe = f"gdsbench-probe-{os.getpid()}"
+    made = _ip("netns", "add", probe, check=False)
+    if made.returncode != 0:
+        return f"cannot make a network namespace here: {made.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return None
+
+
+class Hosts:
+    """h1..hN, made by up() and removed by down() (also after a failed test: use as a context)."""
+
+    def __init__(self, n: int = 3):
+        self.n = n
+        self.prefix = f"gdsbench-{os.getpid()}-"
+        self.names = [f"h{i}" for i in range(1, n + 1)]
+        self.folder = tempfile.mkdtemp(prefix="gdsbench-hosts-")
+        self.nsrsh = os.path.join(self.folder, "nsrsh")
+
+    def namespace(self, host: str) -> str:
+        return self.prefix + host
+
+    def address(self, host: str) -> str:
+        return f"{SUBNET}.{self.names.index(host) + 1}"
+
+    def __enter__(self) -> Hosts:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> None:
+        bridge = self.namespace("sw")
+        _ip("netns", "add", bridge)
+        _ip("-n", bridge, "link", "add", "br0", "type", "bridge")
+        _ip("-n", bridge, "link", "set", "br0", "up")
+        table = "127.0.0.1 localhost\n" + "".join(f"{self.address(h)} {h}\n" for h in self.names)
+        for i, host in enumerate(self.names, 1):
+            ns, veth = self.namespace(host), f"gv{os.getpid() % 100000}h{i}"  # a link name has 15 characters at most
+            _ip("netns", "add", ns)
+            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("link", "set", veth, "netns", bridge)
+            _ip("-n", bridge, "link", "set", veth, "master", "br0")
+            _ip("-n", bridge, "link", "set", veth, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
+            with open(f"/etc/netns/{ns}/hosts", "w") as f:
+                f.write(table)
+        with open(self.nsrsh, "w") as f:  # Open MPI's launcher calls it as it would call ssh: [options] HOST COMMAND
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                # ssh stand-in for mpirun across the test's hosts (tests/hosts.py)
+                while [ "${{1#-}}" != "$1" ]; do shift; done
+                host=$1; shift
+                exec ip netns exec "${{{PREFIX_VARIABLE}}}$host" unshare --uts /bin/sh -c "hostname $host; $*"
+                """))
+        os.chmod(self.nsrsh, 0o755)
+
+    def down(self) -> None:
+        """Every process left in the hosts ended, then the hosts removed."""
+        listed = _ip("netns", "list", check=False).stdout.split()
+        ours = [ns for ns in listed if ns.startswith(self.prefix)]
+        for ns in ours:
+            for pid in _ip("netns", "pids", ns, check=False).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+        for ns in ours:
+            _ip("netns", "del", ns, check=False)
+            shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def on(self, host: str, *command: str) -> list[str]:
+        """The command line that runs `command` on host, under its own hostname."""
+        return ["ip", "netns", "exec", self.namespace(host), "unshare", "--uts", "/bin/sh", "-c",
+                'hostname "$0"; exec "$@"', host, *command]
+
+    def env(self) -> dict:
+        """The environment mpirun across these hosts needs: the ssh stand-in's prefix, this
+        Python's bin first on PATH (the launcher starts its daemons by name on each host), and
+        Open MPI's consent to root and to more ranks than cores."""
+        return dict(os.environ, **{PREFIX_VARIABLE: self.prefix},
+                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                    OMPI_MCA_rmaps_base_oversubscribe="1")
+
+    def mpirun(self, ranks_per_host: int, *command: str) -> list[str]:
+        """mpirun, started on h1, placing ranks_per_host ranks on each host through the ssh stand-in."""
+        hostfile = os.path.join(self.folder, "hostfile")
+        with open(hostfile, "w") as f:
+            f.write("".join(f"{h} slots={ranks_per_host}\n" for h in self.names))
+        mpirun = os.path.join(os.path.dirname(sys.executable), "mpirun")
+        return self.on(self.names[0], mpirun, "--hostfile", hostfile, "-np", str(ranks_per_host * self.n),
+                       "--map-by", f"ppr:{ranks_per_host}:node", "--prtemca", "plm_ssh_agent", self.nsrsh,
+                       "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", *command)

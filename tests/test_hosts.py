@@ -1,0 +1,207 @@
+"""Many hosts: gdsbench under mpirun across three hosts made for the module
+(tests/hosts.py: network namespaces with their own hostnames on a bridge, one
+kernel, one disk, one clock), and the aggregation's rules for hosts whose clocks
+differ. Without root or mpirun the host tests skip, saying why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+from conftest import MPIRUN, needs_mpi
+from hosts import Hosts, why_not
+
+from gdsbench.execution.aggregate import aggregate
+from gdsbench.execution.record import RunRecord, ThreadRecord
+from gdsbench.job.result import per_host
+
+MiB = 1 << 20
+NO_HOSTS = why_not()
+needs_hosts = pytest.mark.skipif(bool(NO_HOSTS), reason=f"{NO_HOSTS}")
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    if MPIRUN is None:
+        pytest.skip("mpirun not installed (pip install gdsbench[mpi])")
+    with Hosts(3) as made:  # removed again whatever the tests did
+        yield made
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """A prepared file every host sees (they share this machine's file systems)."""
+    from gdsbench.system.prepare import prepare
+
+    folder = tmp_path_factory.mktemp("shared")
+    prepare(str(folder / "s.dat"), 48 * MiB)
+    for rank in range(6):
+        prepare(str(folder / f"pr.dat.{rank}"), 8 * MiB)
+    return folder
+
+
+def across(hosts: Hosts, ranks_per_host: int, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`gdsbench ARGS` under mpirun, ranks_per_host ranks on each host."""
+    return subprocess.run(hosts.mpirun(ranks_per_host, sys.executable, "-m", "gdsbench", *map(str, args)),
+                          env=hosts.env(), capture_output=True, text=True, timeout=timeout, cwd=os.getcwd())
+
+
+@needs_hosts
+@needs_mpi
+def test_a_shared_file_read_with_reorder_names_every_ranks_host_and_totals_as_ior_does(hosts, shared):
+    res = across(hosts, 2, "run", shared / "s.dat", "--reorder", "--bs", "1M", "--size", "8M", "--io-size", "8M",
+                 "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    procs = {p["rank"]: p for p in d["per_process"]}
+    assert sorted(procs) == list(range(6)) and [procs[r]["host"] for r in range(6)] == ["h1", "h1", "h2", "h2", "h3",
+                                                                                        "h3"]
+    for p in procs.values():  # IOR's -C: each rank read the part of a rank on another host
+        part = p["offset"] // (8 * MiB)
+        assert procs[part]["host"] != p["host"] and p["bytes"] == 8 * MiB
+    # IOR's rule, from the per-rank records: bytes summed over ranks, over latest end - earliest start
+    assert d["bytes"] == sum(p["bytes"] for p in procs.values())
+    elapsed = max(p["end_offset_ns"] for p in procs.values()) - min(p["start_offset_ns"] for p in procs.values())
+    assert d["elapsed_ns"] == elapsed
+    assert d["bandwidth_bytes_per_s"] == pytest.approx(d["bytes"] / (elapsed / 1e9))
+    assert [(h["host"], h["ranks"], h["bytes"]) for h in d["per_host"]] == [
+        ("h1", [0, 1], 16 * MiB), ("h2", [2, 3], 16 * MiB), ("h3", [4, 5], 16 * MiB)]
+    assert d["hosts"] == 3 and d["start_skew_ns"] is None  # aligned by the barrier, clocks never compared
+
+
+@needs_hosts
+@needs_mpi
+def test_per_rank_files_and_stonewall_across_hosts_with_the_hosts_in_the_summary(hosts, shared):
+    res = across(hosts, 2, "run", shared / "pr.dat", "--layout", "per-proc", "--bs", "256K", "--stonewall",
+                 "--io-size", "8M")
+    assert res.returncode == 0, res.stderr
+    assert "hosts      3: h1 (2 ranks)" in res.stdout and "started together at a barrier" in res.stdout
+    assert "stonewall" in res.stdout
+    res = across(hosts, 2, "run", shared / "pr.dat", "--layout", "per-proc", "--bs", "256K", "--stonewall",
+                 "--io-size", "8M", "--json")
+    d = json.loads(res.stdout)
+    assert {p["rank"]: os.path.basename(p["path"]) for p in d["per_process"]} == {r: f"pr.dat.{r}" for r in range(6)}
+    assert 0 < d["stonewall_bytes"] <= d["bytes"] == 48 * MiB
+
+
+@needs_hosts
+@needs_mpi
+def test_a_sweep_across_hosts_saves_the_per_host_figures_and_its_page_shows_them(hosts, shared, tmp_path):
+    res = across(hosts, 1, "sweep", shared / "s.dat", "--bs", "256K,1M", "--io-size", "4M", "--results", tmp_path,
+                 "--name", "hosts")
+    assert res.returncode == 0, res.stderr
+    (run,) = tmp_path.iterdir()
+    df = pd.read_parquet(run / "points.parquet")
+    assert list(df["hosts"]) == [3, 3]
+    assert [h["host"] for h in json.loads(df["per_host"].iloc[0])] == ["h1", "h2", "h3"]
+    page = (run / "report" / "report.html").read_text()
+    assert "Per host" in page and "<td>h3</td>" in page
+
+
+@needs_hosts
+@needs_mpi
+def test_a_rank_killed_on_another_host_is_named_and_the_points_so_far_are_kept(hosts, shared, tmp_path):
+    """kill -9 of rank 2's process on h3 in the sweep's second point: one line names it (the
+    launcher's, and rank 0's by host), and the first point stays saved and readable."""
+    cmd = hosts.mpirun(1, sys.executable, "-m", "gdsbench", "sweep", str(shared / "s.dat"), "--bs", "1M",
+                       "--runtime", "1s,30s", "--engine", "psync", "--results", str(tmp_path), "--name", "killed")
+    proc = subprocess.Popen(cmd, env=hosts.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    victim = None
+    while victim is None and time.monotonic() < deadline:
+        runs = list(tmp_path.glob("*/points.jsonl"))
+        if runs and runs[0].read_text().count("\n") >= 1:  # the 1 s point saved: the 30 s point runs now
+            victim = next(pid for pid in map(int, subprocess.run(
+                ["ip", "netns", "pids", hosts.namespace("h3")], capture_output=True, text=True).stdout.split())
+                if b"\0-m\0gdsbench\0sweep" in open(f"/proc/{pid}/cmdline", "rb").read())  # the rank, not its daemon
+        time.sleep(0.1)
+    assert victim is not None, "the sweep did not reach its second runtime"
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    ours = [line for line in err.splitlines() if "gdsbench: " in line]
+    assert len(ours) == 1 and "rank 0 on h1" in ours[0], err
+    words = " ".join(err.split())  # the launcher's, wrapped at its own width
+    assert "process rank 2 with PID" in words and "on node h3 exited on signal 9" in words
+    assert "Traceback" not in err
+    df = pd.read_parquet(next(tmp_path.glob("*/points.parquet")))
+    assert len(df) == 1 and set(df["hosts"]) == {3}
+
+
+@needs_hosts
+@needs_mpi
+def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hosts, shared, tmp_path):
+    """nginx on h3, at h3's address only; ranks on h1 and h2 read it over veth and TCP."""
+    exe = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not os.path.exists(exe):
+        pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
+    temp = " ".join(f"{kind}_temp_path {tmp_path}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
+                                                                        "scgi"))
+    (tmp_path / "nginx.conf").write_text(
+        f"daemon off; master_process off; error_log {tmp_path}/error.log; pid {tmp_path}/nginx.pid;\n"
+        f"events {{ worker_connections 256; }}\nhttp {{ access_log off; {temp}\n"
+        f"  server {{ listen {hosts.address('h3')}:8080; root {shared}; }} }}\n")
+    server = subprocess.Popen(hosts.on("h3", exe, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")))
+    try:
+        two = Hosts.__new__(Hosts)  # the same hosts, with mpirun placing ranks on h1 and h2 only
+        two.__dict__.update(hosts.__dict__, n=2, names=["h1", "h2"])
+        url = f"http://{hosts.address('h3')}:8080/s.dat"
+        for _ in range(100):  # until it listens (seen from h1)
+            if subprocess.run(hosts.on("h1", sys.executable, "-c", f"import socket; socket.create_connection(("
+                                       f"'{hosts.address('h3')}', 8080), timeout=1)"), capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        sent = _eth0_tx_bytes(hosts, "h3")
+        res = subprocess.run(two.mpirun(1, sys.executable, "-m", "gdsbench", "run", url, "--bs", "1M", "--qd", "4",
+                                        "--io-size", "16M", "--verify", "--json"),
+                             env=hosts.env(), capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        d = json.loads(res.stdout)
+        assert [p["host"] for p in d["per_process"]] == ["h1", "h2"] and d["verify_mismatches"] == 0
+        assert d["bytes"] == 32 * MiB and d["data_path"].startswith("HTTP over")
+        assert _eth0_tx_bytes(hosts, "h3") - sent >= 32 * MiB  # the bytes left h3 by its veth, not by loopback
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _eth0_tx_bytes(hosts: Hosts, host: str) -> int:
+    out = subprocess.run(hosts.on(host, "cat", "/sys/class/net/eth0/statistics/tx_bytes"), capture_output=True,
+                         text=True, check=True).stdout
+    return int(out)
+
+
+# ---- clocks: what the aggregation assumes of them ----
+
+def _rank_record(start_realtime_ns: int, end_ns: int, nbytes: int) -> RunRecord:
+    t = dataclasses.replace(ThreadRecord.empty(), bytes=nbytes, ops=1, last_complete_ns=end_ns)
+    return RunRecord(threads=[t], interrupted=False, start_skew_ns=0, process_cpu_user_s=0.0, process_cpu_sys_s=0.0,
+                     window_cpu_user_s=0.0, window_cpu_sys_s=0.0, wall_ns=end_ns, start_realtime_ns=start_realtime_ns,
+                     first_done_ns=0)
+
+
+def test_mpi_ranks_are_aligned_by_the_barrier_whatever_their_hosts_clocks_say():
+    """Each rank's times are its own, from its start gate; the gates are aligned by the barrier
+    before them. A host whose clock is an hour ahead changes nothing; local processes, which share
+    a clock, still line up on it."""
+    hour = 3600 * 10**9
+    ends = [2 * 10**9, 3 * 10**9, 4 * 10**9]
+    synced = aggregate([_rank_record(10**18, e, MiB) for e in ends], [{"host": f"h{i}"} for i in range(3)], 10**9,
+                       aligned=True)
+    offset = aggregate([_rank_record(10**18 + k * hour, e, MiB) for k, e in zip((0, 1, -1), ends)],
+                       [{"host": f"h{i}"} for i in range(3)], 10**9, aligned=True)
+    assert [p["end_offset_ns"] for p in offset.procs] == [p["end_offset_ns"] for p in synced.procs] == ends
+    totals = [(r.thread_totals()["bytes"], r.thread_totals()["last_complete_ns"]) for r in (synced, offset)]
+    assert offset.start_skew_ns is None and totals[0] == totals[1] == (3 * MiB, 4 * 10**9)
+    local = aggregate([_rank_record(10**18 + k * 10**9, 10**9, MiB) for k in range(3)], [{"host": "a"}] * 3, 10**9)
+    assert [p["start_offset_ns"] for p in local.procs] == [0, 10**9, 2 * 10**9] and local.start_skew_ns == 2 * 10**9
+    assert per_host(local.procs) == [{"host": "a", "ranks": [0, 1, 2], "bytes": 3 * MiB, "ops": 3,
+                                      "elapsed_ns": 3 * 10**9, "bandwidth_bytes_per_s": MiB}]
