@@ -173,6 +173,33 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
         server.wait()
 
 
+@needs_hosts
+@needs_mpi
+def test_validate_across_a_fleet_gives_a_verdict_per_host_and_the_worst_exit(hosts, shared, tmp_path):
+    """mpirun's MPMD form gives h2 a PATH too small to measure (not ready, exit 2) and h1 and h3 a
+    shared folder, where each makes and removes a file of its own: one verdict per host, the
+    worst host's exit code, one JUnit testsuite per host."""
+    (tmp_path / "tiny.dat").write_bytes(b"x" * 4096)
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("".join(f"{h} slots=1\n" for h in hosts.names))
+    mpirun = os.path.join(os.path.dirname(sys.executable), "mpirun")
+    app = [sys.executable, "-m", "gdsbench", "validate", "--quick", "--junit", str(tmp_path / "fleet.xml"), "--json"]
+    command = [mpirun, "--hostfile", str(hostfile), "--prtemca", "plm_ssh_agent", hosts.nsrsh,
+               "-np", "1", "--host", "h1", *app, str(shared),
+               ":", "-np", "1", "--host", "h2", *app, str(tmp_path / "tiny.dat"),
+               ":", "-np", "1", "--host", "h3", *app, str(shared)]
+    res = subprocess.run(hosts.on("h1", *command), env=hosts.env(), capture_output=True, text=True, timeout=240)
+    assert res.returncode == 2, res.stderr
+    d = json.loads(res.stdout)
+    assert d["hosts"] == ["h1", "h2", "h3"] and [h["exit_code"] for h in d["per_host"]] == [0, 2, 0]
+    assert "too small to measure" in " ".join(d["per_host"][1]["notes"])
+    assert [os.path.basename(p) for p in os.listdir(shared) if "validate" in p] == []  # each host's file removed
+    import xml.etree.ElementTree as ET
+
+    suites = ET.parse(tmp_path / "fleet.xml").getroot().findall("testsuite")
+    assert [s.get("hostname") for s in suites] == ["h1", "h2", "h3"] and int(suites[0].get("tests")) > 5
+
+
 def _eth0_tx_bytes(hosts: Hosts, host: str) -> int:
     out = subprocess.run(hosts.on(host, "cat", "/sys/class/net/eth0/statistics/tx_bytes"), capture_output=True,
                          text=True, check=True).stdout

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from gdsbench.commands.options import add_remote_arguments
@@ -27,9 +28,10 @@ class ValidateCommand:
         add_remote_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from gdsbench.validate import output, profile
+        from gdsbench.execution import mpi
+        from gdsbench.validate import fleet, output, profile
         from gdsbench.validate.judge import load_baseline
-        from gdsbench.validate.session import NotReady, validate
+        from gdsbench.validate.session import NotReady, Validation, validate
 
         chosen = profile.load(args.profile)
         baseline = load_baseline(args.baseline) if args.baseline else None
@@ -37,23 +39,50 @@ class ValidateCommand:
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
         if args.junit:
             output.check_writable("--junit", args.junit)
-        v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "")
-        written = True  # a report that could not be written is never a pass
+        def run(host: str = "") -> Validation:
+            return validate(args.path, chosen, quick=args.quick, baseline=baseline,
+                            baseline_source=args.baseline or "", host=host)
+
+        def run_on_host(host: str) -> Validation:  # a host not ready is that host's verdict, not the fleet's end
+            try:
+                return run(host)
+            except NotReady as e:
+                v = Validation(chosen, args.quick, options={"path": args.path})
+                v.notes.append(f"not ready: {e}")
+                return v
+
+        comm = mpi.world()
+        if comm is not None:  # a fleet: each host validated by its first rank, reported by rank 0
+            hosts = fleet.validate_fleet(comm, run_on_host)
+            code = comm.bcast(self._report(args, fleet.worst_exit(hosts), fleet.to_dict(hosts),
+                                           lambda color: output.fleet_table(hosts, color),
+                                           [(h.host, h.validation) for h in hosts]) if hosts else None, root=0)
+            return code
+        v = run()
+        return self._report(args, v.exit_code, v.to_dict(), lambda color: output.table(v, color),
+                            [(os.uname().nodename, v)])
+
+    def _report(self, args, exit_code: int, record: dict, table, validations) -> int:
+        """Print the table (or JSON) and write the JUnit file; the exit code, or the usage code
+        where a passing report could not be written (a report that could not be written is never a pass)."""
+        from gdsbench.validate import output
+
+        written = True
         if args.junit:
             try:
-                output.junit(v, args.junit)
+                output.junit_hosts(validations, args.junit)
             except OSError as e:
                 print(f"gdsbench: error: --junit {args.junit}: {e.strerror}; the checks are printed below", file=sys.stderr)
                 written = False
         try:
             if args.json:
-                json.dump(v.to_dict(), sys.stdout, indent=1, default=str)
+                json.dump(record, sys.stdout, indent=1, default=str)
                 print()
             else:
                 from rich.console import Console
 
                 console = Console(highlight=False, soft_wrap=True)
-                text = output.table(v, color=console.is_terminal)
+                text = table(console.is_terminal)
                 console.print(text) if console.is_terminal else print(text)
             sys.stdout.flush()
         except BrokenPipeError:
@@ -62,4 +91,4 @@ class ValidateCommand:
             print(f"gdsbench: error: {'--json' if args.json else 'the table'} could not be written to standard "
                   f"output: {e.strerror}", file=sys.stderr)
             written = False
-        return v.exit_code if written or v.exit_code else self.usage_exit_code
+        return exit_code if written or exit_code else self.usage_exit_code

@@ -16,6 +16,7 @@ import resource
 import socket
 import sys
 import time
+from contextlib import contextmanager
 from functools import lru_cache
 
 from gdsbench._native import say_on_sigterm
@@ -28,11 +29,28 @@ from gdsbench.job.errors import UsageError
 LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS")
 STONEWALL_TAG = 7017  # plus the run's number: a late notice never stops the next run
 _runs = 0
+_alone = False  # set by alone(): this rank works by itself for now
+
+
+@contextmanager
+def alone():
+    """For the block, this rank runs as if started without MPI (world() is None): a fleet's
+    validate, where each host measures by itself and only the reports meet."""
+    global _alone
+    _alone = True
+    try:
+        yield
+    finally:
+        _alone = False
+
+
+def world():
+    """MPI.COMM_WORLD when started by an MPI launcher with several ranks, else None."""
+    return None if _alone else _world()
 
 
 @lru_cache(maxsize=1)
-def world():
-    """MPI.COMM_WORLD when started by an MPI launcher with several ranks, else None."""
+def _world():  # world(), found once
     if not any(v in os.environ for v in LAUNCHER_VARIABLES):
         return None
     try:

@@ -42,13 +42,36 @@ def summary(v: Validation) -> str:
 
 def junit(v: Validation, path: str) -> None:
     """Write the checks as JUnit XML (what CI systems and provisioning tools read)."""
+    junit_hosts([(os.uname().nodename, v)], path)
+
+
+def junit_hosts(validations: list[tuple[str, Validation]], path: str) -> None:
+    """JUnit XML with one testsuite per host's validation (a fleet's, or one host's)."""
+    everything = [c for _, v in validations for c in v.checks]
+    suites = ET.Element("testsuites", name="gdsbench validate", tests=str(len(everything)),
+                        failures=str(sum(c.status == FAIL for c in everything)), errors="0",
+                        skipped=str(sum(c.status == SKIP for c in everything)),
+                        time=f"{max(v.seconds for _, v in validations):.3f}")
+    for host, v in validations:
+        _suite(suites, host, v, several=len(validations) > 1)
+    ET.indent(suites)
+    tmp = f"{path}.partial"
+    try:
+        ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _suite(suites: ET.Element, host: str, v: Validation, several: bool) -> None:
     checks = v.ordered()
-    n = {s: sum(c.status == s for c in checks) for s in (FAIL, SKIP)}
-    suites = ET.Element("testsuites", name="gdsbench validate", tests=str(len(checks)), failures=str(n[FAIL]),
-                        errors="0", skipped=str(n[SKIP]), time=f"{v.seconds:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name=f"gdsbench validate ({v.profile.name})", tests=str(len(checks)),
-                          failures=str(n[FAIL]), errors="0", skipped=str(n[SKIP]), time=f"{v.seconds:.3f}",
-                          timestamp=v.started, hostname=os.uname().nodename)
+    name = f"gdsbench validate ({v.profile.name})" + (f" on {host}" if several else "")
+    suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks)),
+                          failures=str(sum(c.status == FAIL for c in checks)), errors="0",
+                          skipped=str(sum(c.status == SKIP for c in checks)), time=f"{v.seconds:.3f}",
+                          timestamp=v.started, hostname=host)
     props = ET.SubElement(suite, "properties")
     for key, value in (("profile", v.profile.source), ("quick", str(v.quick).lower()), ("target", v.target.get("path")),
                        ("exit_code", str(v.exit_code)), ("interrupted", str(v.interrupted).lower())):
@@ -63,15 +86,20 @@ def junit(v: Validation, path: str) -> None:
             ET.SubElement(case, "skipped", message=c.fix)
         out = ET.SubElement(case, "system-out")
         out.text = f"{c.status}\n{detail}" + (f"\nfix: {c.fix}" if c.status == WARN else "")
-    ET.indent(suites)
-    tmp = f"{path}.partial"
-    try:
-        ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+
+def fleet_table(fleet, color: bool = False) -> str:
+    """Each host's table under its name, then a line per host and the fleet's verdict."""
+    from gdsbench.validate.fleet import worst_exit
+
+    parts = [f"== {h.host} (rank {h.rank}) ==\n{table(h.validation, color)}" for h in fleet]
+    width = max(len(h.host) for h in fleet)
+    lines = [f"{h.host:<{width}}  {summary(h.validation)}" for h in fleet]
+    worst = worst_exit(fleet)
+    failing = [h.host for h in fleet if h.validation.exit_code == worst and worst]
+    lines.append(f"fleet: {len(fleet)} hosts: exit {worst}" + (f" (worst: {', '.join(failing)})" if failing else
+                                                                 ", every host passed"))
+    return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
 
 
 def check_writable(flag: str, path: str) -> None:

@@ -24,8 +24,8 @@ from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile
 
-SCRATCH_NAME = "gdsbench-validate.dat"  # the file validate prepares in a directory it is given, or beside PATH
-WRITE_NAME = "gdsbench-validate-write.dat"  # the file the write point writes into, beside PATH, always removed
+SCRATCH_NAME = "gdsbench-validate{host}.dat"  # the file validate prepares in a directory it is given, or beside PATH
+WRITE_NAME = "gdsbench-validate{host}-write.dat"  # the file the write point writes into, beside PATH, always removed
 
 
 class NotReady(GdsbenchError):
@@ -86,14 +86,16 @@ class Targets:
     names, or the default scratch file), and the pattern file integrity reads,
     which it prepares beside PATH where PATH is not one and it may write there."""
 
-    def __init__(self, path: str | None, size: int, notes: list[str], least: int = 0):
+    def __init__(self, path: str | None, size: int, notes: list[str], least: int = 0, host: str = ""):
+        # host: "" alone, else "-HOST", so hosts of a fleet sharing a directory never meet in one file
+        self.scratch_name, self.write_name = SCRATCH_NAME.format(host=host), WRITE_NAME.format(host=host)
         self.made: list[str] = []  # files this validation created, removed at the end
         self.notes = notes
         if path is None:
             ensure_scratch()
             path = SCRATCH_PATH
         elif os.path.isdir(path):
-            path = self._make(os.path.join(path, SCRATCH_NAME), size, fatal=True)
+            path = self._make(os.path.join(path, self.scratch_name), size, fatal=True)
         self.target = self._inspect(path)
         if self.target.size < least:  # an empty file, /proc/self/status, a few KiB: nothing could be measured
             raise NotReady(f"PATH {path}: {format_size(self.target.size)}, too small to measure: the reference points "
@@ -114,7 +116,7 @@ class Targets:
             self.why_not_writable = (f"PATH is {self.target.where}: gdsbench writes only into a file it makes; give a "
                                      "directory on the storage to validate writes")
             return None
-        path = os.path.join(os.path.dirname(os.path.abspath(self.target.path)), WRITE_NAME)
+        path = os.path.join(os.path.dirname(os.path.abspath(self.target.path)), self.write_name)
         before = len(self.notes)
         self._writable = self._make(path, self.size, purpose="to write into")
         if self._writable is None:
@@ -131,7 +133,7 @@ class Targets:
     def _make(self, path: str, size: int, fatal: bool = False, purpose: str = "to read") -> str | None:
         existed = os.path.exists(path)
         # one an earlier validate made and could not remove (it was killed) is ours: used, then removed
-        leftover = existed and os.path.basename(path) in (SCRATCH_NAME, WRITE_NAME) and os.path.isfile(path) and \
+        leftover = existed and os.path.basename(path) in (self.scratch_name, self.write_name) and os.path.isfile(path) and \
             created_by_gdsbench(path)
         try:
             prepare(path, size, progress=progress_printer(f"preparing {path}"))
@@ -160,7 +162,7 @@ class Targets:
             self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "
                               "a filesystem on it to check integrity")
             return None
-        return self._make(os.path.join(os.path.dirname(os.path.abspath(target.path)), SCRATCH_NAME), size)
+        return self._make(os.path.join(os.path.dirname(os.path.abspath(target.path)), self.scratch_name), size)
 
     def remove_made(self) -> None:
         for path in self.made:
@@ -197,8 +199,9 @@ class _Progress:
 
 
 def validate(path: str | None, profile: Profile, *, quick: bool = False, baseline: dict | None = None,
-             baseline_source: str = "") -> Validation:
-    """Run every check; Ctrl-C stops early with the checks made so far (interrupted=True)."""
+             baseline_source: str = "", host: str = "") -> Validation:
+    """Run every check; Ctrl-C stops early with the checks made so far (interrupted=True). host:
+    this host's name where several validate at once (their files in a shared folder are their own)."""
     began = time.monotonic()
     if quick:
         profile = profile.for_quick()
@@ -207,7 +210,8 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     v = Validation(profile, quick, baseline=baseline_source or None,
                    options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None})
     storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu and p.rw == "read"]
-    targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0))
+    targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0),
+                      f"-{host}" if host else "")
     target = targets.target
     v.target = target.describe()
     modes = measure.runnable_modes(target.path)
