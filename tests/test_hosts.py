@@ -200,6 +200,33 @@ def test_validate_across_a_fleet_gives_a_verdict_per_host_and_the_worst_exit(hos
     assert [s.get("hostname") for s in suites] == ["h1", "h2", "h3"] and int(suites[0].get("tests")) > 5
 
 
+@needs_hosts
+@needs_mpi
+def test_train_across_hosts_waits_at_one_barrier_and_reports_au_per_host(hosts, tmp_path):
+    """Two accelerators on each host, one step barrier across all six (MPI's, not shared memory):
+    every accelerator does the same steps, AU is given per host, and the cost of waiting for the
+    slowest host is named. --predict runs beside it (rank 0's probe)."""
+    from gdsbench import cli
+
+    dataset = str(tmp_path / "ds")
+    small = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2",
+             "--read-threads", "2", "--compute-time", "5ms"]
+    assert cli.main(["prepare", dataset, "--files", "120", *small]) == 0
+    res = across(hosts, 2, "train", dataset, *small, "--predict", "--results", tmp_path / "res", "--json")
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads(res.stdout)
+    per_host = json.loads(row["per_host"])
+    assert row["accelerators"] == 6 and row["hosts"] == 3 and [h["host"] for h in per_host] == ["h1", "h2", "h3"]
+    assert [h["ranks"] for h in per_host] == [[0, 1], [2, 3], [4, 5]]
+    assert sum(h["steps_held_up"] for h in per_host) == row["steps_per_epoch"] - 1  # each later step, one host
+    assert row["slowest_host"] in ("h1", "h2", "h3") and row["straggler_across_hosts_mean_s"] >= 0
+    assert row["au_percent"] == pytest.approx(sum(h["au_percent"] for h in per_host) / 3)
+    assert row["predicted_au_percent"] is not None
+    assert res.stderr.count("steps come from the dataset") == 1  # a note every rank would give, given once
+    page = next((tmp_path / "res").glob("*/report/report.html")).read_text()
+    assert "Per host" in page and "<td>h2</td>" in page
+
+
 def _eth0_tx_bytes(hosts: Hosts, host: str) -> int:
     out = subprocess.run(hosts.on(host, "cat", "/sys/class/net/eth0/statistics/tx_bytes"), capture_output=True,
                          text=True, check=True).stdout

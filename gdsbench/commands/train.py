@@ -90,7 +90,8 @@ class TrainCommand:
         if args.predict and mpi.is_root():
             run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
                                              probe_seconds=args.probe_seconds, progress=_say)
-            print(train_report.prediction_text(run.prediction))
+            # beside the JSON (which has predicted_au_percent in each row), not inside it
+            print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
         store = session.start_store(run, args.results, args.name)
         status = "failed"
         show = mpi.is_root() and not args.json
@@ -118,7 +119,11 @@ class TrainCommand:
 
 
 def _say(text: str) -> None:
-    print(f"gdsbench: {text}", file=sys.stderr, flush=True)
+    """A note, said once: by rank 0 under mpirun (every rank would find the same)."""
+    from gdsbench.execution import mpi
+
+    if mpi.is_root():
+        print(f"gdsbench: {text}", file=sys.stderr, flush=True)
 
 
 class PredictCommand:

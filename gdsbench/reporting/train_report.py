@@ -4,6 +4,7 @@ over time, and the distribution of step times."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -49,6 +50,9 @@ def point_line(row: dict, workload) -> str:
             + (f" | stragglers: mean {_s(row['straggler_mean_s'])}, p99 {_s(row['straggler_p99_s'])}"
                f" ({row['straggler_share']:.1%} of the time)" if row.get("straggler_share") is not None
                else " | stragglers: - (one accelerator: no barrier)")
+            + (" | hosts: " + ", ".join(f"{h['host']} AU {h['au_percent']:.1f}%" for h in json.loads(row["per_host"]))
+               + f"; across hosts {_s(row['straggler_across_hosts_mean_s'])} a step, most often held up by "
+               f"{row['slowest_host']}" if row.get("per_host") else "")
             + f" | {row['steps_per_epoch']} steps")
 
 
@@ -176,6 +180,13 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                                       "step p50", "step p99", "wait p99", "stragglers (mean)", "cached"], rows)),
             ("Workload", html.table(["", ""], workload_rows)),
         ]
+        if "per_host" in df and df["per_host"].notna().any():  # accelerators on several hosts (mpirun)
+            sections.insert(-1, ("Per host (AU of its accelerators; steps it held up as the last host to arrive)",
+                                 html.table(["accelerators", "repeat", "host", "ranks", "AU", "steps held up"], [
+                                     [int(r["accelerators"]), r["repeat"], h["host"], ", ".join(map(str, h["ranks"])),
+                                      f"{h['au_percent']:.1f} %", h["steps_held_up"]]
+                                     for _, r in df[df["per_host"].notna()].iterrows()
+                                     for h in json.loads(r["per_host"])])))
         if info.get("prediction"):
             p = info["prediction"]
             sections.append(("Prediction", html.table(["", ""], [

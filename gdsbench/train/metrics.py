@@ -20,6 +20,8 @@ the barrier for the last.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from gdsbench import _native
@@ -120,7 +122,28 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         "verify_mismatches": sum(r.verify_mismatches for r in records),
         "first_mismatch": next((r.first_mismatch for r in records if r.first_mismatch), None),
         "cpu_s": sum(r.cpu_s for r in records),
+        **across_hosts(records, au),
     }
+
+
+def across_hosts(records: list[AcceleratorRecord], au: np.ndarray) -> dict:
+    """Where the accelerators sit on several hosts: AU per host, and what stragglers cost across
+    hosts. At a step's barrier, a host's last accelerator to arrive waited least (min over its
+    ranks); the largest such wait is how long a whole host waited for the slowest host (the cost
+    across hosts), and the host whose last arrival was latest held the step up."""
+    hosts = list(dict.fromkeys(r.host for r in records))  # in rank order
+    if len(hosts) < 2:
+        return {"hosts": len(hosts), "per_host": None, "straggler_across_hosts_mean_s": None, "slowest_host": None}
+    members = [[i for i, r in enumerate(records) if r.host == h] for h in hosts]
+    waits = np.array([np.concatenate([e.barrier_wait_ns[1:] for e in r.epochs]) for r in records]) / 1e9  # rank x step
+    last_in = np.array([waits[m].min(axis=0) for m in members])  # host x step: its last accelerator's wait
+    across = last_in.max(axis=0)
+    held = np.bincount(last_in.argmin(axis=0), minlength=len(hosts))  # steps each host held up
+    per_host = [{"host": h, "ranks": [records[i].rank for i in m], "au_percent": 100 * float(au[m].mean()),
+                 "steps_held_up": int(held[k])} for k, (h, m) in enumerate(zip(hosts, members))]
+    return {"hosts": len(hosts), "per_host": json.dumps(per_host, separators=(",", ":")),
+            "straggler_across_hosts_mean_s": float(across.mean()) if across.size else None,
+            "slowest_host": hosts[int(held.argmax())] if across.size else None}
 
 
 def au_over_time(records: list[AcceleratorRecord]) -> tuple[np.ndarray, np.ndarray]:

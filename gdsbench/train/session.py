@@ -136,6 +136,8 @@ def finish_store(store: RunStore | None, status: str) -> None:
 
 def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> None:
     run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached)
+    if not mpi.is_root():  # every rank finds the same: rank 0 says it
+        return
     if run.cache_note:
         print(f"gdsbench: note: {run.cache_note}", file=sys.stderr)
     if run.dataset.note and not run.dataset.patterned:
