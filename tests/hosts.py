@@ -121,12 +121,14 @@ class Hosts:
 
     def env(self) -> dict:
         """The environment mpirun across these hosts needs: the ssh stand-in's prefix, this
-        Python's bin first on PATH (the launcher starts its daemons by name on each host), and
-        Open MPI's consent to root and to more ranks than cores."""
+        Python's bin first on PATH (the launcher starts its daemons by name on each host),
+        Open MPI's consent to root and to more ranks than cores, and yielding waits."""
         return dict(os.environ, **{PREFIX_VARIABLE: self.prefix},
                     PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
                     OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                    OMPI_MCA_rmaps_base_oversubscribe="1")
+                    OMPI_MCA_rmaps_base_oversubscribe="1",
+                    # the hosts share this machine's cores, which no rank can see: wait by yielding, not spinning
+                    OMPI_MCA_mpi_yield_when_idle="1")
 
     def mpirun(self, ranks_per_host: int, *command: str) -> list[str]:
         """mpirun, started on h1, placing ranks_per_host ranks on each host through the ssh stand-in."""

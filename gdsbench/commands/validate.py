@@ -37,7 +37,7 @@ class ValidateCommand:
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
-        if args.junit:
+        if args.junit and mpi.is_root():  # under mpirun rank 0 alone writes it (and probes, so ranks do not race)
             output.check_writable("--junit", args.junit)
         def run(host: str = "") -> Validation:
             return validate(args.path, chosen, quick=args.quick, baseline=baseline,

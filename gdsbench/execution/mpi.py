@@ -53,6 +53,12 @@ def world():
 def _world():  # world(), found once
     if not any(v in os.environ for v in LAUNCHER_VARIABLES):
         return None
+    # More ranks than cores on this host, where the hostfile's slots claim more cores than there are
+    # (Open MPI yields by itself only when it knows it oversubscribes): its waits would spin, and
+    # each barrier cost scheduler quanta (8 ms for 3 ranks on 2 cores against 6 us yielding,
+    # benchmarks/hosts_scale.py). Asked before MPI starts, never over the user's own setting.
+    if int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "0")) > (os.cpu_count() or 1):
+        os.environ.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
     try:
         from mpi4py import MPI
     except ImportError:
