@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 SUBNET = "10.203.0"
 PREFIX_VARIABLE = "GDSBENCH_TEST_HOSTS"  # the namespaces' prefix, for the ssh stand-in
@@ -139,3 +140,103 @@ class Hosts:
         return self.on(self.names[0], mpirun, "--hostfile", hostfile, "-np", str(ranks_per_host * self.n),
                        "--map-by", f"ppr:{ranks_per_host}:node", "--prtemca", "plm_ssh_agent", self.nsrsh,
                        "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", *command)
+
+
+class Slurm:
+    """Slurm on the hosts, as ../shared/hosts/README.md runs it: slurmctld on h1 and a slurmd on
+    every host, without munge (auth/none), PMIx as the MPI plugin. Each daemon runs in its host's
+    network namespace by nsenter (ip netns exec would remount /sys and hide the cgroups slurmd
+    looks for) with a private /tmp (PMIx makes per-job folders there, which hosts sharing /tmp
+    would collide on), `keep` (the test's folder) still visible."""
+
+    def __init__(self, hosts: Hosts, keep: str):
+        self.hosts, self.keep = hosts, keep
+        self.folder = os.path.join(keep, "slurm")
+        self.conf = os.path.join(self.folder, "slurm.conf")
+        self.daemons: list[subprocess.Popen] = []
+
+    @staticmethod
+    def why_not() -> str | None:
+        missing = [exe for exe in ("slurmctld", "slurmd", "srun", "sinfo", "nsenter") if shutil.which(exe) is None]
+        return f"Slurm is not installed ({', '.join(missing)} missing; apt-get install slurmd slurmctld " \
+               "slurm-client libpmix-dev)" if missing else None
+
+    def node(self, host: str, *command: str) -> list[str]:
+        """The command line that runs `command` on host as Slurm's daemons and jobs see it."""
+        private = os.path.join(self.folder, "nodes", host, "tmp")
+        os.makedirs(private, exist_ok=True)
+        old = "/mnt/gdsbench-oldtmp"
+        keep_in_old = os.path.join(old, os.path.relpath(self.keep, "/tmp")) if self.keep.startswith("/tmp/") else None
+        script = (f'set -e; hostname "$0"; mkdir -p {old}; mount --bind /tmp {old}; mount --bind {private} /tmp; '
+                  + (f"mkdir -p {self.keep}; mount --bind {keep_in_old} {self.keep}; " if keep_in_old else "")
+                  + 'exec "$@"')
+        return ["nsenter", f"--net=/run/netns/{self.hosts.namespace(host)}", "unshare", "--uts", "--mount",
+                "/bin/sh", "-c", script, host, *command]
+
+    def env(self) -> dict:
+        return dict(self.hosts.env(), SLURM_CONF=self.conf)
+
+    def __enter__(self) -> Slurm:
+        os.makedirs(os.path.join(self.folder, "log"), exist_ok=True)
+        nodes = "".join(f"NodeName={h} NodeAddr={self.hosts.address(h)} CPUs=2 RealMemory=2000 State=UNKNOWN\n"
+                        for h in self.hosts.names)
+        d = self.folder
+        with open(self.conf, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                ClusterName=gdsbench
+                SlurmctldHost={self.hosts.names[0]}({self.hosts.address(self.hosts.names[0])})
+                SlurmctldPort=39817
+                SlurmdPort=39818
+                SlurmUser=root
+                AuthType=auth/none
+                CredType=cred/none
+                StateSaveLocation={d}/state
+                SlurmdSpoolDir={d}/spool-%n
+                SlurmctldPidFile={d}/slurmctld.pid
+                SlurmdPidFile={d}/slurmd-%n.pid
+                SlurmctldLogFile={d}/log/slurmctld.log
+                SlurmdLogFile={d}/log/slurmd-%n.log
+                ProctrackType=proctrack/linuxproc
+                TaskPlugin=task/none
+                SelectType=select/cons_tres
+                SelectTypeParameters=CR_Core
+                MpiDefault=pmix
+                ReturnToService=2
+                JobAcctGatherType=jobacct_gather/none
+                AccountingStorageType=accounting_storage/none
+                SlurmdParameters=config_overrides
+                """) + nodes + f"PartitionName=all Nodes={','.join(self.hosts.names)} Default=YES MaxTime=INFINITE "
+                "State=UP\n")
+        try:
+            self._start(self.hosts.names[0], "slurmctld", "-D", "-i")
+            for host in self.hosts.names:
+                self._start(host, "slurmd", "-D", "-N", host)
+            for _ in range(120):  # until every node is idle (a few seconds)
+                out = subprocess.run(self.node(self.hosts.names[0], "sinfo", "-h", "-o", "%T %D"), env=self.env(),
+                                     capture_output=True, text=True, timeout=30).stdout.split()
+                if out == ["idle", str(self.hosts.n)]:
+                    return self
+                time.sleep(0.5)
+            raise RuntimeError(f"Slurm's nodes did not become idle; see {d}/log")
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def _start(self, host: str, *command: str) -> None:
+        with open(os.path.join(self.folder, "log", f"{command[0]}-{host}.err"), "w") as err:
+            self.daemons.append(subprocess.Popen(self.node(host, *command), env=self.env(),
+                                                 stdout=subprocess.DEVNULL, stderr=err))
+
+    def __exit__(self, *exc) -> None:
+        for daemon in self.daemons:
+            daemon.terminate()
+        for daemon in self.daemons:
+            try:
+                daemon.wait(15)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+
+    def srun(self, nodes: int, tasks: int, *command: str) -> list[str]:
+        """srun from the first host: tasks spread over nodes, started through PMIx."""
+        return self.node(self.hosts.names[0], "srun", "-N", str(nodes), "-n", str(tasks), "--mpi=pmix", *command)

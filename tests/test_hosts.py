@@ -17,7 +17,7 @@ import time
 import pandas as pd
 import pytest
 from conftest import MPIRUN, needs_mpi
-from hosts import Hosts, why_not
+from hosts import Hosts, Slurm, why_not
 
 from gdsbench.execution.aggregate import aggregate
 from gdsbench.execution.record import RunRecord, ThreadRecord
@@ -225,6 +225,22 @@ def test_train_across_hosts_waits_at_one_barrier_and_reports_au_per_host(hosts, 
     assert res.stderr.count("steps come from the dataset") == 1  # a note every rank would give, given once
     page = next((tmp_path / "res").glob("*/report/report.html")).read_text()
     assert "Per host" in page and "<td>h2</td>" in page
+
+
+@needs_hosts
+@pytest.mark.skipif(bool(Slurm.why_not()), reason=f"{Slurm.why_not()}")
+def test_srun_across_hosts_is_the_second_launcher(hosts, shared, tmp_path_factory):
+    """`srun -N 3 -n 6 --mpi=pmix gdsbench run ...` with slurmctld on h1 and a slurmd on each host
+    (auth/none, PMIx): two ranks a host, each named with its host, the total IOR's."""
+    with Slurm(hosts, str(tmp_path_factory.getbasetemp())) as slurm:  # the tests' folders stay visible to jobs
+        res = subprocess.run(slurm.srun(3, 6, sys.executable, "-m", "gdsbench", "run", str(shared / "s.dat"),
+                                        "--reorder", "--bs", "1M", "--size", "8M", "--io-size", "8M", "--json"),
+                             env=slurm.env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert sorted((p["rank"], p["host"]) for p in d["per_process"]) == [
+        (0, "h1"), (1, "h1"), (2, "h2"), (3, "h2"), (4, "h3"), (5, "h3")]
+    assert d["bytes"] == 48 * MiB and [h["bytes"] for h in d["per_host"]] == [16 * MiB] * 3
 
 
 def _eth0_tx_bytes(hosts: Hosts, host: str) -> int:
