@@ -41,6 +41,10 @@ def why_not() -> str | None:
     if made.returncode != 0:
         return f"cannot make a network namespace here: {made.stderr.strip()}"
     _ip("netns", "del", probe, check=False)
+    for kind in ("--uts", "--mount"):  # each host's own hostname; Slurm's daemons' own /tmp
+        tried = subprocess.run(["unshare", kind, "true"], capture_output=True, text=True, timeout=30)
+        if tried.returncode != 0:
+            return f"cannot make a namespace (unshare {kind}) here: {tried.stderr.strip()}"
     return None
 
 
