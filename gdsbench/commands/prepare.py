@@ -77,7 +77,7 @@ class PrepareCommand:
         if args.force:
             raise UsageError("--force with --workload: a dataset keeps the files already complete; give a new directory "
                              "to write it all again")
-        workload = workload_from_args(args)
+        workload = workload_from_args(args, prepare=True)
         plan = plan_dataset(workload, args.path)
         print(("would write " if args.dry_run else "writing ") + plan.describe(), flush=True)
         if args.dry_run:

@@ -61,8 +61,8 @@ class TrainCommand:
         parser.add_argument("--accelerators", default=None, metavar="N[,...]",
                             help="emulated accelerators (processes; under mpirun, the ranks); a comma list walks the AU "
                                  "curve (default: 1, or the number of MPI ranks)")
-        parser.add_argument("--epochs", type=count_arg(1, 100_000), default=1, metavar="E",
-                            help="epochs (default: 1)")
+        parser.add_argument("--epochs", type=count_arg(1, 100_000), default=None, metavar="E",
+                            help="epochs (default: a DLIO YAML's train.epochs, else 1)")
         parser.add_argument("--steps", type=count_arg(0), default=0, metavar="S",
                             help="at most S steps per epoch (default: DLIO's, files x samples / batch / accelerators)")
         parser.add_argument("--repeat", type=count_arg(1, 1000), default=1, metavar="K",
@@ -84,7 +84,7 @@ class TrainCommand:
         workload, dataset, spec = open_inputs(args)
         comm = mpi.world()
         counts = parse_counts(args.accelerators) if args.accelerators else [comm.Get_size() if comm else 1]
-        run = session.TrainRun(workload, dataset, spec, counts, args.epochs, args.steps, args.repeat, args.warm)
+        run = session.TrainRun(workload, dataset, spec, counts, args.epochs or 1, args.steps, args.repeat, args.warm)
         session.check_counts(run)  # before the run folder: a count that cannot run leaves nothing behind
         session.cache_and_dataset_notes(run, args.allow_cached)
         if args.predict and mpi.is_root():

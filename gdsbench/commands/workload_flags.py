@@ -4,8 +4,10 @@ from the workload's own table (gdsbench/train/workloads.py)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from gdsbench.commands.options import METAVARS
+from gdsbench.job.errors import UsageError
 
 
 def workload_flags():
@@ -20,18 +22,32 @@ def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, 
     from gdsbench.train.workloads import BUILT_IN
 
     group = parser.add_argument_group("workload (any field overrides the workload's own)")
-    group.add_argument("--workload", required=True, metavar="NAME|FILE.toml",
-                       help=f"a built-in workload ({', '.join(BUILT_IN)}) or a TOML file describing one")
+    group.add_argument("--workload", required=True, metavar="NAME|FILE.toml|FILE.yaml",
+                       help=f"a built-in workload ({', '.join(BUILT_IN)}), a TOML file describing one, or a DLIO "
+                            "workload YAML (its keys mapped, and what is not emulated named)")
     for field, opt in workload_flags():
         if field not in skip:
             group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help)
 
 
-def workload_from_args(args: argparse.Namespace):
-    """The workload named by --workload, with every field given on the command line in place of its own."""
-    from gdsbench.train import workloads
+def workload_from_args(args: argparse.Namespace, prepare: bool = False):
+    """The workload named by --workload, with every field given on the command line in place of its own.
+    A DLIO YAML says what it mapped and what is not emulated (rank 0, once), and gives train the epochs
+    it names where --epochs is not given."""
+    from gdsbench.execution import mpi
+    from gdsbench.train import dlio_yaml, workloads
 
-    base = workloads.load(args.workload)
+    if dlio_yaml.is_yaml(args.workload):
+        translated = dlio_yaml.translate(args.workload, prepare=prepare)
+        if mpi.is_root():
+            print(f"gdsbench: {args.workload} (DLIO workload YAML): " + "; ".join(translated.mapped), file=sys.stderr)
+            for line in translated.warnings:
+                print(f"gdsbench: note: {args.workload}: {line}", file=sys.stderr)
+        if getattr(args, "epochs", 0) is None:
+            args.epochs = translated.run.get("epochs")
+        base = translated.workload
+    else:
+        base = workloads.load(args.workload)
     overrides = {}
     for field, opt in workload_flags():
         value = getattr(args, field, None)
@@ -39,4 +55,9 @@ def workload_from_args(args: argparse.Namespace):
             overrides[field] = workloads.parse_field(field, value, opt.flag)
     if getattr(args, "seed", None) is not None:
         overrides["seed"] = args.seed
-    return workloads.with_overrides(base, overrides)
+    try:
+        return workloads.with_overrides(base, overrides)
+    except UsageError as e:
+        if dlio_yaml.is_yaml(args.workload):  # a YAML's value out of bounds: say which file it came from
+            raise UsageError(f"--workload {args.workload}: {e}") from None
+        raise

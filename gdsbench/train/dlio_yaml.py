@@ -1,0 +1,204 @@
+"""A DLIO workload YAML (DLIO 2.0's configs/workload/*.yaml, mlcommons/storage
+v2.0's configs/dlio/workload/*.yaml) read as a gdsbench workload.
+
+Every key is accounted for, one of three ways:
+  mapped    onto a workload field (or train's epochs and steps), said in one line;
+  warned    not emulated, and it does not change what is measured (where the
+            data lives, model facts, profiling, what DLIO does after training);
+  refused   not emulated, and it would change what is measured (another file
+            format or loader, evaluation reads, compressed data, no shuffle).
+A key this module does not know is refused under the sections that shape the
+reads (dataset, reader, train, workflow) and warned elsewhere: gdsbench says
+so rather than guess.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from gdsbench.job.errors import UsageError
+from gdsbench.train.workloads import BUILT_IN, Workload, parse_field
+
+SHAPING = ("dataset", "reader", "train", "workflow")  # sections whose unknown keys are refused
+
+# (section, key) -> workload field; both spellings DLIO has used for the record length
+TO_FIELD = {
+    ("dataset", "num_files_train"): "files",
+    ("dataset", "num_samples_per_file"): "samples_per_file",
+    ("dataset", "record_length"): "record_bytes",
+    ("dataset", "record_length_bytes"): "record_bytes",
+    ("dataset", "record_length_stdev"): "record_stdev",
+    ("dataset", "record_length_bytes_stdev"): "record_stdev",
+    ("reader", "batch_size"): "batch",
+    ("reader", "read_threads"): "read_threads",
+    ("reader", "prefetch_size"): "prefetch",
+    ("reader", "transfer_size"): "transfer_size",
+    ("train", "computation_time"): "compute_s",
+    ("train", "computation_time_stdev"): "compute_stdev_s",
+    ("train", "seed"): "seed",
+    ("metric", "au"): "au_threshold",
+}
+TO_RUN = {("train", "epochs"): "epochs"}  # train's own flag
+
+# not emulated and not changing what is measured: why, in a few words
+WARNED = {
+    ("dataset", "data_folder"): "the dataset is DIR on the command line",
+    ("dataset", "record_length_resize"): "a resize after the read, in memory",
+    ("dataset", "record_length_bytes_resize"): "a resize after the read, in memory",
+    ("dataset", "num_files_eval"): "evaluation data, read only when workflow.evaluation is on",
+    ("dataset", "num_subfolders_eval"): "evaluation data, read only when workflow.evaluation is on",
+    ("dataset", "eval_num_samples_per_file"): "evaluation data, read only when workflow.evaluation is on",
+    ("dataset", "num_subfolders_train"): "how the files are spread over folders (gdsbench prepare lays out its own)",
+    ("dataset", "file_prefix"): "file names (gdsbench prepare names its own)",
+    ("dataset", "keep_files"): "whether generated files are kept",
+    ("reader", "computation_threads"): "threads of the emulated compute, a sleep here",
+    ("reader", "batch_size_eval"): "evaluation batches, read only when workflow.evaluation is on",
+    ("reader", "shuffle_size"): "tf.data's shuffle buffer (the order of records already in memory)",
+    ("reader", "dont_use_mmap"): "indexed_binary's reads (not a format gdsbench reads)",
+    ("train", "seed_change_epoch"): "a new shuffle seed each epoch",
+    ("train", "total_eval_steps"): "evaluation steps, run only when workflow.evaluation is on",
+    ("workflow", "generate_data"): "making the dataset: gdsbench prepare --workload does",
+    ("workflow", "checkpoint"): "checkpoints DLIO writes after training: gdsbench checkpoint measures them",
+    ("workflow", "profiling"): "DLIO's own profilers",
+    ("workflow", "debug"): "DLIO's debug output",
+    ("framework", None): "the framework's name (the reader rule follows the format: npz as PyTorch, tfrecord as "
+                         "tf.data)",
+}
+WARNED_SECTIONS = {
+    "model": "facts of the model DLIO emulates; train emulates its input pipeline",
+    "checkpoint": "DLIO's checkpoints: gdsbench checkpoint measures them",
+    "evaluation": "evaluation settings, used only when workflow.evaluation is on",
+    "profiling": "DLIO's own profilers",
+    "output": "where DLIO writes its logs",
+    "hydra": "DLIO's configuration framework",
+}
+LOADERS = {"npz": "pytorch", "tfrecord": "tensorflow"}  # the loader whose rules gdsbench emulates for each format
+SHUFFLES = ("seed", "random")  # npz samples shuffled either way; "off" (DLIO's default) reads them in order
+
+
+@dataclass
+class Translation:
+    workload: Workload
+    run: dict[str, int] = field(default_factory=dict)  # train's own settings: epochs, steps
+    mapped: list[str] = field(default_factory=list)  # "dataset.num_files_train -> files 168"
+    warnings: list[str] = field(default_factory=list)  # one line per key not emulated that changes nothing measured
+
+
+def is_yaml(name: str) -> bool:
+    return name.lower().endswith((".yaml", ".yml"))
+
+
+def read(path: str) -> dict:
+    """The YAML document, or one UsageError naming the file and why."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise UsageError(f"--workload {path}: cannot read it ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise UsageError(f"--workload {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--workload {path}: a DLIO workload is a YAML mapping (dataset:, reader:, train:, ...)")
+    return data
+
+
+def _refuse(path: str, key: str, why: str) -> UsageError:
+    return UsageError(f"--workload {path}: {key}: {why}; gdsbench does not emulate it, and it changes what is measured")
+
+
+def translate(path: str, prepare: bool = False) -> Translation:
+    """The workload a DLIO YAML describes, what was mapped, and what was not emulated (warned);
+    UsageError, naming the key, for what would change the measurement. prepare: the dataset is
+    to be made (a data generation YAML, workflow.generate_data, is what it is for)."""
+    data = read(path)
+    workflow = data.get("workflow") or {}
+    if prepare and workflow.get("train", True) is False and workflow.get("generate_data"):
+        workflow = dict(workflow, train=True)  # the same dataset a training YAML reads
+    if workflow.get("train", True) is False:
+        what = "a checkpoint workload: use gdsbench checkpoint" if workflow.get("checkpoint") else \
+            "nothing to train (a data generation workload: use gdsbench prepare --workload)"
+        raise UsageError(f"--workload {path}: workflow.train is False: {what}")
+    for key in ("evaluation", "do_eval"):
+        if workflow.get(key):
+            raise _refuse(path, f"workflow.{key}", "evaluation reads another dataset between epochs")
+    dataset, reader = data.get("dataset") or {}, data.get("reader") or {}
+    fmt = dataset.get("format", "tfrecord")  # DLIO's default
+    if fmt not in LOADERS:
+        raise _refuse(path, "dataset.format", f"{fmt!r} (gdsbench reads {' and '.join(LOADERS)})")
+    if dataset.get("compression", "none") not in ("none", None):
+        raise _refuse(path, "dataset.compression", f"{dataset['compression']!r}: compressed samples read and inflated")
+    if not prepare:  # how the dataset is read: not a question for making it
+        _check_reader(path, fmt, reader, data)
+    model = data.get("model")
+    name = (model.get("name") if isinstance(model, dict) else model) or os.path.splitext(os.path.basename(path))[0]
+    out = Translation(workload=Workload(name=str(name), format=fmt, **_defaults(fmt)))
+    values: dict[str, Any] = {}
+    for section, content in data.items():
+        items = content.items() if isinstance(content, dict) else [(None, content)]
+        for key, value in items:
+            dotted = section if key is None else f"{section}.{key}"
+            if (section, key) in TO_FIELD:
+                target = TO_FIELD[section, key]
+                if target in ("record_bytes", "record_stdev") and isinstance(value, float):
+                    value = round(value)  # DLIO's record_length may be fractional (resnet50's 114660.07)
+                values[target] = parse_field(target, value, f"--workload {path}: {dotted}")
+                out.mapped.append(f"{dotted} -> {target} {values[target]}")
+            elif (section, key) in TO_RUN:
+                out.run[TO_RUN[section, key]] = int(value)
+                out.mapped.append(f"{dotted} -> --{TO_RUN[section, key]} {int(value)}")
+            elif (section, key) in WARNED:
+                out.warnings.append(f"{dotted}: not emulated ({WARNED[section, key]})")
+            elif section in WARNED_SECTIONS:
+                out.warnings.append(f"{dotted}: not emulated ({WARNED_SECTIONS[section]})")
+            elif fmt == "tfrecord" and (section, key) in (("reader", "file_shuffle"), ("reader", "sample_shuffle")):
+                out.warnings.append(f"{dotted}: not emulated (tf.data's rule here reads each rank's files whole in "
+                                    "name order; a shuffle changes which file comes when, or the order of records "
+                                    "in memory, not what is read)")
+            elif (section, key) in (("dataset", "format"), ("reader", "data_loader"), ("dataset", "compression"),
+                                    ("reader", "file_shuffle"), ("reader", "sample_shuffle"),
+                                    ("reader", "read_type"), ("workflow", "train"), ("workflow", "evaluation"),
+                                    ("workflow", "do_eval"), ("train", "total_training_steps"), ("metric", None)):
+                continue  # checked above: emulated as they say
+            elif section in SHAPING:
+                raise _refuse(path, dotted, "a setting gdsbench does not know")
+            else:
+                out.warnings.append(f"{dotted}: not emulated (gdsbench does not know it; it is outside the sections "
+                                    "that shape the reads)")
+    if prepare and "compute_s" not in values:  # a data generation YAML has no training settings: none are needed
+        values["compute_s"] = 1.0
+    # checked with the command line's values in place (workload_flags.workload_from_args)
+    out.workload = Workload(**{**{f.name: getattr(out.workload, f.name) for f in fields(Workload)}, **values,
+                               "about": f"from {os.path.basename(path)} (DLIO workload YAML)"})
+    return out
+
+
+def _defaults(fmt: str) -> dict[str, Any]:
+    """DLIO's own defaults where a YAML leaves a field out (its ConfigArguments), and
+    gdsbench's transfer sizes for the format (a built-in workload of the same format)."""
+    like = next(w for w in BUILT_IN.values() if w.format == fmt)
+    return {"files": 8, "samples_per_file": 1, "record_bytes": 65536, "record_stdev": 0, "batch": 1, "read_threads": 1,
+            "prefetch": 2, "transfer_size": like.transfer_size, "compute_s": 0.0, "compute_stdev_s": 0.0,
+            "au_threshold": 0.90, "seed": 123}
+
+
+def _check_reader(path: str, fmt: str, reader: dict, data: dict) -> None:
+    """UsageError for a way of reading that gdsbench does not emulate and that changes what is measured."""
+    loader = reader.get("data_loader", LOADERS[fmt])
+    if loader != LOADERS[fmt]:
+        raise _refuse(path, "reader.data_loader", f"{loader!r} for {fmt} (gdsbench emulates {LOADERS[fmt]}'s rules "
+                                                  f"for {fmt})")
+    if fmt == "npz" and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
+        raise _refuse(path, "reader.sample_shuffle", f"{reader.get('sample_shuffle', 'off')!r}"
+                      f"{'' if 'sample_shuffle' in reader else ' (DLIO default)'}: samples read in order, where "
+                      "gdsbench deals them shuffled as PyTorch's sampler does")
+    if (data.get("train") or {}).get("total_training_steps", -1) > 0:
+        raise _refuse(path, "train.total_training_steps", "a cap on steps counted over the whole run (gdsbench's "
+                      "--steps caps each epoch: give it instead)")
+    if reader.get("read_type", "on_demand") != "on_demand":
+        raise _refuse(path, "reader.read_type", f"{reader['read_type']!r}: the dataset read once into memory")

@@ -1,0 +1,119 @@
+"""The formats users already have: DLIO workload YAML in, read from the real
+files (every workload YAML DLIO 2.0 ships, from its wheel, which scripts/setup
+downloads; mlcommons/storage v2.0's configs, in tests/data)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import zipfile
+
+import pytest
+from test_bad_input import assert_one_line_error
+
+from gdsbench.job.errors import UsageError
+from gdsbench.train import dlio_yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DLIO_WHEEL = next(iter(glob.glob(os.path.join(ROOT, ".venv", "dlio", "dlio_benchmark-2.0.0-*.whl"))), None)
+needs_dlio = pytest.mark.skipif(DLIO_WHEEL is None, reason="DLIO 2.0's wheel is not in .venv/dlio (scripts/setup "
+                                                           "downloads it)")
+MLCOMMONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mlcommons-storage-v2.0")
+
+
+@pytest.fixture(scope="module")
+def dlio_configs(tmp_path_factory) -> dict[str, str]:
+    """DLIO 2.0's configs/workload/*.yaml, as its wheel ships them: name -> path."""
+    folder = tmp_path_factory.mktemp("dlio-configs")
+    out = {}
+    with zipfile.ZipFile(DLIO_WHEEL) as wheel:
+        for name in wheel.namelist():
+            if name.startswith("dlio_benchmark/configs/workload/") and name.endswith(".yaml"):
+                path = folder / os.path.basename(name)
+                path.write_bytes(wheel.read(name))
+                out[path.stem] = str(path)
+    return out
+
+
+def outcome(path: str, prepare: bool = False) -> str:
+    try:
+        dlio_yaml.translate(path, prepare=prepare)
+        return "mapped"
+    except UsageError as e:
+        assert "\n" not in str(e) and path in str(e)
+        return str(e).split(": ", 2)[1]  # the key refused
+
+
+@needs_dlio
+def test_every_workload_yaml_dlio_2_ships_is_mapped_or_refused_naming_the_key(dlio_configs):
+    assert {name: outcome(path) for name, path in dlio_configs.items()} == {
+        **{f"{m}_{gpu}": "mapped" for m in ("unet3d", "cosmoflow", "resnet50") for gpu in ("a100", "h100", "v100")},
+        "resnet50_tf": "mapped",
+        "bert_v100": "train.total_training_steps",  # counted over the run, where --steps caps an epoch
+        "default": "workflow.evaluation",  # evaluation reads another dataset between epochs
+        "dlrm": "workflow.do_eval",
+        "megatron_deepspeed": "dataset.format",  # mmap_indexed_binary
+    }
+
+
+def test_mlcommons_storage_v2_configs_are_mapped_for_train_and_prepare_or_sent_to_checkpoint():
+    configs = {os.path.basename(p)[:-5]: p for p in glob.glob(os.path.join(MLCOMMONS, "*.yaml"))}
+    assert len(configs) == 13
+    for name, path in configs.items():
+        if name.startswith("llama3"):
+            with pytest.raises(UsageError, match="workflow.train is False: a checkpoint workload: use gdsbench checkpoint"):
+                dlio_yaml.translate(path)
+        elif name.endswith("datagen"):
+            assert outcome(path) == "workflow.train is False" and outcome(path, prepare=True) == "mapped"
+        else:
+            assert outcome(path) == "mapped", name
+
+
+def test_unet3d_h100_maps_onto_the_built_in_workload_and_names_what_it_does_not_emulate():
+    t = dlio_yaml.translate(os.path.join(MLCOMMONS, "unet3d_h100.yaml"))
+    w = t.workload
+    assert (w.name, w.format, w.files, w.samples_per_file, w.record_bytes, w.record_stdev, w.batch, w.read_threads,
+            w.compute_s, w.au_threshold) == ("unet3d", "npz", 168, 1, 146_600_628, 68_341_808, 7, 4, 0.323, 0.90)
+    assert t.run == {"epochs": 5}
+    assert "dataset.record_length_bytes -> record_bytes 146600628" in t.mapped and "train.epochs -> --epochs 5" in t.mapped
+    noted = {line.split(":")[0] for line in t.warnings}
+    assert {"dataset.data_folder", "dataset.record_length_bytes_resize", "workflow.checkpoint", "model.name",
+            "checkpoint.checkpoint_folder", "framework"} <= noted
+    resnet = dlio_yaml.translate(os.path.join(MLCOMMONS, "resnet50_h100.yaml")).workload
+    assert (resnet.format, resnet.record_bytes, resnet.batch, resnet.compute_s) == ("tfrecord", 114_660, 400, 0.224)
+
+
+def test_what_a_yaml_cannot_mean_here_is_refused_in_one_line(tmp_path, gdsbench):
+    cases = {
+        "dataset: {format: hdf5}\n": "dataset.format: 'hdf5'",
+        "dataset: {format: npz}\nreader: {data_loader: dali}\n": "reader.data_loader: 'dali'",
+        "dataset: {format: npz}\nreader: {data_loader: pytorch}\n": "reader.sample_shuffle: 'off' (DLIO default)",
+        "dataset: {format: tfrecord, compression: gzip}\n": "dataset.compression",
+        "dataset: {format: tfrecord}\nreader: {read_type: memory}\n": "reader.read_type",
+        "dataset: {format: tfrecord, num_files_tain: 3}\n": "dataset.num_files_tain: a setting gdsbench does not know",
+        "dataset: [1, 2\n": "not valid YAML",
+        "- a list\n": "a YAML mapping",
+    }
+    for i, (text, says) in enumerate(cases.items()):
+        path = tmp_path / f"w{i}.yaml"
+        path.write_text(text)
+        assert_one_line_error(gdsbench("train", tmp_path, "--workload", path), says)
+
+
+def test_train_and_prepare_read_a_dlio_yaml_and_say_what_they_mapped(tmp_path, gdsbench):
+    yaml_file = os.path.join(MLCOMMONS, "unet3d_h100.yaml")
+    small = ["--files", "24", "--record-bytes", "64K", "--batch", "2", "--compute-time", "2ms"]
+    res = gdsbench("prepare", tmp_path / "ds", "--workload", yaml_file, *small)
+    assert res.code == 0, res.err
+    assert "unet3d_h100.yaml (DLIO workload YAML): dataset.num_files_train -> files 168" in res.err
+    res = gdsbench("train", tmp_path / "ds", "--workload", yaml_file, *small, "--results", tmp_path / "res", "--json")
+    assert res.code == 0, res.err
+    (row,) = json.loads(res.out)
+    assert row["epochs"] == 5 and row["accelerators"] == 1  # the YAML's train.epochs
+    assert "note: " in res.err and "dataset.data_folder: not emulated (the dataset is DIR" in res.err
+    res = gdsbench("train", tmp_path / "ds", "--workload", yaml_file, *small, "--epochs", "1", "--results",
+                   tmp_path / "res", "--json")
+    assert json.loads(res.out)[0]["epochs"] == 1  # the flag wins
+    assert_one_line_error(gdsbench("train", tmp_path / "ds", "--workload", os.path.join(MLCOMMONS, "llama3_8b.yaml")),
+                          "use gdsbench checkpoint")
