@@ -117,3 +117,63 @@ def test_train_and_prepare_read_a_dlio_yaml_and_say_what_they_mapped(tmp_path, g
     assert json.loads(res.out)[0]["epochs"] == 1  # the flag wins
     assert_one_line_error(gdsbench("train", tmp_path / "ds", "--workload", os.path.join(MLCOMMONS, "llama3_8b.yaml")),
                           "use gdsbench checkpoint")
+
+
+# ---- DLIO's summary.json beside every train run ----
+
+DLIO_SUMMARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dlio-2.0-summary", "summary.json")
+
+
+def read_summary(path: str) -> dict:
+    """What MLPerf tooling reads of a summary.json, the same code for both tools': every key's type
+    (a list by its items', a dict of text as such), the metric's units re-derived, the times parsed
+    with DLIO's format."""
+    from datetime import datetime
+
+    with open(path) as f:
+        d = json.load(f)
+
+    def shape(value):
+        if isinstance(value, dict):
+            if value and all(isinstance(v, str) for v in value.values()):  # /proc tables: their keys are the host's
+                return "dict[str, str]"
+            return {k: shape(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [sorted({type(v).__name__ for v in value})]
+        return type(value).__name__
+
+    m = d["metric"]
+    mean = sum(m["train_throughput_samples_per_second"]) / len(m["train_throughput_samples_per_second"])
+    return {
+        "shape": shape({k: v for k, v in d.items() if k != "gdsbench"}),
+        "io_is_samples_times_record_in_MiB": m["train_io_mean_MB_per_second"] / mean,  # record bytes / 2**20
+        "au_mean_is_mean_of_epochs": m["train_au_mean_percentage"] == pytest.approx(
+            sum(m["train_au_percentage"]) / len(m["train_au_percentage"])),
+        "epochs_listed": len(m["train_au_percentage"]) == d["epochs"] == len(m["train_throughput_samples_per_second"]),
+        "verdict": m["train_au_meet_expectation"] in ("success", "fail"),
+        "seconds": (datetime.strptime(d["end"], "%Y-%m-%dT%H:%M:%S.%f")
+                    - datetime.strptime(d["start"], "%Y-%m-%dT%H:%M:%S.%f")).total_seconds(),
+        "only_gdsbench_added": set(d) - {"gdsbench"},
+    }
+
+
+def test_train_writes_dlio_s_summary_json_with_its_keys_types_and_units(tmp_path, gdsbench):
+    """The same shape of run as DLIO's committed summary.json (2 accelerators, 240 files of 64 KiB,
+    batch 7, 2 read threads, 5 ms compute, 2 epochs), both read by the same code."""
+    shape = ["--workload", "unet3d", "--files", "240", "--record-bytes", "64K", "--record-stdev", "0", "--batch", "7",
+             "--read-threads", "2", "--compute-time", "5ms"]
+    assert gdsbench("prepare", tmp_path / "ds", *shape).code == 0
+    res = gdsbench("train", tmp_path / "ds", *shape, "--accelerators", "2", "--epochs", "2", "--results", tmp_path)
+    assert res.code == 0, res.err
+    (run,) = [p for p in tmp_path.iterdir() if p.name != "ds"]
+    ours, dlio = read_summary(str(run / "summary.json")), read_summary(DLIO_SUMMARY)
+    assert ours["shape"] == dlio["shape"]  # every DLIO key, no other, each of DLIO's type
+    assert ours["only_gdsbench_added"] == dlio["only_gdsbench_added"]
+    assert ours["io_is_samples_times_record_in_MiB"] == pytest.approx(65536 / 2**20)
+    assert dlio["io_is_samples_times_record_in_MiB"] == pytest.approx(65536 / 2**20)
+    for key in ("au_mean_is_mean_of_epochs", "epochs_listed", "verdict"):
+        assert ours[key] is True and dlio[key] is True
+    assert 0 < ours["seconds"] < 120
+    extra = json.loads((run / "summary.json").read_text())["gdsbench"]
+    assert extra["point_key"] == "accelerators=2" and extra["hosts"] == [os.uname().nodename]
+    assert (run / "dlio" / "accelerators=2-repeat0" / "summary.json").exists()

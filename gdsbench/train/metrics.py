@@ -103,6 +103,7 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         "au_percent_per_epoch": (100 * au.mean(axis=0)).tolist(),
         "samples_per_s": total_samples_per_s,
         "samples_per_s_per_accelerator": samples_per_s.mean(axis=1).tolist(),
+        "samples_per_s_per_epoch": np.sum(samples_per_s, axis=0).tolist(),  # DLIO's train_throughput_samples_per_second
         "mib_per_s": total_samples_per_s * workload.record_bytes / MiB,  # DLIO's "MB/s": nominal record size
         "read_mib_per_s": bytes_read / MiB / wall if wall else 0.0,  # bytes really read, over the wall time
         "bytes_read": bytes_read,
@@ -123,7 +124,17 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         "first_mismatch": next((r.first_mismatch for r in records if r.first_mismatch), None),
         "cpu_s": sum(r.cpu_s for r in records),
         **across_hosts(records, au),
+        **host_facts(records),
     }
+
+
+def host_facts(records: list[AcceleratorRecord]) -> dict:
+    """Each host's CPUs and memory, hosts in rank order, as its accelerators found them."""
+    first = {}
+    for r in records:
+        first.setdefault(r.host, r)
+    return {"host_names": list(first), "host_cpus": [r.host_cpus for r in first.values()],
+            "host_memory_bytes": [r.host_memory_bytes for r in first.values()]}
 
 
 def across_hosts(records: list[AcceleratorRecord], au: np.ndarray) -> dict:

@@ -25,6 +25,7 @@ barrier's release), the batch's arrival, the end of compute, and the release.
 from __future__ import annotations
 
 import math
+import os
 import queue
 import threading
 import time
@@ -89,6 +90,9 @@ class AcceleratorRecord:
     first_mismatch: str | None = None  # "path at offset N"
     cpu_s: float = 0.0  # this process, the whole run
     cached_fraction: float | None = None
+    # its host's, taken where it ran (DLIO's summary.json lists them per host)
+    host_cpus: int = field(default_factory=lambda: os.cpu_count() or 0)
+    host_memory_bytes: int = field(default_factory=lambda: os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 class Loader:

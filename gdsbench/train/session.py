@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.runner import resolve_direct, runnable_here
@@ -15,7 +16,7 @@ from gdsbench.results.store import RunStore, keep_row
 from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import target_for
-from gdsbench.train import accelerators, metrics
+from gdsbench.train import accelerators, dlio_summary, metrics
 from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
@@ -89,6 +90,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     config = accelerators.TrainConfig(run.workload, run.dataset, run.spec, n, run.epochs, run.max_steps)
     watched = gpu_path.cufile_serves(run.spec)
     nvfs_before = nvfs.counters() if watched else None
+    started = datetime.now()  # local time, as DLIO stamps its summary.json
     records = accelerators.run(config)
     if records is None:  # an MPI rank other than 0
         return {}, []
@@ -98,7 +100,8 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     kvikio_path = None if run.spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(
         run.spec, int(run.dataset.length.mean()))
     path = gpu_path.data_path(run.spec, target_for(run.dataset.paths[0]), kvikio_path, seen)
-    row.update(cached_fraction=cached, data_path=path,
+    row.update(started_at=started.isoformat(timespec="microseconds"),
+               ended_at=datetime.now().isoformat(timespec="microseconds"), cached_fraction=cached, data_path=path,
                au_time_s=at.tolist(), au_time=au.tolist(),
                step_time_s_all=[float(x) for r in records for e in r.epochs
                                 for x in ((e.released_ns - e.step_start_ns)[1:] / 1e9)])
@@ -117,6 +120,8 @@ def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
                 continue
             row.update(point=point, point_key=f"accelerators={n}", repeat=r)
             keep_row(row, run.rows, store, on_point)
+            if store is not None:
+                dlio_summary.write(store.path, run, row, single=len(run.counts) * run.repeat == 1)
     return run.rows
 
 
