@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (run --fio-job reads its own again)
         if extra:  # reported by the command's parser, so it exits with that command's usage code
             getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
         if not getattr(args, "handler", None):

@@ -177,3 +177,59 @@ def test_train_writes_dlio_s_summary_json_with_its_keys_types_and_units(tmp_path
     extra = json.loads((run / "summary.json").read_text())["gdsbench"]
     assert extra["point_key"] == "accelerators=2" and extra["hosts"] == [os.uname().nodename]
     assert (run / "dlio" / "accelerators=2-repeat0" / "summary.json").exists()
+
+
+# ---- fio job files in ----
+
+FIO_EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "fio-examples")
+
+
+def test_every_job_of_fios_own_examples_is_translated_or_refused_naming_the_option():
+    """fio's examples/*.fio (tests/data/fio-examples): each job becomes run's flags, or one line names
+    the option (or engine) gdsbench does not have; nothing else happens."""
+    from gdsbench.job import fio_job
+
+    translated = []
+    for path in sorted(glob.glob(os.path.join(FIO_EXAMPLES, "*.fio"))):
+        for job in fio_job.read(path).sections():
+            try:
+                t = fio_job.translate(path, job)
+                translated.append(os.path.basename(path))
+                assert t.flags or t.path, path
+            except UsageError as e:
+                text = str(e)
+                assert "\n" not in text and text.startswith(f"--fio-job {path}: ") and "changes what is measured" in text
+                option = text.split(": ")[1].split("=")[0]
+                assert option in dict(fio_job.read(path).items(job)), (path, job, text)
+    assert {"fio-rand-read.fio", "fio-seq-write.fio", "ssd-test.fio", "basic-verify.fio", "null.fio"} <= set(translated)
+
+
+def test_fio_rand_read_becomes_the_flags_that_mean_it_and_the_command_line_wins(gdsbench, pattern_file):
+    from gdsbench.job import fio_job
+
+    t = fio_job.translate(os.path.join(FIO_EXAMPLES, "fio-rand-read.fio"))
+    assert t.path == "fio-rand-read" and t.flags == ["--rw", "randread", "--bs", "4K", "--buffered", "--threads", "1",
+                                                      "--runtime", "900s", "--size", "10G", "--engine", "io_uring",
+                                                      "--qd", "16"]
+    assert any(n.startswith("libaio -> io_uring") for n in t.notes)
+    res = gdsbench("run", pattern_file, "--fio-job", os.path.join(FIO_EXAMPLES, "fio-rand-read.fio"), "--size", "4M",
+                   "--runtime", "300ms", "--json")
+    assert res.code == 0, res.err
+    spec = json.loads(res.out)["spec"]
+    assert (spec["rw"], spec["bs"], spec["qd"], spec["engine"], spec["direct"], spec["runtime_ns"], spec["size"]) == (
+        "randread", 4096, 16, "io_uring", False, 300_000_000, 4 << 20)
+    said = [line for line in res.err.splitlines() if "fio-rand-read.fio: " in line]
+    assert "iodepth=16 -> --qd 16" in said[0] and all(line.startswith("gdsbench: note: ") for line in said[1:])
+    assert "name: not emulated" in said[1] and "libaio -> io_uring" in said[2]
+
+
+def test_a_job_file_with_several_jobs_asks_which(gdsbench, pattern_file):
+    ssd = os.path.join(FIO_EXAMPLES, "ssd-test.fio")
+    assert_one_line_error(gdsbench("run", pattern_file, "--fio-job", ssd), "4 jobs (seq-read, rand-read, seq-write, "
+                                                                            "rand-write)")
+    res = gdsbench("run", pattern_file, "--fio-job", ssd, "--fio-section", "rand-read", "--size", "4M", "--runtime",
+                   "200ms", "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["spec"]["rw"] == "randread"
+    assert "stonewall: not emulated" in res.err
+    assert_one_line_error(gdsbench("run", pattern_file, "--fio-section", "x"), "only with --fio-job")

@@ -1,0 +1,175 @@
+"""An fio job file as `gdsbench run` flags (`run --fio-job FILE [--fio-section NAME]`).
+
+Each fio option of the job (its section, over [global]) becomes the gdsbench
+flag that means the same, and the run says which became which. An option
+gdsbench does not have is refused in one line naming it, unless it cannot
+change what is measured (names, reporting, logs), which is noted. Flags given
+on the command line still win: they are read after the file's.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+
+from gdsbench.job.errors import UsageError
+
+ENGINES = {"io_uring": "io_uring", "psync": "psync", "sync": "psync", "pvsync": "psync", "pvsync2": "psync",
+           "vsync": "psync", "null": "null", "libaio": "io_uring"}
+ENGINE_NOTES = {"libaio": "libaio -> io_uring: gdsbench's asynchronous engine, at the same queue depth (another kernel "
+                          "interface)",
+                "sync": "sync -> psync: pread/pwrite at an offset, where sync seeks then reads",
+                "vsync": "vsync -> psync: one buffer per call", "pvsync": "pvsync -> psync: one buffer per call",
+                "pvsync2": "pvsync2 -> psync: one buffer per call, no per-call flags"}
+DIRECTIONS = ("read", "write", "randread", "randwrite")
+# options that change nothing measured: why, in a few words
+NOTED = {
+    "name": "the job's name", "description": "a description", "group_reporting": "how fio groups its report",
+    "stonewall": "fio's order between jobs (one job runs here)", "wait_for_previous": "fio's order between jobs",
+    "thread": "fio's clones as threads, not processes", "per_job_logs": "fio's logs",
+    "write_bw_log": "fio's logs", "write_lat_log": "fio's logs", "write_iops_log": "fio's logs",
+    "write_hist_log": "fio's logs", "log_avg_msec": "fio's logs", "log_hist_msec": "fio's logs",
+    "percentile_list": "which percentiles fio prints (gdsbench prints its own)", "lat_percentiles": "fio's report",
+    "clat_percentiles": "fio's report", "slat_percentiles": "fio's report", "disable_lat": "fio's report",
+    "disable_clat": "fio's report", "disable_slat": "fio's report", "disable_bw_measurement": "fio's report",
+    "randrepeat": "fio's random seed", "randseed": "fio's random seed", "allrandrepeat": "fio's random seed",
+    "create_on_open": "when fio creates files (gdsbench never creates one in run)", "unlink": "fio removes its files",
+    "directory": "joined to filename", "new_group": "how fio groups its report", "kb_base": "fio's units",
+    "unit_base": "fio's units", "clocksource": "fio's clock", "gtod_reduce": "fio's timing overhead",
+    "norandommap": "fio's map of blocks already read (gdsbench's random reads draw each offset anew)",
+}
+
+
+def read(path: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(allow_no_value=True, strict=False, interpolation=None, delimiters=("=",),
+                                       comment_prefixes=("#", ";"), inline_comment_prefixes=None,
+                                       default_section="global")
+    parser.optionxform = str.lower
+    try:
+        with open(path) as f:
+            parser.read_file(f)
+    except OSError as e:
+        raise UsageError(f"--fio-job {path}: cannot read it ({e.strerror})") from None
+    except configparser.Error as e:
+        raise UsageError(f"--fio-job {path}: not an fio job file ({e.message.splitlines()[0]})") from None
+    return parser
+
+
+def _refuse(path: str, option: str, value: str | None, why: str) -> UsageError:
+    shown = option if value is None else f"{option}={value}"
+    return UsageError(f"--fio-job {path}: {shown}: {why}; gdsbench does not emulate it, and it changes what is "
+                      "measured")
+
+
+def _size(value: str, path: str, option: str) -> str:
+    """fio's size ('4k', '10G', '1m', '512') as gdsbench reads sizes; a range or list is refused."""
+    if not re.fullmatch(r"\d+(\.\d+)?[kKmMgGtTpP]?(i?[bB])?", value.strip()):
+        raise _refuse(path, option, value, "a range, list or split of sizes (gdsbench moves one size)")
+    return value.strip().upper().replace("IB", "").rstrip("B") or value
+
+
+def _seconds(value: str) -> str:
+    """fio's time (seconds unless suffixed: 60, 1m, 500ms, 2h) as gdsbench reads durations."""
+    value = value.strip().lower()
+    return f"{value}s" if re.fullmatch(r"\d+(\.\d+)?", value) else value
+
+
+class Translation:
+    def __init__(self) -> None:
+        self.flags: list[str] = []  # gdsbench run's flags, in order
+        self.path: str | None = None  # fio's filename, PATH
+        self.mapped: list[str] = []  # "iodepth=16 -> --qd 16"
+        self.notes: list[str] = []  # options not emulated that change nothing measured
+
+    def flag(self, option: str, value: str | None, *flags: str) -> None:
+        self.flags += flags
+        shown = option if value is None else f"{option}={value}"
+        self.mapped.append(f"{shown} -> {' '.join(flags)}")
+
+
+def translate(path: str, section: str | None = None) -> Translation:
+    """The run flags an fio job means; UsageError (naming the option) for what gdsbench cannot mean."""
+    parser = read(path)
+    jobs = parser.sections()
+    if section is None:
+        if len(jobs) != 1:
+            raise UsageError(f"--fio-job {path}: {len(jobs)} jobs ({', '.join(jobs) or 'none'}); gdsbench runs one: "
+                             "choose it with --fio-section NAME")
+        section = jobs[0]
+    elif section not in jobs:
+        raise UsageError(f"--fio-section {section}: not a job of {path} (its jobs: {', '.join(jobs) or 'none'})")
+    options = dict(parser.items(section))
+    out = Translation()
+    time_based = "time_based" in options
+    writing = options.get("rw", options.get("readwrite", "read")) in ("write", "randwrite")
+    for option, value in options.items():
+        value = None if value is None else value.strip()
+        if option in ("rw", "readwrite"):
+            if value not in DIRECTIONS:
+                raise _refuse(path, option, value, "mixed, trim or offset-modified directions (gdsbench moves "
+                                                   f"{', '.join(DIRECTIONS)})")
+            out.flag(option, value, "--rw", value)
+        elif option in ("bs", "blocksize"):
+            out.flag(option, value, "--bs", _size(value, path, option))
+        elif option == "iodepth":
+            out.flag(option, value, "--qd", value)
+        elif option == "numjobs":
+            if int(value) > 1 and writing:
+                raise _refuse(path, option, value, "clones that each write the whole file")
+            out.flag(option, value, "--threads", value)
+            if int(value) > 1:
+                out.notes.append(f"numjobs={value}: fio's clones each cover the whole file; gdsbench's threads share "
+                                 "it, each reading its own blocks")
+        elif option == "direct":
+            out.flag(option, value, "--direct" if value == "1" else "--buffered")
+        elif option == "buffered":
+            out.flag(option, value, "--buffered" if value != "0" else "--direct")
+        elif option == "ioengine":
+            if value == "libcufile":
+                out.flag(option, value, "--mode", "gds")
+            elif value in ENGINES:
+                out.flag(option, value, "--engine", ENGINES[value])
+                if value in ENGINE_NOTES:
+                    out.notes.append(ENGINE_NOTES[value])
+            else:
+                raise _refuse(path, option, value, "an engine gdsbench does not have (it has io_uring, psync, null, "
+                                                   "libcufile as --mode gds)")
+        elif option == "runtime":
+            out.flag(option, value, "--runtime", _seconds(value))
+        elif option == "ramp_time":
+            out.flag(option, value, "--ramp", _seconds(value))
+        elif option == "size":
+            if value.endswith("%"):
+                raise _refuse(path, option, value, "a share of the file (give a size)")
+            out.flag(option, value, "--size", _size(value, path, option))
+            if not time_based:  # fio stops after size bytes unless time_based
+                out.flag(f"{option} (not time_based)", value, "--io-size", _size(value, path, option))
+        elif option == "io_size":
+            out.flag(option, value, "--io-size", _size(value, path, option))
+        elif option == "offset":
+            if value.endswith("%"):
+                raise _refuse(path, option, value, "a share of the file (give a size)")
+            out.flag(option, value, "--offset", _size(value, path, option))
+        elif option == "filename":
+            if ":" in value:
+                raise _refuse(path, option, value, "several files in one job")
+            out.path = os.path.join(options.get("directory") or "", value)
+            out.mapped.append(f"filename={value} -> PATH {out.path}")
+        elif option == "end_fsync":
+            if value != "0":
+                out.flag(option, value, "--fsync-end")
+        elif option == "fsync":
+            if value != "0":
+                out.flag(option, value, "--fsync-every", value)
+        elif option == "verify":
+            out.flag(option, value, "--verify")
+            out.notes.append(f"verify={value}: gdsbench reads back its own pattern (offset and checksum per 4 KiB "
+                             "block), not fio's")
+        elif option == "time_based":
+            out.mapped.append("time_based -> --runtime alone (no --io-size)")
+        elif option in NOTED:
+            out.notes.append(f"{option}: not emulated ({NOTED[option]})")
+        else:
+            raise _refuse(path, option, value, "an fio option gdsbench does not have")
+    return out
