@@ -233,3 +233,52 @@ def test_a_job_file_with_several_jobs_asks_which(gdsbench, pattern_file):
     assert json.loads(res.out)["spec"]["rw"] == "randread"
     assert "stonewall: not emulated" in res.err
     assert_one_line_error(gdsbench("run", pattern_file, "--fio-section", "x"), "only with --fio-job")
+
+
+# ---- metrics for node_exporter's textfile collector ----
+
+def check_with_the_reference_parsers(path) -> dict:
+    """The file as prometheus_client's text parser reads it ({family: [samples]}), and, where
+    Debian's prometheus package is installed, `promtool check metrics` clean."""
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = open(path).read()
+    families = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    if shutil.which("promtool"):
+        checked = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    return families
+
+
+def test_validate_metrics_give_a_gauge_per_check_state_and_figure(gdsbench, tmp_path):
+    prom_file = tmp_path / "node.prom"
+    res = gdsbench("validate", "--quick", "--metrics", prom_file, "--json")
+    record = json.loads(res.out)
+    families = check_with_the_reference_parsers(prom_file)
+    states = families["gdsbench_validate_check_state"]
+    by_check: dict[str, list] = {}
+    for s in states:
+        by_check.setdefault(s.labels["check"], []).append(s)
+    assert set(by_check) == {c["name"] for c in record["checks"]}
+    for check in record["checks"]:  # one state set per check: 1 for its own state, 0 for the other four
+        assert {s.labels["state"]: s.value for s in by_check[check["name"]]} == {
+            state: float(state == check["status"]) for state in ("PASS", "INFO", "WARN", "FAIL", "SKIP")}
+    (seq,) = [s for s in families["gdsbench_validate_bandwidth_bytes_per_second"] if s.labels["point"] == "storage_seq"]
+    assert seq.labels["mode"] == "cpu" and seq.labels["block_size"] == "1048576" and seq.labels["device"]
+    assert seq.value == pytest.approx(record["measurements"]["storage_seq"]["median"]["gbps"] * 1e9)
+    assert families["gdsbench_validate_exit_code"][0].value == res.code
+    assert [p.name for p in tmp_path.iterdir()] == ["node.prom"]  # written whole, renamed into place
+    assert_one_line_error(gdsbench("validate", "--quick", "--metrics", tmp_path / "node.txt"), "*.prom", code=3)
+
+
+def test_run_metrics_label_what_ran(gdsbench, pattern_file, tmp_path):
+    res = gdsbench("run", pattern_file, "--bs", "256K", "--qd", "4", "--io-size", "4M", "--metrics",
+                   tmp_path / "run.prom", "--json")
+    assert res.code == 0, res.err
+    families = check_with_the_reference_parsers(tmp_path / "run.prom")
+    (bw,) = families["gdsbench_run_bandwidth_bytes_per_second"]
+    assert bw.value == pytest.approx(json.loads(res.out)["bandwidth_bytes_per_s"])
+    assert (bw.labels["block_size"], bw.labels["queue_depth"], bw.labels["rw"]) == ("262144", "4", "read")

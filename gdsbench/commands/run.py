@@ -9,6 +9,7 @@ from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
 from gdsbench.job.spec import opens_target, spec_from_values
+from gdsbench.reporting import prom
 from gdsbench.reporting.display import run_summary
 
 
@@ -21,6 +22,8 @@ class RunCommand:
         add_remote_arguments(parser)
         add_job_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
+        parser.add_argument("--metrics", metavar="FILE.prom", help="also write the run's figures as gauges for "
+                            "node_exporter's textfile collector")
         parser.add_argument("--fio-job", metavar="FILE", help="take the job's options from an fio job file (each "
                             "option said as the flag it became; flags given here win)")
         parser.add_argument("--fio-section", metavar="NAME", help="with --fio-job: which job of the file (where it "
@@ -31,6 +34,9 @@ class RunCommand:
             args = self.from_fio_job(args)
         elif args.fio_section:
             raise UsageError("--fio-section: only with --fio-job FILE")
+        if args.metrics and not args.metrics.endswith(".prom"):
+            raise UsageError(f"--metrics {args.metrics}: node_exporter's textfile collector reads only *.prom files; "
+                             "name it so")
         spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
         if args.path is None:
             if opens_target(resolve_engine(spec)):
@@ -47,6 +53,8 @@ class RunCommand:
             return 0
         for note in result.warnings:
             print(f"gdsbench: warning: {note}", file=sys.stderr)
+        if args.metrics:
+            prom.write(prom.run_metrics(result), args.metrics)
         if args.json:
             json.dump(result.to_dict(), sys.stdout, indent=1)
             print()
