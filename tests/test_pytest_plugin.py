@@ -74,6 +74,23 @@ def test_the_json_carries_the_figures_and_pytest_benchmark_compare_reads_it(tmp_
     assert table.returncode == 0 and "test_sequential[1M]" in table.stdout, table.stderr
 
 
+def test_pytest_benchmarks_histograms_draw_a_suite_and_its_saved_runs(tmp_path, pattern_file):
+    """--benchmark-histogram while the suite runs, and `pytest-benchmark compare --histogram` over saved
+    runs: pytest-benchmark's own SVGs (pygal), one box per test, of its time per read."""
+    res = run_suite(tmp_path, "--gdsbench-path", pattern_file, "-k", "1M", "--benchmark-autosave",
+                    f"--benchmark-histogram={tmp_path / 'suite'}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (svg,) = tmp_path.glob("suite*.svg")
+    assert "<svg" in svg.read_text() and "test_sequential[1M]" in svg.read_text()
+    saved = sorted((tmp_path / "storage").rglob("*.json"))
+    assert len(saved) == 1
+    drawn = subprocess.run([os.path.join(os.path.dirname(sys.executable), "pytest-benchmark"),
+                            f"--storage=file://{tmp_path / 'storage'}", "compare", "--histogram",
+                            str(tmp_path / "compared"), "0001"], capture_output=True, text=True, timeout=60)
+    assert drawn.returncode == 0, drawn.stdout + drawn.stderr
+    assert "test_sequential[1M]" in next(tmp_path.glob("compared*.svg")).read_text()
+
+
 def test_large_blocks_a_quarter_slower_fail_the_build(tmp_path, disk_file, throttle):
     """The case the per-interval statistic could not see: blocks that take longer than an
     interval (4 MiB at QD1 on a 20-27 MiB/s tier). A 25% lower rate must move the mean by
