@@ -154,7 +154,10 @@ class Slurm:
     would collide on), `keep` (the test's folder) still visible."""
 
     def __init__(self, hosts: Hosts, keep: str):
-        self.hosts, self.keep = hosts, keep
+        # what jobs must still see under their private /tmp: the tests' folder, this checkout and its
+        # Python (either may itself live under /tmp, as a CI checkout does)
+        self.hosts = hosts
+        self.keep = [keep, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), sys.prefix]
         self.folder = os.path.join(keep, "slurm")
         self.conf = os.path.join(self.folder, "slurm.conf")
         self.daemons: list[subprocess.Popen] = []
@@ -170,10 +173,10 @@ class Slurm:
         private = os.path.join(self.folder, "nodes", host, "tmp")
         os.makedirs(private, exist_ok=True)
         old = "/mnt/gdsbench-oldtmp"
-        keep_in_old = os.path.join(old, os.path.relpath(self.keep, "/tmp")) if self.keep.startswith("/tmp/") else None
+        again = "".join(f"mkdir -p {path}; mount --bind {os.path.join(old, os.path.relpath(path, '/tmp'))} {path}; "
+                        for path in sorted(set(self.keep)) if path.startswith("/tmp/"))
         script = (f'set -e; hostname "$0"; mkdir -p {old}; mount --bind /tmp {old}; mount --bind {private} /tmp; '
-                  + (f"mkdir -p {self.keep}; mount --bind {keep_in_old} {self.keep}; " if keep_in_old else "")
-                  + 'exec "$@"')
+                  + again + 'exec "$@"')
         return ["nsenter", f"--net=/run/netns/{self.hosts.namespace(host)}", "unshare", "--uts", "--mount",
                 "/bin/sh", "-c", script, host, *command]
 

@@ -282,3 +282,44 @@ def test_run_metrics_label_what_ran(gdsbench, pattern_file, tmp_path):
     (bw,) = families["gdsbench_run_bandwidth_bytes_per_second"]
     assert bw.value == pytest.approx(json.loads(res.out)["bandwidth_bytes_per_s"])
     assert (bw.labels["block_size"], bw.labels["queue_depth"], bw.labels["rw"]) == ("262144", "4", "read")
+
+
+# ---- the versioned result schema ----
+
+def test_the_published_schemas_are_the_code_s():
+    """docs/schema/*.json are what scripts/schema_doc makes now: a field added in the code without
+    regenerating them fails here."""
+    from gdsbench.job.spec import OPTIONS
+    from gdsbench.results.schema import SCHEMAS, summary_keys
+
+    for name, make in SCHEMAS.items():
+        with open(os.path.join(ROOT, "docs", "schema", f"{name}.json")) as f:
+            assert json.load(f) == json.loads(json.dumps(make())), f"run scripts/schema_doc ({name})"
+    # a point is the spec's columns and the figures side by side: no figure may take an option's column
+    # (the count of retried requests once overwrote --retries's)
+    assert {o.column for o in OPTIONS} & set(summary_keys()) == {"mode"}
+
+
+def test_real_outputs_carry_the_version_and_validate_against_their_schemas(gdsbench, pattern_file, tmp_path):
+    import jsonschema
+    import pandas as pd
+
+    from gdsbench.results.schema import SCHEMA_VERSION, SCHEMAS
+
+    def valid(name: str, record: dict) -> None:
+        jsonschema.validate(record, SCHEMAS[name](), format_checker=jsonschema.FormatChecker())
+        assert record["schema_version"] == SCHEMA_VERSION
+
+    res = gdsbench("run", pattern_file, "--bs", "1M", "--io-size", "4M", "--json")
+    valid("run-record", json.loads(res.out))
+    res = gdsbench("sweep", pattern_file, "--bs", "256K,1M", "--io-size", "2M", "--results", tmp_path, "--name", "s")
+    assert res.code == 0, res.err
+    (run,) = tmp_path.iterdir()
+    valid("run-info", json.loads((run / "run.json").read_text()))
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for row in rows:
+        valid("point", row)
+    assert set(pd.read_parquet(run / "points.parquet")["schema_version"]) == {SCHEMA_VERSION}
+    with pytest.raises(jsonschema.ValidationError):  # a schema that can fail: a figure of the wrong type
+        jsonschema.validate(dict(rows[0], bytes="many"), SCHEMAS["point"]())

@@ -251,7 +251,7 @@ def test_retries_are_counted_apart_and_without_them_a_503_ends_the_run(gdsbench,
     assert_one_line_error(gdsbench("run", url, "--bs", "64K", "--io-size", "1M"), "HTTP 503 SlowDown", code=3)
     d = run_json(gdsbench, url, "--bs", "64K", "--io-size", "1M", "--retries", "2", "--verify")
     assert d["ops"] == 16 and d["bytes"] == MiB and d["verify_mismatches"] == 0
-    assert d["retries"] >= 5  # 16 reads and their retries: one request in three failed
+    assert d["retried_requests"] >= 5  # 16 reads and their retries: one request in three failed
 
 
 def test_short_bodies_and_dropped_connections_are_one_line(gdsbench, faulty):

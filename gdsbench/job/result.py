@@ -153,8 +153,11 @@ class Result:
 
     def summary(self) -> dict[str, Any]:
         """The figures of this run, flat, units in their names (results columns)."""
+        from gdsbench.results.schema import SCHEMA_VERSION
+
         lat = self.latency
         return {
+            "schema_version": SCHEMA_VERSION,
             "mode": self.spec.mode,
             "data_path": self.data_path,
             "gpu_simulated": self.spec.on_gpu and self.spec.simulated,
@@ -185,7 +188,7 @@ class Result:
             "connections": self.connections,
             "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte_seen else None,
             "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte_seen else None,
-            "retries": self.retries,
+            "retried_requests": self.retries,  # not "retries": that is --retries's column in a point
             "fsyncs": self.fsync.count if self.fsync else 0,
             "fsync_p50_ns": self.fsync.percentile(50) if self.fsync and self.fsync.count else None,
             "fsync_max_ns": self.fsync.max if self.fsync and self.fsync.count else None,

@@ -42,6 +42,7 @@ from gdsbench import __version__
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.result import Result, histogram_to_dict
 from gdsbench.job.spec import spec_columns
+from gdsbench.results.schema import SCHEMA_VERSION
 
 RUN_FILE = "run.json"
 POINTS_JSONL = "points.jsonl"
@@ -133,7 +134,8 @@ class RunStore:
             os.mkdir(making)
         except OSError as e:
             raise UsageError(f"--results {results_dir}: cannot create a run directory there: {e.strerror}") from None
-        record = {"name": name, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        record = {"schema_version": SCHEMA_VERSION,
+                  "name": name, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "gdsbench": __version__, "git_revision": git_revision(), "host": socket.gethostname(),
                   "status": "running", **info}
         try:
@@ -317,6 +319,7 @@ class RunStore:
 def keep_row(row: dict[str, Any], rows: list, store: RunStore | None, on_row=None) -> None:
     """A finished row of a train or checkpoint run: kept, saved in the run folder, shown; then, if
     its --verify found bad blocks, VerifyFailure (the figures are saved and shown first, not lost)."""
+    row.setdefault("schema_version", SCHEMA_VERSION)
     rows.append(row)
     if store is not None:
         store.append(row)
