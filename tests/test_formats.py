@@ -323,3 +323,12 @@ def test_real_outputs_carry_the_version_and_validate_against_their_schemas(gdsbe
     assert set(pd.read_parquet(run / "points.parquet")["schema_version"]) == {SCHEMA_VERSION}
     with pytest.raises(jsonschema.ValidationError):  # a schema that can fail: a figure of the wrong type
         jsonschema.validate(dict(rows[0], bytes="many"), SCHEMAS["point"]())
+
+
+def test_sweep_takes_a_fio_job_and_sweeps_the_lists_given_beside_it(gdsbench, pattern_file, tmp_path):
+    res = gdsbench("sweep", pattern_file, "--fio-job", os.path.join(FIO_EXAMPLES, "fio-rand-read.fio"), "--qd", "1,4",
+                   "--size", "4M", "--runtime", "200ms", "--results", tmp_path, "--no-report")
+    assert res.code == 0, res.err
+    rows = [json.loads(line) for line in next(tmp_path.glob("*/points.jsonl")).read_text().splitlines()]
+    assert [(r["rw"], r["bs_bytes"], r["qd"], r["engine"]) for r in rows] == [("randread", 4096, 1, "io_uring"),
+                                                                              ("randread", 4096, 4, "io_uring")]

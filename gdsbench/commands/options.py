@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from typing import Any
 
 from gdsbench.job.errors import UsageError
@@ -146,3 +147,34 @@ def seconds_arg(flag: str, high_s: float = 3600.0):
             raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most {high_s:g} s")
         return seconds
     return parse
+
+
+def add_fio_job_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fio-job", metavar="FILE", help="take the job's options from an fio job file (each option "
+                        "said as the flag it became; flags given here win)")
+    parser.add_argument("--fio-section", metavar="NAME", help="with --fio-job: which job of the file (where it has "
+                                                              "several)")
+
+
+def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
+    """The arguments as given, or, with --fio-job, again with the job file's options read first as the
+    flags they mean, so the command line's own (read after them) win; which option became which is
+    said once (gdsbench/job/fio_job.py)."""
+    from gdsbench.execution import mpi
+    from gdsbench.job import fio_job
+
+    if not args.fio_job:
+        if args.fio_section:
+            raise UsageError("--fio-section: only with --fio-job FILE")
+        return args
+    job = fio_job.translate(args.fio_job, args.fio_section)
+    if mpi.is_root():
+        print(f"gdsbench: {args.fio_job}: " + "; ".join(job.mapped), file=sys.stderr)
+        for note in job.notes:
+            print(f"gdsbench: note: {args.fio_job}: {note}", file=sys.stderr)
+    own = args.argv[args.argv.index(command) + 1:]
+    path = [job.path] if job.path and args.path is None else []
+    again = args.command_parser.parse_args([*path, *job.flags, *own])
+    again.fio_job = again.fio_section = None
+    again.argv = args.argv
+    return again

@@ -4,7 +4,14 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_remote_arguments, add_target_argument, job_values
+from gdsbench.commands.options import (
+    add_fio_job_arguments,
+    add_job_arguments,
+    add_remote_arguments,
+    add_target_argument,
+    job_values,
+    with_fio_job,
+)
 from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
@@ -24,16 +31,10 @@ class RunCommand:
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
         parser.add_argument("--metrics", metavar="FILE.prom", help="also write the run's figures as gauges for "
                             "node_exporter's textfile collector")
-        parser.add_argument("--fio-job", metavar="FILE", help="take the job's options from an fio job file (each "
-                            "option said as the flag it became; flags given here win)")
-        parser.add_argument("--fio-section", metavar="NAME", help="with --fio-job: which job of the file (where it "
-                                                                  "has several)")
+        add_fio_job_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        if args.fio_job:
-            args = self.from_fio_job(args)
-        elif args.fio_section:
-            raise UsageError("--fio-section: only with --fio-job FILE")
+        args = with_fio_job(args, "run")
         if args.metrics and not args.metrics.endswith(".prom"):
             raise UsageError(f"--metrics {args.metrics}: node_exporter's textfile collector reads only *.prom files; "
                              "name it so")
@@ -66,21 +67,3 @@ class RunCommand:
             print(f"gdsbench: error: {failure}", file=sys.stderr)
             return failure.exit_code
         return 0
-
-    @staticmethod
-    def from_fio_job(args: argparse.Namespace) -> argparse.Namespace:
-        """The arguments again, with the job file's options read first as the flags they mean, so the
-        command line's own flags (read after them) win; which option became which is said once."""
-        from gdsbench.execution import mpi
-        from gdsbench.job import fio_job
-
-        job = fio_job.translate(args.fio_job, args.fio_section)
-        if mpi.is_root():
-            print(f"gdsbench: {args.fio_job}: " + "; ".join(job.mapped), file=sys.stderr)
-            for note in job.notes:
-                print(f"gdsbench: note: {args.fio_job}: {note}", file=sys.stderr)
-        own = args.argv[args.argv.index("run") + 1:]
-        path = [job.path] if job.path and args.path is None else []
-        again = args.command_parser.parse_args([*path, *job.flags, *own])
-        again.fio_job = again.fio_section = None
-        return again

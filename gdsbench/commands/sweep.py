@@ -4,11 +4,13 @@ import argparse
 import sys
 
 from gdsbench.commands.options import (
+    add_fio_job_arguments,
     add_job_arguments,
     add_remote_arguments,
     add_target_argument,
     job_values,
     sweep_values,
+    with_fio_job,
 )
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
@@ -30,6 +32,7 @@ class SweepCommand:
         parser.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run without repeating its saved points")
         parser.add_argument("--no-report", action="store_true", help="do not write the HTML report at the end")
         add_job_arguments(parser, lists=True)
+        add_fio_job_arguments(parser)
 
     def _spec(self, args: argparse.Namespace):
         from gdsbench.results import sweep
@@ -56,6 +59,7 @@ class SweepCommand:
         from gdsbench.results import sweep
         from gdsbench.results.store import resolve_run
 
+        args = with_fio_job(args, "sweep")  # its options fixed, any list given here swept
         if args.resume:
             given = [flag for flag, value in (("PATH", args.path), ("--file", args.file), ("--repeat", args.repeat),
                                               ("--name", args.name)) if value is not None]
