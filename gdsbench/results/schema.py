@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-SCHEMA_VERSION = 1
+from gdsbench.job.result import SCHEMA_VERSION  # declared with the result it describes
+
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 BASE = "https://gdsbench.invalid/schema/"  # an identifier only: the files are docs/schema/*.json in the source
 
