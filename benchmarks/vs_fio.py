@@ -29,6 +29,7 @@ for any gap is visible.
 
     .venv/bin/python benchmarks/vs_fio.py                # about 14 minutes, as root
     .venv/bin/python benchmarks/vs_fio.py --runtime 2 --repeats 2 --rows null
+    .venv/bin/python benchmarks/vs_fio.py --job ssd-test.fio --section rand-read   # both tools, one job file
 """
 
 from __future__ import annotations
@@ -226,6 +227,66 @@ def prepare_files(disk_size: str) -> tuple[dict[str, str], DiskCounters]:
     return files, DiskCounters(files["disk"])
 
 
+def job_file_rows(args, files) -> tuple[list[list], dict]:
+    """--job FILE: both tools run each job of one fio job file (or --section's), on the same prepared
+    file: fio from the file itself, gdsbench from it by `run --fio-job` (its options said as flags).
+    Only the file name, size (the prepared file's), runtime, ramp and seed are set for both, in a
+    copy of the job both read. Alternated fio, gdsbench, ..., fio; ratios as the rows' are."""
+    from gdsbench.job import fio_job
+    from gdsbench.job.errors import UsageError
+
+    sections = [args.section] if args.section else fio_job.read(args.job).sections()
+    table, raw = [], {"job_file": args.job, "jobs": []}
+    for section in sections:
+        try:
+            fio_job.translate(args.job, section)
+        except UsageError as e:
+            table.append([section, "-", "-", "-", "-", f"gdsbench refuses it: {e}"])
+            raw["jobs"].append({"job": section, "refused": str(e)})
+            continue
+        options = dict(fio_job.read(args.job).items(section))
+        writes = options.get("rw", options.get("readwrite", "read")) in ("write", "randwrite")
+        metric = "iops" if int(gdsbench.job.units.parse_size(options.get("bs", "4k"))) < (1 << 20) else "bandwidth"
+        per_tool = {}
+        for tool in ("fio", "gdsbench"):
+            target = files[f"write-{tool}"] if writes else files["disk"]
+            copy = {k: v for k, v in options.items() if k not in ("directory", "filename", "size", "runtime",
+                                                                   "ramp_time", "time_based", "randseed")}
+            copy.update(filename=target, size=str(os.path.getsize(target)), runtime=f"{round(args.runtime * 1000)}ms",
+                        ramp_time=f"{round(args.ramp * 1000)}ms")
+            path = os.path.join(SCRATCH, f"vs_fio-job-{tool}.fio")
+            with open(path, "w") as f:
+                f.write(f"[{section}]\n" + "".join(f"{k}\n" if v is None else f"{k}={v}\n" for k, v in copy.items())
+                        + "time_based\n")
+            per_tool[tool] = path
+
+        def fio_once(seed: int, per_tool=per_tool, writes=writes) -> dict:
+            out = subprocess.run(["fio", "--output-format=json", f"--randseed={seed}", per_tool["fio"]],
+                                 capture_output=True, text=True, check=True).stdout
+            side = json.loads(out[out.index("{"):])["jobs"][0]["write" if writes else "read"]
+            return {"bandwidth": side["bw_bytes"], "iops": side["iops"]}
+
+        def gdsbench_once(seed: int, per_tool=per_tool) -> dict:
+            out = subprocess.run([sys.executable, "-m", "gdsbench", "run", "--fio-job", per_tool["gdsbench"], "--seed",
+                                  str(seed), "--json"], capture_output=True, text=True, check=True).stdout
+            d = json.loads(out)
+            return {"bandwidth": d["bandwidth_bytes_per_s"], "iops": d["iops"]}
+
+        fio_runs, gds_runs = [fio_once(1)], []
+        for i in range(args.repeats):  # fio, gdsbench, fio, ...: each gdsbench run between two fio runs
+            gds_runs.append(gdsbench_once(i + 2))
+            fio_runs.append(fio_once(i + 2))
+        ratios = [g[metric] / ((a[metric] + b[metric]) / 2) for g, a, b in zip(gds_runs, fio_runs, fio_runs[1:])]
+        mid, ci = median(ratios), median_interval(ratios)
+        verdict = judge(mid, ci, 0.97)
+        shown = format_rate if metric == "bandwidth" else (lambda x: f"{x:,.0f} IOPS")
+        table.append([section, metric, shown(median([r[metric] for r in fio_runs])),
+                      shown(median([r[metric] for r in gds_runs])), f"{mid:.3f} ({ci[0]:.3f}-{ci[1]:.3f})", verdict])
+        raw["jobs"].append({"job": section, "metric": metric, "fio": fio_runs, "gdsbench": gds_runs, "ratios": ratios,
+                            "verdict": verdict})
+    return table, raw
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime", type=float, default=3.0, help="seconds per measurement (default 3)")
@@ -235,9 +296,27 @@ def main() -> int:
     ap.add_argument("--disk-size", default="4G", help="size of the cold-read file (default 4G)")
     ap.add_argument("--rows", default="", help="only rows whose name contains this text")
     ap.add_argument("--name", default="vs_fio", help="output name under results/benchmarks/")
+    ap.add_argument("--job", metavar="FILE.fio", help="instead of the rows: run each job of this fio job file in both "
+                    "tools (gdsbench by `run --fio-job`)")
+    ap.add_argument("--section", metavar="NAME", help="with --job: only this job of the file")
     args = ap.parse_args()
 
     files, counters = prepare_files(args.disk_size)
+    if args.job:
+        table, raw = job_file_rows(args, files)
+        md = markdown_table(["job", "metric", "fio (median)", "gdsbench (median)", "ratio gds/fio (CI)", "verdict"],
+                            table)
+        notes = [f"Both tools from one job file, {args.job}: fio reads it, gdsbench reads it by `run --fio-job` "
+                 "(its translation of each option is gdsbench's, said on each run's stderr). Only the file name, size "
+                 f"(the prepared file's), runtime ({args.runtime:g} s), ramp ({args.ramp:g} s), time_based and the "
+                 f"random seed are set, the same for both; alternated fio, gdsbench, ..., fio ({args.repeats} gdsbench "
+                 "runs), each ratio against the mean of the fio runs either side, the median with a distribution-free "
+                 "interval; target 0.97 as for the rows."]
+        print("\n" + md)
+        paths = write_outputs(args.name, f"gdsbench vs fio from one job file ({os.path.basename(args.job)})", md,
+                              notes, raw)
+        print("\nwrote " + ", ".join(paths))
+        return 0 if all(j.get("verdict", "PASS") == "PASS" for j in raw["jobs"]) else 1
     old_hugepages = reserve_hugepages(32)
     reference = run_fio_huge if old_hugepages is not None else run_fio
     try:
