@@ -469,7 +469,7 @@ def main() -> int:
     # (--gpu-backend sim) only the modes it can stand in for run.
     def runnable(mode: str) -> bool:
         if simulated and not MODES[mode].simulated:
-            message_row(mode, "-", "cannot run here: the simulation stands in for the bounce pipeline only")
+            message_row(mode, "-", "cannot run here: the simulation stands in for the bounce and gds paths only")
             return False
         return True
 
@@ -487,7 +487,10 @@ def main() -> int:
             run_mode("gds registered", "gds", compat or None, {"gds_register": True}, large)
     if runnable("kvikio"):
         run_mode("kvikio", "kvikio")
-        cold_comparison(args, children, cold_file, raw, rows, notes, save)
+        if "error" not in raw["modes"]["kvikio"]:  # it could run here (a failed size is still the comparison's)
+            cold_comparison(args, children, cold_file, raw, rows, notes, save)
+        else:  # no verdict on what cannot run here: the kvikio row above says why
+            message_row("kvikio cold read", "-", "not run: the kvikio mode cannot run here (its row says why)")
     run_mode("cached-bounce", "cached-bounce")
 
     save()
