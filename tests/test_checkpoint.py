@@ -64,6 +64,8 @@ def test_checkpoints_are_written_then_read_back_checked_and_reported_as_mlperf_d
     assert manifest["complete"] is True and len(manifest["files"]) == 2
     (run,) = (tmp_path / "res").iterdir()
     assert (run / "report" / "report.html").exists() and json.loads((run / "run.json").read_text())["status"] == "complete"
+    again = gdsbench("report", run, "--out", tmp_path / "page")  # `gdsbench report` knows a checkpoint run's page
+    assert again.code == 0 and (tmp_path / "page" / "report.html").exists(), again.err
 
 
 def test_a_corrupted_checkpoint_fails_its_read_in_one_line(gdsbench, tmp_path):

@@ -16,15 +16,17 @@ class ReportCommand:
                             help="point whose throughput timeline to draw (default: the best bandwidth point)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from gdsbench.reporting import report, train_report
+        from gdsbench.reporting import checkpoint_report, report, train_report
         from gdsbench.results.store import RunStore, resolve_run
 
         run_dir = resolve_run(args.run, args.results)
         store = RunStore.open(run_dir)
         for note in store.notes:
             print(f"gdsbench: note: {note}", file=sys.stderr)
-        if store.info().get("kind") == "train":
-            print(f"report: {train_report.build(run_dir, args.out)}")
+        pages = {"train": train_report.build, "checkpoint": checkpoint_report.build}  # a sweep's is report.build
+        kind = store.info().get("kind", "sweep")
+        if kind in pages:
+            print(f"report: {pages[kind](run_dir, args.out)}")
             return 0
         built = report.build(run_dir, args.out, args.point)
         for what, value in built.summary.items():

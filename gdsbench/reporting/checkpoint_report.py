@@ -12,7 +12,7 @@ import numpy as np
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_rate, format_size
 from gdsbench.reporting import charts, html
-from gdsbench.results.store import load
+from gdsbench.results.store import load, require_kind
 
 GIB = 1 << 30
 
@@ -73,8 +73,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
     """The run's page and chart (default: RUN/report/); its path."""
     df = load(run_dir)
     info = df.attrs["run"]
-    if info.get("kind") != "checkpoint":
-        raise UsageError(f"run {run_dir}: not a checkpoint run")
+    require_kind(info, run_dir, "checkpoint", "the checkpoint page")
     rows = df.to_dict("records")
     if not rows:
         raise UsageError(f"run {run_dir}: no checkpoint was written")

@@ -13,7 +13,7 @@ import pandas as pd
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html
-from gdsbench.results.store import load
+from gdsbench.results.store import load, require_kind
 
 MiB = 1 << 20
 
@@ -137,8 +137,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
     """The run's page and charts (default: RUN/report/); its path."""
     df = load(run_dir)
     info = df.attrs["run"]
-    if info.get("kind") != "train":
-        raise UsageError(f"run {run_dir}: not a train run")
+    require_kind(info, run_dir, "train", "the train page")
     if df.empty:
         raise UsageError(f"run {run_dir}: no accelerator count finished")
     w = info["workload"]

@@ -339,7 +339,7 @@ def _remove_abandoned(results_dir: str) -> None:
 
 
 def require_kind(info: dict, run_dir: str, kind: str, doing: str) -> None:
-    """UsageError unless the run is a sweep (kind "sweep") or a train run ("train"), for `doing`."""
+    """UsageError unless the run is of `kind` ("sweep", "train", "checkpoint"), for `doing`."""
     found = info.get("kind", "sweep")  # sweeps before train runs existed have no kind
     if found != kind:
         raise UsageError(f"run {run_dir}: a {found} run; {doing} takes {kind} runs (`gdsbench report {run_dir}` "
