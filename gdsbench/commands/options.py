@@ -149,6 +149,30 @@ def seconds_arg(flag: str, high_s: float = 3600.0):
     return parse
 
 
+def add_metrics_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """--metrics FILE.prom (gdsbench/reporting/prom.py): a name the textfile collector reads, checked as parsed."""
+    def prom_file(text: str) -> str:
+        if not text.endswith(".prom"):
+            raise argparse.ArgumentTypeError(f"{text}: node_exporter's textfile collector reads only *.prom files; "
+                                             "name it so")
+        return text
+
+    parser.add_argument("--metrics", type=prom_file, metavar="FILE.prom",
+                        help=f"also write {what} as gauges for node_exporter's textfile collector")
+
+
+def say_translation(source: str, mapped: list[str], notes: list[str], kind: str = "") -> None:
+    """Once (rank 0 under mpirun): what each option of another tool's file became here, in one line,
+    then a line per option not emulated (an fio job file, a DLIO workload YAML)."""
+    from gdsbench.execution import mpi
+
+    if not mpi.is_root():
+        return
+    print(f"gdsbench: {source}{f' ({kind})' if kind else ''}: " + "; ".join(mapped), file=sys.stderr)
+    for note in notes:
+        print(f"gdsbench: note: {source}: {note}", file=sys.stderr)
+
+
 def add_fio_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fio-job", metavar="FILE", help="take the job's options from an fio job file (each option "
                         "said as the flag it became; flags given here win)")
@@ -160,7 +184,6 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
     """The arguments as given, or, with --fio-job, again with the job file's options read first as the
     flags they mean, so the command line's own (read after them) win; which option became which is
     said once (gdsbench/job/fio_job.py)."""
-    from gdsbench.execution import mpi
     from gdsbench.job import fio_job
 
     if not args.fio_job:
@@ -168,10 +191,7 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
             raise UsageError("--fio-section: only with --fio-job FILE")
         return args
     job = fio_job.translate(args.fio_job, args.fio_section)
-    if mpi.is_root():
-        print(f"gdsbench: {args.fio_job}: " + "; ".join(job.mapped), file=sys.stderr)
-        for note in job.notes:
-            print(f"gdsbench: note: {args.fio_job}: {note}", file=sys.stderr)
+    say_translation(args.fio_job, job.mapped, job.notes)
     own = args.argv[args.argv.index(command) + 1:]
     path = [job.path] if job.path and args.path is None else []
     again = args.command_parser.parse_args([*path, *job.flags, *own])

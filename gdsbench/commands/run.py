@@ -7,6 +7,7 @@ import sys
 from gdsbench.commands.options import (
     add_fio_job_arguments,
     add_job_arguments,
+    add_metrics_argument,
     add_remote_arguments,
     add_target_argument,
     job_values,
@@ -14,7 +15,7 @@ from gdsbench.commands.options import (
 )
 from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
-from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
+from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
 from gdsbench.job.spec import opens_target, spec_from_values
 from gdsbench.reporting import prom
 from gdsbench.reporting.display import run_summary
@@ -29,15 +30,11 @@ class RunCommand:
         add_remote_arguments(parser)
         add_job_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print the full result as JSON instead of a table")
-        parser.add_argument("--metrics", metavar="FILE.prom", help="also write the run's figures as gauges for "
-                            "node_exporter's textfile collector")
+        add_metrics_argument(parser, "the run's figures")
         add_fio_job_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         args = with_fio_job(args, "run")
-        if args.metrics and not args.metrics.endswith(".prom"):
-            raise UsageError(f"--metrics {args.metrics}: node_exporter's textfile collector reads only *.prom files; "
-                             "name it so")
         spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
         if args.path is None:
             if opens_target(resolve_engine(spec)):

@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from gdsbench.commands.options import add_remote_arguments
+from gdsbench.commands.options import add_metrics_argument, add_remote_arguments
 
 
 class ValidateCommand:
@@ -22,8 +22,7 @@ class ValidateCommand:
                                               "TOML file (default: default, which holds no absolute speeds)")
         parser.add_argument("--json", action="store_true", help="print the whole record as JSON instead of the table")
         parser.add_argument("--junit", metavar="FILE", help="also write one JUnit testcase per check to FILE")
-        parser.add_argument("--metrics", metavar="FILE.prom", help="also write the checks and figures as gauges for "
-                            "node_exporter's textfile collector (under mpirun: each host its own, at FILE on that host)")
+        add_metrics_argument(parser, "the checks and figures (under mpirun: each host its own, at FILE on that host)")
         parser.add_argument("--baseline", metavar="RUN", help="a saved `gdsbench validate --json`: FAIL a figure worse "
                                                               "than it by more than the profile allows")
         parser.add_argument("--quick", action="store_true", help="shorter, fewer repeats: about 15 s instead of 60")
@@ -42,12 +41,8 @@ class ValidateCommand:
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
         if args.junit and mpi.is_root():  # under mpirun rank 0 alone writes it (and probes, so ranks do not race)
             output.check_writable("--junit", args.junit)
-        if args.metrics:
-            if not args.metrics.endswith(".prom"):
-                raise profile.ProfileError(f"--metrics {args.metrics}: node_exporter's textfile collector reads only "
-                                           "*.prom files; name it so")
-            if mpi.is_root():
-                output.check_writable("--metrics", args.metrics)
+        if args.metrics and mpi.is_root():
+            output.check_writable("--metrics", args.metrics)
         def run(host: str = "") -> Validation:
             v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "",
                          host=host)

@@ -4,9 +4,8 @@ from the workload's own table (gdsbench/train/workloads.py)."""
 from __future__ import annotations
 
 import argparse
-import sys
 
-from gdsbench.commands.options import METAVARS
+from gdsbench.commands.options import METAVARS, say_translation
 from gdsbench.job.errors import UsageError
 
 
@@ -34,15 +33,11 @@ def workload_from_args(args: argparse.Namespace, prepare: bool = False):
     """The workload named by --workload, with every field given on the command line in place of its own.
     A DLIO YAML says what it mapped and what is not emulated (rank 0, once), and gives train the epochs
     it names where --epochs is not given."""
-    from gdsbench.execution import mpi
     from gdsbench.train import dlio_yaml, workloads
 
     if dlio_yaml.is_yaml(args.workload):
         translated = dlio_yaml.translate(args.workload, prepare=prepare)
-        if mpi.is_root():
-            print(f"gdsbench: {args.workload} (DLIO workload YAML): " + "; ".join(translated.mapped), file=sys.stderr)
-            for line in translated.warnings:
-                print(f"gdsbench: note: {args.workload}: {line}", file=sys.stderr)
+        say_translation(args.workload, translated.mapped, translated.warnings, kind="DLIO workload YAML")
         if getattr(args, "epochs", 0) is None:
             args.epochs = translated.run.get("epochs")
         base = translated.workload
