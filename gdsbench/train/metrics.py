@@ -128,13 +128,19 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
     }
 
 
+def by_host(records: list[AcceleratorRecord]) -> dict[str, list[int]]:
+    """Each host's accelerators (their indexes in records), hosts in the order of their first one."""
+    out: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        out.setdefault(r.host, []).append(i)
+    return out
+
+
 def host_facts(records: list[AcceleratorRecord]) -> dict:
     """Each host's CPUs and memory, hosts in rank order, as its accelerators found them."""
-    first = {}
-    for r in records:
-        first.setdefault(r.host, r)
-    return {"host_names": list(first), "host_cpus": [r.host_cpus for r in first.values()],
-            "host_memory_bytes": [r.host_memory_bytes for r in first.values()]}
+    first = [records[members[0]] for members in by_host(records).values()]
+    return {"host_names": [r.host for r in first], "host_cpus": [r.host_cpus for r in first],
+            "host_memory_bytes": [r.host_memory_bytes for r in first]}
 
 
 def across_hosts(records: list[AcceleratorRecord], au: np.ndarray) -> dict:
@@ -142,10 +148,10 @@ def across_hosts(records: list[AcceleratorRecord], au: np.ndarray) -> dict:
     hosts. At a step's barrier, a host's last accelerator to arrive waited least (min over its
     ranks); the largest such wait is how long a whole host waited for the slowest host (the cost
     across hosts), and the host whose last arrival was latest held the step up."""
-    hosts = list(dict.fromkeys(r.host for r in records))  # in rank order
+    grouped = by_host(records)
+    hosts, members = list(grouped), list(grouped.values())
     if len(hosts) < 2:
         return {"hosts": len(hosts), "per_host": None, "straggler_across_hosts_mean_s": None, "slowest_host": None}
-    members = [[i for i, r in enumerate(records) if r.host == h] for h in hosts]
     waits = np.array([np.concatenate([e.barrier_wait_ns[1:] for e in r.epochs]) for r in records]) / 1e9  # rank x step
     last_in = np.array([waits[m].min(axis=0) for m in members])  # host x step: its last accelerator's wait
     across = last_in.max(axis=0)
