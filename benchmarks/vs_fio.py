@@ -169,6 +169,11 @@ def release_hugepages(old: int) -> None:
         f.write(str(old))
 
 
+def fio_figures(out: str, writes: bool) -> dict:
+    """The first job's read (or write) section of fio's --output-format=json (after any text fio prints first)."""
+    return json.loads(out[out.index("{"):])["jobs"][0]["write" if writes else "read"]
+
+
 def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, huge: bool = False) -> dict:
     args = ["fio", "--name=vs_fio", "--output-format=json", "--time_based", f"--runtime={runtime}",
             f"--ramp_time={ramp}", "--lat_percentiles=1", "--clat_percentiles=1",
@@ -178,8 +183,8 @@ def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, 
     args += [f"--{k}={v}" for k, v in row.fio.items()]
     if huge:
         args.append("--mem=shmhuge")
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    read = json.loads(out[out.index("{"):])["jobs"][0]["write" if "write" in row.fio["rw"] else "read"]
+    read = fio_figures(subprocess.run(args, capture_output=True, text=True, check=True).stdout,
+                       "write" in row.fio["rw"])
     pct = {w: read[f"{w}_ns"]["percentile"] for w in ("lat", "clat")}
     window = row.fio_window
     return {"bandwidth": read["bw_bytes"], "iops": read["iops"], "window": window,
@@ -261,9 +266,8 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
             per_tool[tool] = path
 
         def fio_once(seed: int, per_tool=per_tool, writes=writes) -> dict:
-            out = subprocess.run(["fio", "--output-format=json", f"--randseed={seed}", per_tool["fio"]],
-                                 capture_output=True, text=True, check=True).stdout
-            side = json.loads(out[out.index("{"):])["jobs"][0]["write" if writes else "read"]
+            side = fio_figures(subprocess.run(["fio", "--output-format=json", f"--randseed={seed}", per_tool["fio"]],
+                                              capture_output=True, text=True, check=True).stdout, writes)
             return {"bandwidth": side["bw_bytes"], "iops": side["iops"]}
 
         def gdsbench_once(seed: int, per_tool=per_tool) -> dict:
