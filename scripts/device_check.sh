@@ -2,7 +2,7 @@
 # One command for any machine with an NVIDIA GPU, online or not (CUDA 13
 # with cupy-cuda13x and nvidia-cufile installed; tried on an H200 with
 # Python 3.12). It builds gdsbench into a private prefix, then runs the steps
-# named in $DEVICE_STEPS (default all five): "modes" verifies and measures
+# named in $DEVICE_STEPS (default all six): "modes" verifies and measures
 # every GPU mode beside the ceilings (benchmarks/gpu_modes.py), "validate" runs
 # `gdsbench validate` twice, "train" emulates a scaled unet3d in each GPU mode
 # (verified) and predicts it, "remote" reads an object over HTTP into the GPU
@@ -23,10 +23,9 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30, tests 50, and 10 to pack the logs: 1272 s at
-# worst for all six
-# with carried wheels, about 5 minutes in a normal run; "validate tests" alone
-# about 2, "train tests" 2.
+# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30, tests 50, and
+# 10 to pack the logs: 1272 s at worst for all six with carried wheels, about
+# 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
 # writes at most these files, so all of them come back:
