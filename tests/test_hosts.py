@@ -193,6 +193,9 @@ def test_validate_across_a_fleet_gives_a_verdict_per_host_and_the_worst_exit(hos
     d = json.loads(res.stdout)
     assert d["hosts"] == ["h1", "h2", "h3"] and [h["exit_code"] for h in d["per_host"]] == [0, 2, 0]
     assert "too small to measure" in " ".join(d["per_host"][1]["notes"])
+    steps = [line for line in res.stderr.splitlines() if "[1/" in line]  # progress shares one stderr: each names its host
+    assert any(line.startswith("h1: [1/") for line in steps) and any(line.startswith("h3: [1/") for line in steps), steps
+    assert not [line for line in res.stderr.splitlines() if line.startswith("[")], res.stderr
     assert [os.path.basename(p) for p in os.listdir(shared) if "validate" in p] == []  # each host's file removed
     import xml.etree.ElementTree as ET
 

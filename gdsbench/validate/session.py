@@ -174,11 +174,13 @@ class Targets:
 
 
 class _Progress:
-    """A rich bar on a terminal, else one line per step on stderr (a provisioning log)."""
+    """A rich bar on a terminal, else one line per step on stderr (a provisioning log). In a fleet
+    (host given) always lines, each naming its host: several hosts' steps share one stderr."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, host: str = ""):
         self.total, self.done, self.bar = total, 0, None
-        if sys.stderr.isatty():
+        self.prefix = f"{host}: " if host else ""
+        if sys.stderr.isatty() and not host:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -190,7 +192,7 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done, description=label)
         else:
-            print(f"[{self.done + 1}/{self.total}] {label}", file=sys.stderr, flush=True)
+            print(f"{self.prefix}[{self.done + 1}/{self.total}] {label}", file=sys.stderr, flush=True)
         self.done += 1
 
     def close(self) -> None:
@@ -217,7 +219,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     modes = measure.runnable_modes(target.path)
     points = profile.points
     rounds = profile.repeats
-    progress = _Progress(1 + 2 * len(modes) + rounds * len(points))
+    progress = _Progress(1 + 2 * len(modes) + rounds * len(points), host)
     facts = platform.Facts(gpu.status(), target, profile.require_gds, profile.node)
     links_under_load: dict[str, dict] = {}
     try:
