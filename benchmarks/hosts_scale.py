@@ -11,17 +11,27 @@
    alternated, 3 repeats; waiting as gdsbench sets it on a host with more ranks
    than cores (yielding) and as Open MPI does by default (spinning). Needs
    root; skipped otherwise.
+3. `predict` across hosts against the emulation: the three hosts, each
+   reading the disk through a link of its own of 20 MiB/s (a blkio cgroup per
+   host, so the hosts' links, not the disk, are the limit), six accelerators
+   (two a host) of a unet3d-shaped dataset that each want about 20 MiB/s.
+   Emulated AU (`train` under mpirun) against `predict` probed from one host
+   (how it was made before: rank 0's probe alone) and from all three at once
+   (each host's first rank). Alternated, 3 repeats. Needs root.
 
-    .venv/bin/python benchmarks/hosts_scale.py        # about a minute
+    .venv/bin/python benchmarks/hosts_scale.py        # about three minutes
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -124,6 +134,50 @@ def barrier_rows(repeats: int, count: int) -> tuple[list[list], dict, str | None
     return rows, raw, None
 
 
+LINK = 20 << 20  # each host's own read limit, bytes/s
+SHAPE = ["--workload", "unet3d", "--record-bytes", "256K", "--record-stdev", "64K", "--batch", "4", "--read-threads",
+         "2", "--compute-time", "50ms"]  # batch 4 x ~258 KiB / 50 ms: about 20 MiB/s per accelerator at full AU
+
+
+def predict_rows(repeats: int, folder: str) -> tuple[list[list], dict, str | None]:
+    from hosts import Hosts, why_not
+
+    why = why_not()
+    if why:
+        return [], {}, why
+    dataset = os.path.join(folder, "unet3d")
+    gdsbench = [sys.executable, "-m", "gdsbench"]
+    subprocess.run([*gdsbench, "prepare", dataset, "--files", "1200", *SHAPE], check=True, capture_output=True)
+    raw: dict[str, list] = {"emulated": [], "predicted, one host's probe": [], "predicted, three hosts' probe": []}
+
+    def run(cmd):
+        out = subprocess.run(cmd, env=hosts.env(), capture_output=True, text=True, timeout=600)
+        if out.returncode:
+            raise SystemExit(f"{' '.join(cmd[-12:])} failed: {out.stderr[-1000:]}")
+        return json.loads(out.stdout)
+
+    with Hosts(3, read_bps=LINK) as hosts:
+        for _ in range(repeats):  # emulated, one host's probe, three hosts' probe, alternated
+            (row,) = run(hosts.mpirun(2, *gdsbench, "train", dataset, *SHAPE, "--results", folder, "--json"))
+            raw["emulated"].append({"au_percent": row["au_percent"], "steps": row["steps_per_epoch"]})
+            for name, cmd in (("predicted, one host's probe", hosts.on("h1", *gdsbench, "predict", dataset, *SHAPE,
+                                                                         "--also", "6", "--json")),
+                              ("predicted, three hosts' probe", hosts.mpirun(2, *gdsbench, "predict", dataset, *SHAPE,
+                                                                             "--also", "6", "--json"))):
+                d = run(cmd)
+                raw[name].append({"au_percent": next(a["au_percent"] for a in d["au"] if a["accelerators"] == 6),
+                                  "max_accelerators": d["max_accelerators"], "seconds": d["seconds"],
+                                  "probe_mib_per_s": [round(p["rate_bytes_per_s"] / 2**20, 1) for p in d["probe"]]})
+    emulated = median([r["au_percent"] for r in raw["emulated"]])
+    rows = []
+    for name, runs in raw.items():
+        au = median([r["au_percent"] for r in runs])
+        rows.append([name, f"{au:.1f}%", "" if name == "emulated" else f"{au - emulated:+.1f}",
+                     ", ".join(f"{r['au_percent']:.1f}" for r in runs),
+                     str(runs[0].get("max_accelerators", "")), " / ".join(map(str, runs[0].get("probe_mib_per_s", [])))])
+    return rows, raw, None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -136,6 +190,14 @@ def main() -> int:
     table += "\n\n## The step barrier (MPI_Barrier), three ranks\n\n" + (markdown_table(
         ["placement", "p50 per barrier (median over repeats)", "p99", "repeats"], bar_rows) if bar_rows else
         f"not measured: {why}")
+    folder = tempfile.mkdtemp(prefix="gdsbench-hosts-scale-")  # under /tmp: the disk the hosts' links throttle
+    try:
+        pred_rows, pred_raw, pred_why = predict_rows(args.repeats, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table += ("\n\n## Six accelerators on three hosts, each host's link 20 MiB/s: AU at 6\n\n" + (markdown_table(
+        ["", "AU at 6 (median)", "vs emulated (points)", "each repeat", "answer (first repeat)",
+         "probe MiB/s by point (first repeat)"], pred_rows) if pred_rows else f"not measured: {pred_why}"))
     notes = ["Aggregation: aggregate() with aligned starts, Result.from_run, its summary and per_host, on "
              "synthetic records (1,000 reads each, a 10-interval timeline), as rank 0 does after gathering; it runs "
              "after the measured window, so it adds to a run's wall time only.",
@@ -146,10 +208,17 @@ def main() -> int:
              "each spinning rank holds a core its peer needs, and a barrier takes scheduler quanta; gdsbench asks for "
              "yielding where a host has more ranks than cores (execution/mpi.py), unless the user set it. The "
              "namespaced hosts share this machine's 2 cores, which no rank can see, so both are given explicitly.",
-             f"Each barrier loop: 100 warm-up barriers, then {args.barriers:,} timed on rank 0."]
+             f"Each barrier loop: 100 warm-up barriers, then {args.barriers:,} timed on rank 0.",
+             "Predict across hosts: 1,200 files of 258 KiB (sd 47 KiB), unet3d's loader with batch 4, 2 read threads "
+             "and 50 ms compute, two accelerators on each of the three hosts; each host reads the disk through its "
+             "own blkio cgroup of 20 MiB/s (tests/hosts.py, Hosts(read_bps=...)), a stand-in for a host's link to "
+             "shared storage. One host's probe is `gdsbench predict` run on h1 alone, which is what rank 0's probe "
+             "saw before every host probed; the three hosts' probe is `mpirun gdsbench predict`, each host's first "
+             "rank reading its own share at once. Emulated: `mpirun gdsbench train` with the same shape."]
     print(table)
-    md, _ = write_outputs("hosts_scale", "Many hosts: aggregation at scale and the step barrier across hosts", table,
-                          notes, {"aggregation_s": agg_raw, "barrier": bar_raw, "barrier_skipped": why})
+    md, _ = write_outputs("hosts_scale", "Many hosts: aggregation at scale, the step barrier and predict across hosts",
+                          table, notes, {"aggregation_s": agg_raw, "barrier": bar_raw, "barrier_skipped": why,
+                                         "predict": pred_raw, "predict_skipped": pred_why})
     print(f"\nwritten: {md}")
     return 0
 

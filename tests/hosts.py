@@ -9,6 +9,11 @@ machine never meet; inside, the hosts are called h1..hN and resolve each
 other through /etc/netns/NS/hosts, which `ip netns exec` binds over /etc/hosts.
 Only root can make them; where it cannot, `why_not()` says why and the tests
 that need hosts skip.
+
+Hosts(n, read_bps=B) also gives each host a link of its own to the disk: a
+blkio cgroup per host (gdsbench.system.Throttle) that every process started
+on it joins, each reading the disk at B bytes/s at most, as a host whose NIC,
+not the storage, is the limit.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import sys
 import tempfile
 import textwrap
 import time
+
+from gdsbench.system.throttle import Throttle
 
 SUBNET = "10.203.0"
 PREFIX_VARIABLE = "GDSBENCH_TEST_HOSTS"  # the namespaces' prefix, for the ssh stand-in
@@ -51,8 +58,8 @@ def why_not() -> str | None:
 class Hosts:
     """h1..hN, made by up() and removed by down() (also after a failed test: use as a context)."""
 
-    def __init__(self, n: int = 3):
-        self.n = n
+    def __init__(self, n: int = 3, read_bps: int | None = None):
+        self.n, self.read_bps, self.throttles = n, read_bps, {}
         self.prefix = f"gdsbench-{os.getpid()}-"
         self.names = [f"h{i}" for i in range(1, n + 1)]
         self.folder = tempfile.mkdtemp(prefix="gdsbench-hosts-")
@@ -94,12 +101,20 @@ class Hosts:
             os.makedirs(f"/etc/netns/{ns}", exist_ok=True)
             with open(f"/etc/netns/{ns}/hosts", "w") as f:
                 f.write(table)
+            if self.read_bps:
+                self.throttles[host] = Throttle(self.folder, self.read_bps, f"host-{host}")  # the disk under /tmp
+        join = ""  # with read_bps: the command joins its host's blkio cgroup first (its children follow)
+        if self.throttles:
+            group = self.throttles[self.names[0]].group.replace(f"-{self.names[0]}-", "-$host-")
+            # from the test process's mounts: `ip netns exec` (which runs this stand-in on h1) remounts /sys without cgroups
+            join = f'nsenter --mount=/proc/{os.getpid()}/ns/mnt sh -c "echo $$ > {group}/cgroup.procs"'
         with open(self.nsrsh, "w") as f:  # Open MPI's launcher calls it as it would call ssh: [options] HOST COMMAND
             f.write(textwrap.dedent(f"""\
                 #!/bin/sh
                 # ssh stand-in for mpirun across the test's hosts (tests/hosts.py)
                 while [ "${{1#-}}" != "$1" ]; do shift; done
                 host=$1; shift
+                {join}
                 exec ip netns exec "${{{PREFIX_VARIABLE}}}$host" unshare --uts /bin/sh -c "hostname $host; $*"
                 """))
         os.chmod(self.nsrsh, 0o755)
@@ -117,12 +132,15 @@ class Hosts:
         for ns in ours:
             _ip("netns", "del", ns, check=False)
             shutil.rmtree(f"/etc/netns/{ns}", ignore_errors=True)
+        for throttle in self.throttles.values():
+            throttle.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def on(self, host: str, *command: str) -> list[str]:
         """The command line that runs `command` on host, under its own hostname."""
-        return ["ip", "netns", "exec", self.namespace(host), "unshare", "--uts", "/bin/sh", "-c",
+        line = ["ip", "netns", "exec", self.namespace(host), "unshare", "--uts", "/bin/sh", "-c",
                 'hostname "$0"; exec "$@"', host, *command]
+        return self.throttles[host].wrap(line) if host in self.throttles else line
 
     def env(self) -> dict:
         """The environment mpirun across these hosts needs: the ssh stand-in's prefix, this

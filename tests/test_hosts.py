@@ -208,7 +208,7 @@ def test_validate_across_a_fleet_gives_a_verdict_per_host_and_the_worst_exit(hos
 def test_train_across_hosts_waits_at_one_barrier_and_reports_au_per_host(hosts, tmp_path):
     """Two accelerators on each host, one step barrier across all six (MPI's, not shared memory):
     every accelerator does the same steps, AU is given per host, and the cost of waiting for the
-    slowest host is named. --predict runs beside it (rank 0's probe)."""
+    slowest host is named. --predict runs beside it (each host's first rank probing at once)."""
     from gdsbench import cli
 
     dataset = str(tmp_path / "ds")
@@ -226,8 +226,34 @@ def test_train_across_hosts_waits_at_one_barrier_and_reports_au_per_host(hosts, 
     assert row["au_percent"] == pytest.approx(sum(h["au_percent"] for h in per_host) / 3)
     assert row["predicted_au_percent"] is not None
     assert res.stderr.count("steps come from the dataset") == 1  # a note every rank would give, given once
+    assert res.stderr.count("3 hosts at once, readers counted over all") == 1  # the prediction, said by rank 0
     page = next((tmp_path / "res").glob("*/report/report.html")).read_text()
     assert "Per host" in page and "<td>h2</td>" in page
+
+
+@needs_hosts
+@needs_mpi
+def test_predict_across_hosts_probes_from_every_host_at_once_and_answers_once(hosts, tmp_path):
+    """Two ranks on each host: the first rank of each probes, all three at once, each its own share
+    of the samples; every probe point counts the readers of all three; rank 0 alone answers."""
+    from gdsbench import cli
+
+    dataset = str(tmp_path / "ds")
+    small = ["--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "16K", "--batch", "2",
+             "--read-threads", "2", "--compute-time", "5ms"]
+    assert cli.main(["prepare", dataset, "--files", "240", *small]) == 0
+    res = across(hosts, 2, "predict", dataset, *small, "--probe-seconds", "1", "--json")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)  # one JSON document: the other ranks print nothing
+    assert d["hosts"] == 3
+    readers = [p["readers"] for p in d["probe"]]
+    assert readers[:2] == [3, 6] and all(r % 3 == 0 for r in readers), readers  # 1, then R=2, on each host
+    # each host read its own share: a point's samples are at most the dataset's, per repeat
+    assert all(0 < p["samples"] <= 240 * 2 for p in d["probe"]), d["probe"]
+    text = across(hosts, 2, "predict", dataset, *small, "--probe-seconds", "1")
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.count("prediction for unet3d") == 1 and "3 hosts at once" in text.stdout
+    assert "probe: 3 readers (1 on each of 3 hosts at once)" in text.stderr
 
 
 @needs_hosts

@@ -382,6 +382,66 @@ def test_the_probe_reads_each_sample_once_drops_the_cache_and_repeats(dataset_di
     assert point.spread >= 0 and 0 < point.samples <= len(asked)
 
 
+def test_hosts_probing_together_each_read_their_own_share_and_the_point_is_their_sum(dataset_dir, monkeypatch):
+    """Three hosts probing at once (threads with a stand-in for MPI's communicator of host leaders,
+    for the logic; tests/test_hosts.py runs it under mpirun): no sample is read by two hosts in a
+    repeat, and the point counts every host's readers and adds their rates."""
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.train.dataset import open_dataset
+
+    ds = open_dataset(dataset_dir)
+    asked, gate, shared = [], threading.Barrier(3), {}
+
+    class StandInLeaders:  # MPI's Get_rank, Get_size, Barrier and allgather, over threads
+        def __init__(self, rank):
+            self.rank = rank
+
+        def Get_rank(self):
+            return self.rank
+
+        def Get_size(self):
+            return 3
+
+        def Barrier(self):
+            gate.wait()
+
+        def allgather(self, value):
+            shared[self.rank] = value
+            gate.wait()
+            every = [shared[r] for r in range(3)]
+            gate.wait()
+            return every
+
+    class CountingReader:
+        def __init__(self, host):
+            self.host = host
+
+        def read(self, path, offset, length):
+            asked.append((self.host, path, offset))
+            time.sleep(0.002)
+            return length, 1, 1000
+
+    host_of = threading.local()
+    monkeypatch.setattr(predict, "sample_readers", lambda spec, gpu, n: [CountingReader(host_of.rank) for _ in range(n)])
+    monkeypatch.setattr(predict, "evict", lambda d: None)
+    points = {}
+
+    def host(rank):
+        host_of.rank = rank
+        points[rank] = predict.probe(ds, JobSpec(path=ds.paths[0]), readers=2, seconds=0.3, repeats=1,
+                                     hosts=StandInLeaders(rank))
+
+    threads = [threading.Thread(target=host, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reads = [(p, o) for _, p, o in asked]
+    assert {h for h, _, _ in asked} == {0, 1, 2} and len(reads) == len(set(reads))  # one repeat: each sample once
+    assert points[0] == points[1] == points[2]  # every host has the same point, so the same answer
+    assert points[0].readers == 6 and points[0].rate > 0
+
+
 def test_the_tfrecord_model_reads_each_batch_with_every_stream():
     """tf.data's rule in the model: one accelerator's 8 streams share every batch, so with the
     storage giving each reader only 1/8 of the demand, the batch still arrives in time."""

@@ -87,11 +87,13 @@ class TrainCommand:
         run = session.TrainRun(workload, dataset, spec, counts, args.epochs or 1, args.steps, args.repeat, args.warm)
         session.check_counts(run)  # before the run folder: a count that cannot run leaves nothing behind
         session.cache_and_dataset_notes(run, args.allow_cached)
-        if args.predict and mpi.is_root():
-            run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
-                                             probe_seconds=args.probe_seconds, progress=_say)
-            # beside the JSON (which has predicted_au_percent in each row), not inside it
-            print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
+        if args.predict:
+            leads, hosts = mpi.host_leaders()  # each host's first rank probes, all hosts at once
+            if leads:
+                run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
+                                                 probe_seconds=args.probe_seconds, progress=_say, hosts=hosts)
+            if mpi.is_root():  # beside the JSON (which has predicted_au_percent in each row), not inside it
+                print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
         store = session.start_store(run, args.results, args.name)
         status = "failed"
         show = mpi.is_root() and not args.json
@@ -140,6 +142,7 @@ class PredictCommand:
         parser.add_argument("--json", action="store_true", help="print the prediction and every figure it used as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.execution import mpi
         from gdsbench.reporting import train_report
         from gdsbench.train import predict
         from gdsbench.train.dataset import check_cache
@@ -147,8 +150,13 @@ class PredictCommand:
         also = parse_counts(args.also, "--also") if args.also else None
         workload, dataset, spec = open_inputs(args)
         check_cache(dataset, spec.direct, args.allow_cached)
+        leads, hosts = mpi.host_leaders()  # under mpirun each host's first rank probes, all hosts at once
+        if not leads:
+            return 0
         result = predict.predict(workload, dataset, spec, steps=args.steps, also=also, probe_seconds=args.probe_seconds,
-                                 progress=None if args.json else _say)
+                                 progress=None if args.json else _say, hosts=hosts)
+        if not mpi.is_root():  # the same answer on every host: rank 0 says it
+            return 0
         if args.json:
             json.dump(result.to_dict(), sys.stdout, indent=1, default=float)
             print()

@@ -109,6 +109,21 @@ def local_index(comm) -> tuple[int, int]:
     return hosts[: comm.Get_rank()].count(me), hosts.count(me)
 
 
+def host_leaders():
+    """(whether this rank is its host's first, a communicator of every host's first rank or None):
+    what runs once per host but together across hosts (predict's probe). Collective: every rank
+    calls it. Without MPI, (True, None): this process is the only host."""
+    comm = world()
+    if comm is None:
+        return True, None
+    from mpi4py import MPI
+
+    hosts = comm.allgather(socket.gethostname())
+    leads = hosts.index(hosts[comm.Get_rank()]) == comm.Get_rank()
+    leaders = comm.Split(0 if leads else MPI.UNDEFINED, comm.Get_rank())
+    return leads, (leaders if leads else None)
+
+
 def broadcast(value):
     """Rank 0's value on every rank (identity without MPI)."""
     comm = world()

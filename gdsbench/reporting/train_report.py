@@ -81,7 +81,8 @@ def prediction_text(p) -> str:
              f"({p.seconds:.0f} s: probe and model)",
              f"  demand per accelerator at 100% AU: {format_rate(p.demand_bytes_per_s)} "
              f"(batch {w.batch} x mean sample / compute {_s(w.compute_s)}); {p.steps} steps simulated",
-             "  probe (readers reading as train reads, as fast as they can; spread: between repeats): "
+             "  probe (readers reading as train reads, as fast as they can; spread: between repeats"
+             + (f"; {p.hosts} hosts at once, readers counted over all" if p.hosts > 1 else "") + "): "
              + "; ".join(f"{q.readers} readers {format_rate(q.rate)} (feeds {q.rate / p.demand_bytes_per_s:.1f} "
                          f"accelerators, spread {q.spread:.0%})" for q in p.curve.points),
              "  predicted AU: " + ", ".join(f"{a['accelerators']}: {a['au_percent']:.1f}%"

@@ -10,7 +10,10 @@ before each and no sample read twice in one; it gives X(c), the storage's
 total rate at c concurrent readers, and the spread between its two repeats.
 c runs 1, R, 2R, 4R, ... (R the workload's read threads: c = N x R is N
 accelerators' readers), until the storage can no longer feed N accelerators
-at full utilisation.
+at full utilisation. Under an MPI launcher the first rank of each of H hosts
+probes at once, each with c threads reading its own share: X(H x c) is their
+sum, what the shared storage gives every host together (and each host's CPU
+and network limits with it).
 
 The model (derived in docs/train.md). The storage is shared: when a readers
 are reading, each moves X(a) / a bytes per second (X between the probed
@@ -63,7 +66,7 @@ class ProbePoint:
     samples: int
     rate: float  # X(c), bytes/s
     spread: float  # (max - min) / median of the rates of the point's repeats
-    cpu_share: float  # process CPU over the probe, as a share of this host's CPUs
+    cpu_share: float  # process CPU over the probe, as a share of the host's CPUs (the busiest host's, where several)
     cached: float = 0.0  # the most of the dataset found in the page cache as a repeat began (after dropping it)
 
     def to_dict(self) -> dict:
@@ -73,15 +76,20 @@ class ProbePoint:
 
 
 def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_SECONDS, seed: int = 1,
-          repeats: int = PROBE_REPEATS, stream_chunk: int = 0) -> ProbePoint:
+          repeats: int = PROBE_REPEATS, stream_chunk: int = 0, hosts=None) -> ProbePoint:
     """X(readers): `readers` threads reading the dataset as fast as they can, in `repeats` whole
     probes of seconds/repeats each, the page cache dropped before each. Each thread reads its own
     share of a shuffled order, so nothing is read twice in a probe and a small dataset cannot be
     read back from the cache: samples, read whole (PyTorch's rule); or, with stream_chunk,
     whole files from start to end in chunks of that size (tf.data's streams). The spread is that
-    of the repeats' rates: a figure that exists whatever the samples' size."""
+    of the repeats' rates: a figure that exists whatever the samples' size.
+
+    hosts: a communicator of one rank per host (mpi.host_leaders) where several probe together:
+    each host reads its own share with `readers` threads, every repeat starting on all at once,
+    and the point is their sum (readers, bytes, rates), its CPU share the busiest host's."""
+    host, count = (hosts.Get_rank(), hosts.Get_size()) if hosts is not None else (0, 1)
     pool = sample_readers(spec.replace(verify=False), spec.gpu[0], readers)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # the same seed on every host: the same order, a share each
     rates, total_bytes, total_s, total_samples, cpu_s = [], 0, 0.0, 0, 0.0
 
     def chunks(files):  # a stream's work: each of its files, start to end, a chunk at a time
@@ -98,19 +106,27 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
             evict(dataset)
         cached = max(cached, cached_fraction(dataset) or 0.0)
         if stream_chunk:
-            files = rng.permutation(len(dataset.paths))
+            files = rng.permutation(len(dataset.paths))[host::count]
             mine = [chunks(files[w::readers]) for w in range(readers)]
         else:
-            order = rng.permutation(dataset.samples)
+            order = rng.permutation(dataset.samples)[host::count]
             mine = [samples(order[w::readers]) for w in range(readers)]
-        nbytes, elapsed, count, cpu = _probe_once(pool, mine, seconds / repeats)
+        if hosts is not None:
+            hosts.Barrier()
+        nbytes, elapsed, n, cpu = _probe_once(pool, mine, seconds / repeats)
         rates.append(nbytes / elapsed)
-        total_bytes, total_s, total_samples, cpu_s = total_bytes + nbytes, total_s + elapsed, total_samples + count, \
+        total_bytes, total_s, total_samples, cpu_s = total_bytes + nbytes, total_s + elapsed, total_samples + n, \
             cpu_s + cpu
+    here = ProbePoint(readers, total_bytes, total_s, total_samples, total_bytes / total_s, 0.0,
+                      cpu_s / total_s / max(1, _cpus()), cached)
+    every = [(here, rates)] if hosts is None else hosts.allgather((here, rates))
+    rates = [sum(r[i] for _, r in every) for i in range(repeats)]  # each repeat's rate: every host's together
     middle = float(np.median(rates))
     spread = float((max(rates) - min(rates)) / middle) if middle > 0 and len(rates) > 1 else 0.0
-    return ProbePoint(readers, total_bytes, total_s, total_samples, total_bytes / total_s, spread,
-                      cpu_s / total_s / max(1, _cpus()), cached)
+    points = [p for p, _ in every]
+    return ProbePoint(readers * count, sum(p.bytes for p in points), max(p.seconds for p in points),
+                      sum(p.samples for p in points), sum(p.rate for p in points), spread,
+                      max(p.cpu_share for p in points), max(p.cached for p in points))
 
 
 def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, int, float]:
@@ -300,21 +316,23 @@ class Prediction:
     steps: int
     seconds: float  # the probe and the model together
     warnings: list[str]
+    hosts: int = 1  # hosts that probed together
 
     def au_at(self, accelerators: int) -> float | None:
         return next((x["au_percent"] for x in self.au if x["accelerators"] == accelerators), None)
 
     def to_dict(self) -> dict:
         return {"max_accelerators": self.max_accelerators, "au": self.au, "demand_bytes_per_s": self.demand_bytes_per_s,
-                "steps": self.steps, "seconds": self.seconds, "warnings": self.warnings,
+                "steps": self.steps, "seconds": self.seconds, "warnings": self.warnings, "hosts": self.hosts,
                 "probe": [p.to_dict() for p in self.curve.points], "workload": self.workload.to_dict()}
 
 
 def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int = 0, also: list[int] | None = None,
-            probe_seconds: float = PROBE_SECONDS, progress=None) -> Prediction:
+            probe_seconds: float = PROBE_SECONDS, progress=None, hosts=None) -> Prediction:
     """Probe, then find the most accelerators N such that every count up to N meets the
     threshold. `also`: counts to predict besides those around the answer (a sweep's); a count
-    train would refuse is refused here in the same words."""
+    train would refuse is refused here in the same words. hosts: as probe's, called on each of
+    them (each then finds the same answer from the same sums)."""
     for n in also or []:
         why = too_few_steps(dataset.samples, workload.batch, n, steps)
         if why:
@@ -324,14 +342,16 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
     need = demand(workload, sizes)
     r = workload.read_threads
     points: list[ProbePoint] = []
-    readers = 1  # a single reader too: what one accelerator's readers do when few are busy
+    count = hosts.Get_size() if hosts is not None else 1
+    readers = 1  # (on each host) a single reader too: what one accelerator's readers do when few are busy
     while True:  # then R, 2R, 4R, ... until the storage can no longer feed that many accelerators fully
         if progress:
-            progress(f"probe: {readers} reader(s)")
+            progress(f"probe: {readers} reader(s)" if count == 1 else
+                     f"probe: {readers * count} readers ({readers} on each of {count} hosts at once)")
         points.append(probe(dataset, spec, readers, probe_seconds, seed=len(points) + 1,
-                            stream_chunk=workload.transfer_size if workload.format == "tfrecord" else 0))
+                            stream_chunk=workload.transfer_size if workload.format == "tfrecord" else 0, hosts=hosts))
         fed = points[-1].rate / need  # accelerators this rate keeps at 100%
-        if readers >= r and (readers // r > fed or readers * 2 > MAX_PROBE_READERS):
+        if readers >= r and (readers * count // r > fed or readers * 2 > MAX_PROBE_READERS):
             break
         readers = r if readers < r else readers * 2
     curve = Curve(points)
@@ -376,7 +396,7 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
         warnings.append(f"{cached:.0%} of the dataset stayed in the page cache when it was dropped before a probe "
                         "(dirty or mapped pages): those reads came from RAM, and the rate may be high")
     return Prediction(workload, best, curve, [results[n] for n in sorted(results)], need, steps_for(max(best, 1)),
-                      time.monotonic() - began, warnings)
+                      time.monotonic() - began, warnings, count)
 
 
 def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint], best: int, need: float,
@@ -388,8 +408,8 @@ def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint]
             out.append(f"the storage's rate differed by {p.spread:.0%} between the {p.readers}-reader probe's repeats: "
                        "the prediction is uncertain; probe longer (--probe-seconds) on a quieter system")
         if p.cpu_share > 0.8:
-            out.append(f"the {p.readers}-reader probe used {p.cpu_share:.0%} of this host's CPUs: the figure may be "
-                       "this host's limit, not the storage's")
+            out.append(f"the {p.readers}-reader probe used {p.cpu_share:.0%} of a host's CPUs (the busiest's, where "
+                       "several probed): the figure may be that host's limit, not the storage's")
     for a, b in zip(points, points[1:]):
         if _falls(a, b):
             out.append(f"the storage's rate fell from {a.rate / MiB:,.0f} MiB/s at {a.readers} readers to "
