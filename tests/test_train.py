@@ -132,6 +132,9 @@ def test_a_workload_file_names_the_line_of_an_error(tmp_path, gdsbench, dataset_
     good.write_text('base = "unet3d"\nrecord_bytes = "64K"\nbatch = 2\ncompute_s = "5ms"\nread_threads = 2\n')
     w = workloads.load(str(good))
     assert (w.name, w.batch, w.compute_s, w.record_bytes, w.format) == ("tiny", 2, 0.005, 64 * KiB, "npz")
+    # a new record_bytes scales the base's spread, as --record-bytes does, so the file and the flags agree
+    flags = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"record_bytes": 64 * KiB})
+    assert w.record_stdev == flags.record_stdev == round(68_341_808 * 64 * KiB / 146_600_628)
 
 
 def test_the_built_in_workloads_are_dlio_s_h100_configs():

@@ -156,7 +156,7 @@ def load(name_or_file: str) -> Workload:
             raise UsageError(f"{name_or_file}: missing {', '.join(missing)} (or give base = \"unet3d\" to start from "
                              "a built-in workload)")
         return Workload(**values).check()
-    return replace(base, **values).check()
+    return with_overrides(base, values)  # as the flags: a new record_bytes scales the base's spread
 
 
 def with_overrides(workload: Workload, overrides: dict[str, Any]) -> Workload:
