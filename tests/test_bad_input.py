@@ -171,6 +171,9 @@ def small_set(tmp_path_factory):
     ("train", ["--transfer-size", "1T"], ["--transfer-size 1 TiB", "between"]),
     ("train", ["--engine", "null", "--verify"], ["--verify", "null engine reads nothing"]),
     ("train", ["--gds-register"], ["--gds-register", "--mode gds"]),
+    ("train", ["--retries", "2"], ["--retries is an option of the curl engine", "local file", "drop it"]),
+    ("run", ["--http2"], ["--http2 is an option of the curl engine", "local file with io_uring", "drop it"]),
+    ("run", ["--timeout", "5s"], ["--timeout is an option of the curl engine"]),
     ("train", ["--au", "nan"], ["--au", "finite"]),
     ("run", ["--mode", "bounce", "--gpu-backend", "sim:bogus=1"], ["--gpu-backend sim:bogus=1"]),
 ])

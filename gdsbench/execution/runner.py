@@ -10,7 +10,7 @@ from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.native import POLL_CONTINUE, run_part
 from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
-from gdsbench.job.errors import GdsbenchError, UsageError, VerifyFailure
+from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
 from gdsbench.job.units import format_duration, format_size
@@ -56,6 +56,13 @@ def resolve_engine(spec: JobSpec) -> str:
         raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
                          f"{ENGINE_INFO[first]['unavailable']}")
     engine = usable[0]
+    foreign = spec.foreign_option(engine)
+    if foreign:
+        opens = ENGINE_INFO[foreign.engine]["opens"]
+        fix = f"use --engine {foreign.engine}" if kind in opens else \
+            f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
+        raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
+                                  f"its {kind} with {engine}; {fix}")
     depth = ENGINE_INFO[engine]["max_depth"]
     if spec.qd > depth and engine == readers[0]:
         raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {depth}")

@@ -397,6 +397,12 @@ class _JobOptions:
                 raise IncompatibleOptions(f"{opt.flag} {opt.format(value)}: must be between {opt.format(opt.low)} and "
                                           f"--qd ({self.qd})")
 
+    def foreign_option(self, engine: str) -> Option | None:
+        """The first option of an engine other than `engine` that this job sets (None: none): with
+        --engine auto the target picks the engine, and another's option would be ignored."""
+        return next((o for o in OPTIONS if o.engine not in (None, engine)
+                     and getattr(self, o.name) != _DEFAULTS[o.name]), None)
+
     def replace(self, **changes: Any) -> JobSpec:
         return dataclasses.replace(self, **changes)
 
