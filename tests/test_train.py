@@ -355,6 +355,26 @@ def test_predict_warns_when_the_rate_falls_as_readers_are_added():
     assert any("few" in x or "only 10 steps" in x for x in few) and not any("in DLIO as here" in x for x in few)
 
 
+def test_predict_says_a_small_dataset_not_a_short_probe_limits_it(dataset_dir, monkeypatch):
+    """120 samples read by instant stand-in readers run out long before a probe's time: the
+    warning says to prepare more files, not to probe longer (which could not help)."""
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.train.dataset import open_dataset
+
+    class InstantReader:  # a stand-in: every read completes at once
+        def read(self, path, offset, length):
+            return length, 1, 1000
+
+    monkeypatch.setattr(predict, "sample_readers", lambda spec, gpu, n: [InstantReader() for _ in range(n)])
+    monkeypatch.setattr(predict, "evict", lambda d: None)
+    ds = open_dataset(dataset_dir)
+    point = predict.probe(ds, JobSpec(path=ds.paths[0]), readers=2, seconds=1.0, repeats=2)
+    assert point.ran_out and point.to_dict()["ran_out_of_samples"]
+    said = predict._out_of_depth(workloads.BUILT_IN["unet3d"], ds, [point], 1, 100 * MiB, 100)
+    assert any("prepare more files" in x and "cannot help" in x for x in said), said
+    assert not any("probe longer" in x for x in said)
+
+
 def test_the_probe_reads_each_sample_once_drops_the_cache_and_repeats(dataset_dir, monkeypatch):
     """Stand-in readers count what the probe asks for: every repeat its own shuffled pass (no sample
     twice in one), the page cache dropped before each, and the spread taken between repeats."""

@@ -68,11 +68,12 @@ class ProbePoint:
     spread: float  # (max - min) / median of the rates of the point's repeats
     cpu_share: float  # process CPU over the probe, as a share of the host's CPUs (the busiest host's, where several)
     cached: float = 0.0  # the most of the dataset found in the page cache as a repeat began (after dropping it)
+    ran_out: bool = False  # a repeat read every sample of its share before its time was up (a small dataset)
 
     def to_dict(self) -> dict:
         return {"readers": self.readers, "bytes": self.bytes, "seconds": self.seconds, "samples": self.samples,
                 "rate_bytes_per_s": self.rate, "spread": self.spread, "cpu_share": self.cpu_share,
-                "cached_fraction": self.cached}
+                "cached_fraction": self.cached, "ran_out_of_samples": self.ran_out}
 
 
 def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_SECONDS, seed: int = 1,
@@ -90,7 +91,7 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     host, count = (hosts.Get_rank(), hosts.Get_size()) if hosts is not None else (0, 1)
     pool = sample_readers(spec.replace(verify=False), spec.gpu[0], readers)
     rng = np.random.default_rng(seed)  # the same seed on every host: the same order, a share each
-    rates, total_bytes, total_s, total_samples, cpu_s = [], 0, 0.0, 0, 0.0
+    rates, total_bytes, total_s, total_samples, cpu_s, ran_out = [], 0, 0.0, 0, 0.0, False
 
     def chunks(files):  # a stream's work: each of its files, start to end, a chunk at a time
         for f in files:
@@ -113,12 +114,14 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
             mine = [samples(order[w::readers]) for w in range(readers)]
         if hosts is not None:
             hosts.Barrier()
+        began = time.monotonic()
         nbytes, elapsed, n, cpu = _probe_once(pool, mine, seconds / repeats)
+        ran_out = ran_out or time.monotonic() - began < 0.9 * seconds / repeats  # every share read before the time
         rates.append(nbytes / elapsed)
         total_bytes, total_s, total_samples, cpu_s = total_bytes + nbytes, total_s + elapsed, total_samples + n, \
             cpu_s + cpu
     here = ProbePoint(readers, total_bytes, total_s, total_samples, total_bytes / total_s, 0.0,
-                      cpu_s / total_s / max(1, _cpus()), cached)
+                      cpu_s / total_s / max(1, _cpus()), cached, ran_out)
     every = [(here, rates)] if hosts is None else hosts.allgather((here, rates))
     rates = [sum(r[i] for _, r in every) for i in range(repeats)]  # each repeat's rate: every host's together
     middle = float(np.median(rates))
@@ -126,7 +129,7 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
     points = [p for p, _ in every]
     return ProbePoint(readers * count, sum(p.bytes for p in points), max(p.seconds for p in points),
                       sum(p.samples for p in points), sum(p.rate for p in points), spread,
-                      max(p.cpu_share for p in points), max(p.cached for p in points))
+                      max(p.cpu_share for p in points), max(p.cached for p in points), any(p.ran_out for p in points))
 
 
 def _probe_once(pool: list, shares: list, seconds: float) -> tuple[int, float, int, float]:
@@ -404,9 +407,10 @@ def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint]
     """Where the prediction should not be trusted, and why."""
     out = []
     for p in points:
-        if p.spread > SPREAD_WARNING:
+        if p.spread > SPREAD_WARNING:  # a point that ran out of samples: its fix is more files, said below
             out.append(f"the storage's rate differed by {p.spread:.0%} between the {p.readers}-reader probe's repeats: "
-                       "the prediction is uncertain; probe longer (--probe-seconds) on a quieter system")
+                       "the prediction is uncertain; " + ("prepare more files" if p.ran_out else
+                                                          "probe longer (--probe-seconds) on a quieter system"))
         if p.cpu_share > 0.8:
             out.append(f"the {p.readers}-reader probe used {p.cpu_share:.0%} of a host's CPUs (the busiest's, where "
                        "several probed): the figure may be that host's limit, not the storage's")
@@ -423,6 +427,12 @@ def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint]
         out.append(f"only {steps} steps per epoch: the first step, which AU leaves out, takes the prefetch that fills "
                    "during it, and with so few steps that share is large. DLIO and train count it alike, but the "
                    "model handles that step more simply, so it may differ from them here; use more files")
-    if points[-1].samples < 4 * points[-1].readers:
+    short = [p for p in points if p.ran_out]
+    if short:
+        out.append(f"the dataset is small for the probe: {len(short)} of {len(points)} probe points read every sample "
+                   f"before their time was up (the {short[-1].readers}-reader one in {short[-1].seconds:.2f} s), as no "
+                   "sample is read twice in a probe; their rates rest on few reads, and a longer --probe-seconds cannot "
+                   "help: prepare more files")
+    elif points[-1].samples < 4 * points[-1].readers:
         out.append("the probe read few samples per reader (samples are large): probe longer (--probe-seconds)")
     return out
