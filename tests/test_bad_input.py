@@ -26,6 +26,14 @@ def test_missing_path(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("run", tmp_path / "nope.dat"), "does not exist", "gdsbench prepare")
 
 
+@pytest.mark.parametrize("extra, size", [([], "1G"), (["--size", "512M", "--offset", "1G"], "2G"),
+                                         (["--size", "10G"], "10G")])
+def test_a_missing_file_s_hint_makes_one_the_job_fits(gdsbench, tmp_path, extra, size):
+    """The prepare the error suggests makes a file the same command can then run on."""
+    path = tmp_path / "nope.dat"
+    assert_one_line_error(gdsbench("run", path, *extra), f"`gdsbench prepare {path} --size {size}`")
+
+
 def test_directory(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("run", tmp_path), "is a directory")
 

@@ -58,7 +58,7 @@ class Toy:
         return name
 
     @classmethod
-    def open(cls, name):
+    def open(cls, name, need=0):
         return cls(name, int(name.rsplit("size=", 1)[1]))
 
     @property

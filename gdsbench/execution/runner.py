@@ -17,7 +17,7 @@ from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
-from gdsbench.system.targets import HeldRegions, Target, kind_of, target_for
+from gdsbench.system.targets import HeldRegions, Target, kind_of, size_to_prepare, target_for
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
@@ -98,10 +98,8 @@ def _larger_file_hint(target: Target, need: int) -> str:
     """How to get a target large enough, where prepare could make one."""
     if target.kind != "file":
         return "a larger device"
-    nice = 1 << max(20, (need - 1).bit_length())  # a power of two, at least 1 MiB
-    if target.created_by_gdsbench():
-        return f"a larger file (`gdsbench prepare {target.path} --size {format_size(nice).replace(' ', '')}`)"
-    return f"a larger file (`gdsbench prepare NEW.dat --size {format_size(nice).replace(' ', '')}`)"
+    size = size_to_prepare(need, least=1 << 20)
+    return f"a larger file (`gdsbench prepare {target.path if target.created_by_gdsbench() else 'NEW.dat'} --size {size}`)"
 
 
 def resolve_region(spec: JobSpec, target: Target) -> int:
@@ -232,13 +230,14 @@ def plan(spec: JobSpec) -> Plan:
     # a run with no time limit has runtime 0, here and in the native core; None only means "not given"
     runtime = spec.runtime_ns if spec.runtime_ns is not None else (0 if spec.io_size else DEFAULT_RUNTIME_NS)
     target = None
+    need = spec.offset + (spec.size or 0)  # what a file made to run this must hold, for a hint to make one
     if spec.opens_target:
         if nparts > 1:
             # per-proc: sized from this process's own file (rank 0's locally; under MPI, the rank's)
-            target = target_for(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path)
+            target = target_for(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path, need)
             size = part_size(spec, target, nparts)
         else:
-            target = target_for(spec.path)
+            target = target_for(spec.path, need)
             if spec.direction == "write":
                 target.check_may_write()
             size = resolve_region(spec, target)

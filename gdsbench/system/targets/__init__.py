@@ -43,7 +43,7 @@ class Target(Protocol):
     def claims(cls, name: str) -> bool: ...  # whether a name is one of this kind (a URL scheme, or a plain path)
 
     @classmethod
-    def open(cls, name: str) -> Target: ...  # look at it without reading its data; UsageError if it cannot be read
+    def open(cls, name: str, need: int = 0) -> Target: ...  # look at it without reading its data (target_for)
 
     @classmethod
     def absolute(cls, name: str) -> str: ...  # the name as it reads from any directory (a resumed sweep's)
@@ -96,9 +96,18 @@ def is_url(name: str) -> bool:
     return bool(name) and kind_of(name).OPENED_AS == "url"
 
 
-def target_for(name: str) -> Target:
-    """The target a name means, looked at (UsageError if it cannot be one)."""
-    return kind_of(name).open(name)
+def target_for(name: str, need: int = 0) -> Target:
+    """The target a name means, looked at (UsageError if it cannot be one). need: the bytes from
+    its start a job would use, so that a hint to make it suggests a size that holds them."""
+    return kind_of(name).open(name, need)
+
+
+def size_to_prepare(need: int, least: int = 1 << 30) -> str:
+    """The --size to suggest to `gdsbench prepare` for a job that uses `need` bytes from the
+    start: `least` (1G), or need rounded up to a whole multiple of it ("10G")."""
+    from gdsbench.job.units import format_size
+
+    return format_size(max(least, -(-need // least) * least)).replace(" ", "").replace("iB", "")
 
 
 class HeldRegions:

@@ -34,13 +34,15 @@ class LocalFile:
         return os.path.abspath(name)
 
     @classmethod
-    def open(cls, name: str) -> LocalFile:
+    def open(cls, name: str, need: int = 0) -> LocalFile:
+        from gdsbench.system.targets import size_to_prepare
+
         path = name
         try:
             st = os.stat(path)
         except FileNotFoundError:
             raise UsageError(f"PATH {path}: does not exist; create a test file with "
-                             f"`gdsbench prepare {path} --size 1G`") from None
+                             f"`gdsbench prepare {path} --size {size_to_prepare(need)}`") from None
         except PermissionError:
             raise UsageError(f"PATH {path}: permission denied; run as a user who may read it") from None
         except OSError as e:

@@ -54,7 +54,7 @@ class RemoteObject:
         return name
 
     @classmethod
-    def open(cls, name: str) -> RemoteObject:
+    def open(cls, name: str, need: int = 0) -> RemoteObject:
         unavailable = ENGINE_INFO[ENGINE]["unavailable"]
         if unavailable:
             raise UsageError(f"PATH {name}: reading URLs needs the {ENGINE} engine, not available here: {unavailable}")
