@@ -244,3 +244,20 @@ def test_train_on_a_file_suggests_a_command_that_works(gdsbench, tmp_path):
     afile = tmp_path / "afile"
     afile.write_bytes(b"x")
     assert_one_line_error(gdsbench("train", afile, *TRAIN), "not a directory", "prepare --workload unet3d NEW_DIR")
+
+
+def test_metrics_replace_only_gdsbench_s_own_and_are_checked_before_the_run(gdsbench, pattern_file, tmp_path):
+    """--metrics over a stranger's file, or where it cannot be written, is refused before the run
+    (nothing measured is lost to it, and the file is left as it was); over its own, replaced."""
+    stranger = tmp_path / "node.prom"
+    stranger.write_text("node_custom_metric 1\n")
+    job = [pattern_file, "--bs", "64K", "--io-size", "1M", "--json"]
+    r = gdsbench("run", *job, "--metrics", stranger)
+    assert_one_line_error(r, "--metrics", "is not metrics gdsbench wrote")
+    assert r.out == "" and stranger.read_text() == "node_custom_metric 1\n"
+    assert_one_line_error(gdsbench("run", *job, "--metrics", tmp_path / "missing" / "g.prom"), "does not exist")
+    ours = tmp_path / "g.prom"
+    for _ in range(2):
+        assert gdsbench("run", *job, "--metrics", ours).code == 0
+    assert ours.read_text().startswith("# HELP gdsbench_")
+

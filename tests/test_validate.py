@@ -480,6 +480,21 @@ def test_an_unwritable_report_path_is_refused_before_anything_runs(gdsbench, tmp
     assert r.out == "" and not os.path.exists(f"{path}.partial")
 
 
+def test_a_junit_path_replaces_only_a_report_of_validate_s(gdsbench, tmp_path, pattern_file):
+    """A typo must not cost a file: --junit over a file validate did not write is refused before
+    anything runs and the file is left as it was; over validate's own earlier report, replaced."""
+    stranger = tmp_path / "notes.xml"
+    stranger.write_bytes(b"<notes>mine</notes>\n")
+    r = gdsbench("validate", pattern_file, "--profile", write_profile(tmp_path), "--junit", stranger)
+    assert r.code == 3 and "is not a JUnit file gdsbench wrote" in r.err and len(r.err.strip().splitlines()) == 1
+    assert r.out == "" and stranger.read_bytes() == b"<notes>mine</notes>\n"
+    ours = tmp_path / "v.xml"
+    for _ in range(2):  # the second run replaces the first's report
+        r = gdsbench("validate", pattern_file, "--profile", write_profile(tmp_path), "--junit", ours)
+        assert r.code == 0, r.err
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+
+
 def test_a_report_that_cannot_be_written_is_not_a_pass(tmp_path, pattern_file):
     profile_path = write_profile(tmp_path)
     with open("/dev/full", "w") as full:

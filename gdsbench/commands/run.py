@@ -13,6 +13,7 @@ from gdsbench.commands.options import (
     job_values,
     with_fio_job,
 )
+from gdsbench.execution import mpi
 from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
@@ -36,6 +37,8 @@ class RunCommand:
     def run(self, args: argparse.Namespace) -> int:
         args = with_fio_job(args, "run")
         spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
+        if args.metrics and mpi.is_root():  # before the run: a measurement is not lost to where it cannot go
+            prom.check(args.metrics)
         if args.path is None:
             if opens_target(resolve_engine(spec)):
                 ensure_scratch()

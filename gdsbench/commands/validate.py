@@ -40,9 +40,10 @@ class ValidateCommand:
         if args.path == "":
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
         if args.junit and mpi.is_root():  # under mpirun rank 0 alone writes it (and probes, so ranks do not race)
-            output.check_writable("--junit", args.junit)
+            output.check_junit(args.junit)
         if args.metrics and mpi.is_root():
-            output.check_writable("--metrics", args.metrics)
+            prom.check(args.metrics, profile.ProfileError)
+
         def run(host: str = "") -> Validation:
             v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "",
                          host=host)

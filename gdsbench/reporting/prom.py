@@ -7,8 +7,9 @@ the check, mode, block size and device, written whole and renamed into place
 
 from __future__ import annotations
 
-import os
 import time
+
+from gdsbench.system import output_files
 
 STATES = ("PASS", "INFO", "WARN", "FAIL", "SKIP")
 
@@ -83,14 +84,19 @@ def run_metrics(result) -> Metrics:
     return m
 
 
+def written_by_gdsbench(path: str) -> bool:
+    """Whether the file is metrics gdsbench wrote (every family it writes is gdsbench_*)."""
+    return output_files.starts_with(path, "# HELP gdsbench_")
+
+
+def check(path: str, error=None) -> None:
+    """Before anything runs: --metrics can be written at path, and replaces nothing but gdsbench's own."""
+    output_files.check("--metrics", path, written_by_gdsbench, "metrics", "gdsbench.prom", *([error] if error else []))
+
+
 def write(metrics: Metrics, path: str) -> None:
     """Whole, then renamed into place: the textfile collector reads only *.prom, never the temporary."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
+    def text(tmp: str) -> None:
         with open(tmp, "w") as f:
             f.write(metrics.text())
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    output_files.write_whole(path, text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
+from gdsbench.system import output_files
 from gdsbench.validate.checks import FAIL, INFO, PASS, SKIP, WARN, counts
 from gdsbench.validate.session import Validation
 
@@ -55,14 +56,8 @@ def junit_hosts(validations: list[tuple[str, Validation]], path: str) -> None:
     for host, v in validations:
         _suite(suites, host, v, several=len(validations) > 1)
     ET.indent(suites)
-    tmp = f"{path}.partial"
-    try:
-        ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    output_files.write_whole(path, lambda tmp: ET.ElementTree(suites).write(tmp, encoding="utf-8",
+                                                                             xml_declaration=True))
 
 
 def _suite(suites: ET.Element, host: str, v: Validation, several: bool) -> None:
@@ -102,20 +97,18 @@ def fleet_table(fleet, color: bool = False) -> str:
     return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
 
 
-def check_writable(flag: str, path: str) -> None:
-    """ProfileError (a usage error, exit 3) unless a report can be written at `path`: checked before
-    anything runs, so a minute of validation is not lost to a typo."""
+def check_junit(path: str) -> None:
+    """ProfileError (a usage error, exit 3) unless --junit can be written at path and replaces only a
+    JUnit file of validate's: checked before anything runs, so a minute of validation is not lost."""
     from gdsbench.validate.profile import ProfileError
 
-    if os.path.isdir(path):
-        raise ProfileError(f"{flag} {path}: is a directory; give a file name, e.g. {os.path.join(path, 'validate.xml')}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ProfileError(f"{flag} {path}: the folder {folder} does not exist; create it or write elsewhere")
-    probe = f"{path}.partial"
+    output_files.check("--junit", path, junit_of_validate, "a JUnit file", "validate.xml", ProfileError)
+
+
+def junit_of_validate(path: str) -> bool:
+    """Whether the file is a JUnit report validate wrote (its root element named so)."""
     try:
-        with open(probe, "w"):
-            pass
-        os.unlink(probe)
-    except OSError as e:
-        raise ProfileError(f"{flag} {path}: cannot write there ({e.strerror}); write elsewhere") from None
+        with open(path, "rb") as f:
+            return b'<testsuites name="gdsbench validate"' in f.read(4096)
+    except OSError:
+        return False
