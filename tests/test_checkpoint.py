@@ -153,6 +153,19 @@ def test_what_checkpoint_cannot_do_says_so(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("checkpoint", "s3://b/ck", "--model", "llama3-8b"), "local or mounted directory")
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-405b", "--checkpoints", "1"),
                           "free in")  # 5 TiB does not fit
+    a_file = tmp_path / "a.dat"
+    a_file.write_bytes(b"mine")
+    results = tmp_path / "results"
+    for where, said in ((a_file, "is not a directory"), ("/proc/ck", "cannot create it")):
+        assert_one_line_error(gdsbench("checkpoint", where, *SMALL, "--results", results), f"DIR {where}: {said}")
+    assert a_file.read_bytes() == b"mine" and not results.exists()  # refused before a run folder is made
+
+
+def test_a_dry_run_says_the_layout_as_json_with_json(gdsbench, tmp_path):
+    r = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--dry-run", "--json")
+    d = json.loads(r.out)
+    assert r.code == 0 and d["ranks"] == len(d["files"]) and not (tmp_path / "ck").exists()
+    assert d["checkpoint_bytes"] == sum(f["bytes"] for rank in d["files"] for f in rank)
 
 
 @needs_mpi

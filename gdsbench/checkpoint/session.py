@@ -363,6 +363,19 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
     return out
 
 
+def make_directory(run: CheckpointRun) -> None:
+    """DIR made (with its parents) or found a directory, before any run folder: UsageError in one line
+    where it cannot be (a file by that name, a filesystem that refuses)."""
+    if os.path.exists(run.directory) and not os.path.isdir(run.directory):
+        raise UsageError(f"DIR {run.directory}: is not a directory; give a directory for the checkpoints (it is "
+                         "created if missing)")
+    try:
+        os.makedirs(run.directory, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"DIR {run.directory}: cannot create it ({e.strerror}); give a directory on a filesystem "
+                         "you may write") from None
+
+
 def check_room(run: CheckpointRun) -> None:
     """UsageError where the checkpoints cannot fit in the directory's filesystem (before anything is written)."""
     need = run.checkpoints * sum(f.size for r in range(run.ranks) for f in run.files(r))

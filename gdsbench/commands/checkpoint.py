@@ -90,11 +90,17 @@ class CheckpointCommand:
                                     subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify)
         info = run.info()
         if args.dry_run:
-            if mpi.is_root():
+            if mpi.is_root() and args.json:
+                json.dump({**info, "files": [[{"name": f.name, "bytes": f.size} for f in run.files(r)]
+                                             for r in range(run.ranks)]}, sys.stdout, indent=1, default=float)
+                print()
+            elif mpi.is_root():
                 for r in range(run.ranks):
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
+        if mpi.is_root():
+            session.make_directory(run)
         session.check_room(run)
         store = None
         if mpi.is_root():
