@@ -491,4 +491,8 @@ def spec_from_values(values: dict[str, Any], base: JobSpec | None = None) -> Job
 
 def with_parsed(values: dict[str, Any], base: JobSpec | None = None) -> JobSpec:
     """A spec from values already in base units, keyed as users write them."""
+    rw = values.get("rw", "")
+    if values.get("pattern") == "seq" and rw.startswith("rand"):  # fio's randread is the random order, always
+        raise IncompatibleOptions(f"--pattern seq with --rw {rw}: {rw} is the random order; for a sequential pass "
+                                  f"use --rw {rw.removeprefix('rand')}")
     return (base or JobSpec()).replace(**{BY_KEY[k].name: v for k, v in values.items()})
