@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 
@@ -17,6 +18,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports bad input as one line (UsageError), not usage + exit."""
 
     usage_exit_code = UsageError.exit_code
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # "-1s" and "-4K" are values (refused by their own parsers, naming the flag), not unknown flags:
+        # argparse takes only bare numbers such as "-1" so, and said "--ramp: expected one argument"
+        self._negative_number_matcher = re.compile(r"^-\d*\.?\d+[A-Za-z%]*$")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         error = UsageError(message)

@@ -183,6 +183,7 @@ def small_set(tmp_path_factory):
     ("run", ["--http2"], ["--http2 is an option of the curl engine", "local file with io_uring", "drop it"]),
     ("run", ["--timeout", "5s"], ["--timeout is an option of the curl engine"]),
     ("run", ["--rw", "randread", "--pattern", "seq"], ["--pattern seq with --rw randread", "use --rw read"]),
+    ("run", ["--ramp", "-1s"], ["--ramp '-1s': not a duration"]),  # a value, not an unknown flag
     ("train", ["--au", "nan"], ["--au", "finite"]),
     ("run", ["--mode", "bounce", "--gpu-backend", "sim:bogus=1"], ["--gpu-backend sim:bogus=1"]),
 ])
