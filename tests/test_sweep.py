@@ -208,6 +208,11 @@ def test_bad_sweep_on_the_command_line(gdsbench, tmp_path):
     assert res.code == 2 and res.err.count("\n") == 1 and "--bs 0" in res.err
     res = gdsbench("sweep", "--resume", "nope", "--results", tmp_path)
     assert res.code == 2 and "not found" in res.err
+    res = gdsbench("sweep", "x.dat", "--runtime", "1s", "--resume", "nope", "--results", tmp_path)
+    assert res.code == 2 and "not found" in res.err  # the missing run first, not the flags
+    store, _, _ = start(null_sweep(tmp_path), str(tmp_path / "results"))
+    res = gdsbench("sweep", "x.dat", "--runtime", "1s", "--resume", store.path)
+    assert res.code == 2 and "so PATH, --runtime cannot change it" in res.err, res.err
 
 
 def test_a_complete_looking_last_line_without_newline_is_not_trusted(tmp_path):

@@ -61,13 +61,14 @@ class SweepCommand:
 
         args = with_fio_job(args, "sweep")  # its options fixed, any list given here swept
         if args.resume:
+            found = resolve_run(args.resume, args.results) if mpi.is_root() else None  # a run that is not there first
             given = [flag for flag, value in (("PATH", args.path), ("--file", args.file), ("--repeat", args.repeat),
                                               ("--name", args.name)) if value is not None]
-            given += [BY_KEY[k].flag for k in job_values(args)]
+            given = list(dict.fromkeys(given + [BY_KEY[k].flag for k in job_values(args)]))  # PATH is a job value too
             if given:
                 raise UsageError(f"--resume finishes the run as it was planned, so {', '.join(given)} cannot change it; "
                                  "drop them, or start a new sweep")
-            store, grid, plans = sweep.resume(resolve_run(args.resume, args.results) if mpi.is_root() else None)
+            store, grid, plans = sweep.resume(found)
         else:
             if args.repeat is not None and args.repeat < 1:
                 raise UsageError(f"--repeat {args.repeat}: must be at least 1")
