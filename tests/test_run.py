@@ -214,3 +214,20 @@ def test_the_window_rule_is_fios_and_one_for_every_loop():
     assert rule.may_issue(50, 0, 10)  # during the ramp the budget does not apply
     assert rule.may_issue(150, 1, 1) and not rule.may_issue(150, 2, 1)  # completed + outstanding
     assert not rule.may_issue(200, 0, 0) and rule.ended_at(200)
+
+
+def test_flags_given_beside_a_fio_job_are_said_to_replace_its_options(gdsbench, pattern_file):
+    """fio's size is both the region and the bytes to move: --size given here replaces both, and
+    the line that says what each option became names what replaced it."""
+    job = os.path.join(os.path.dirname(__file__), "data", "fio-examples", "ssd-test.fio")
+    r = gdsbench("run", "--fio-job", job, "--fio-section", "rand-read", pattern_file, "--size", "8M",
+                 "--runtime", "1s", "--json")
+    assert r.code == 0, r.err
+    said = r.err.splitlines()[0]
+    assert "size=10g -> --size 10G (the command line's --size instead)" in said
+    assert "--io-size 10G (the command line's --size instead)" in said and "--runtime 60s (the command line's" in said
+    assert said.endswith("rw=randread -> --rw randread")  # not given here: said as it is
+    import json
+
+    d = json.loads(r.out)
+    assert d["spec"]["io_size"] == 8 << 20 and d["spec"]["size"] == 8 << 20

@@ -180,6 +180,14 @@ def add_fio_job_arguments(parser: argparse.ArgumentParser) -> None:
                                                               "several)")
 
 
+def _flags_in(argv: list[str]) -> set[str]:
+    """The job options' flags (their own names, not aliases) that argv gives."""
+    from gdsbench.job.spec import OPTIONS
+
+    names = {t.split("=")[0] for t in argv if t.startswith("--")}
+    return {o.flag for o in OPTIONS if names & {o.flag, *o.aliases, *([o.negative] if o.negative else [])}}
+
+
 def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
     """The arguments as given, or, with --fio-job, again with the job file's options read first as the
     flags they mean, so the command line's own (read after them) win; which option became which is
@@ -191,10 +199,21 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
             raise UsageError("--fio-section: only with --fio-job FILE")
         return args
     job = fio_job.translate(args.fio_job, args.fio_section)
-    say_translation(args.fio_job, job.mapped, job.notes)
     own = args.argv[args.argv.index(command) + 1:]
+    given = _flags_in(own) | ({"PATH"} if args.path is not None else set())
+    instead = {flag: f"the command line's {flag}" for flag in given}
+    flags = job.flags
+    if "--size" in given and "--io-size" in job.flags and "--io-size" not in given:  # fio's size is both: it follows
+        flags = [*job.flags, "--io-size", str(args.size)]
+        instead["--io-size"] = "the command line's --size"
+
+    def said(mapped: str) -> str:  # "size=10g -> --size 10G", and what replaced it
+        flag = mapped.split(" -> ")[1].split()[0]
+        return f"{mapped} ({instead[flag]} instead)" if flag in instead else mapped
+
+    say_translation(args.fio_job, [said(m) for m in job.mapped], job.notes)
     path = [job.path] if job.path and args.path is None else []
-    again = args.command_parser.parse_args([*path, *job.flags, *own])
+    again = args.command_parser.parse_args([*path, *flags, *own])
     again.fio_job = again.fio_section = None
     again.argv = args.argv
     return again
