@@ -609,3 +609,14 @@ def test_the_probe_leaves_its_start_out_as_fio_leaves_out_its_ramp():
     nbytes, seconds, reads, _ = predict._probe_once([BurstThenSteady()], [iter([("x", 0, 0)] * 10**6)], 0.5)
     assert 10 << 20 > nbytes > 0 and reads == nbytes // 1000
     assert nbytes / seconds < 1 << 20  # the burst alone would make it 20 MiB/s
+
+
+def test_flags_given_beside_a_dlio_yaml_are_said_to_replace_its_values(gdsbench, dataset_dir, tmp_path):
+    yaml = os.path.join(os.path.dirname(__file__), "data", "mlcommons-storage-v2.0", "unet3d_h100.yaml")
+    r = gdsbench("train", dataset_dir, "--workload", yaml, "--epochs", "1", "--batch", "2", "--record-bytes", "64K",
+                 "--compute-time", "5ms", "--read-threads", "2", "--steps", "3", "--results", tmp_path, "--json")
+    assert r.code == 0, r.err
+    said = next(line for line in r.err.splitlines() if "(DLIO workload YAML)" in line)
+    assert "train.epochs -> --epochs 5 (the command line's --epochs instead)" in said
+    assert "reader.batch_size -> batch 7 (the command line's --batch instead)" in said
+    assert "metric.au -> au_threshold 0.9" in said and "au_threshold 0.9 (" not in said  # not given: as it is

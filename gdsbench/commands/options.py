@@ -161,14 +161,22 @@ def add_metrics_argument(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"also write {what} as gauges for node_exporter's textfile collector")
 
 
-def say_translation(source: str, mapped: list[str], notes: list[str], kind: str = "") -> None:
+def say_translation(source: str, mapped: list[str], notes: list[str], kind: str = "",
+                    instead: dict[str, str] | None = None) -> None:
     """Once (rank 0 under mpirun): what each option of another tool's file became here, in one line,
-    then a line per option not emulated (an fio job file, a DLIO workload YAML)."""
+    then a line per option not emulated (an fio job file, a DLIO workload YAML). instead: for a flag
+    the command line gave, what replaced the file's value ("the command line's --qd")."""
     from gdsbench.execution import mpi
 
     if not mpi.is_root():
         return
-    print(f"gdsbench: {source}{f' ({kind})' if kind else ''}: " + "; ".join(mapped), file=sys.stderr)
+    instead = instead or {}
+
+    def said(line: str) -> str:  # "iodepth=4 -> --qd 4", and what replaced it
+        flag = line.split(" -> ")[1].split()[0] if " -> " in line else ""
+        return f"{line} ({instead[flag]} instead)" if flag in instead else line
+
+    print(f"gdsbench: {source}{f' ({kind})' if kind else ''}: " + "; ".join(map(said, mapped)), file=sys.stderr)
     for note in notes:
         print(f"gdsbench: note: {source}: {note}", file=sys.stderr)
 
@@ -206,12 +214,7 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
     if "--size" in given and "--io-size" in job.flags and "--io-size" not in given:  # fio's size is both: it follows
         flags = [*job.flags, "--io-size", str(args.size)]
         instead["--io-size"] = "the command line's --size"
-
-    def said(mapped: str) -> str:  # "size=10g -> --size 10G", and what replaced it
-        flag = mapped.split(" -> ")[1].split()[0]
-        return f"{mapped} ({instead[flag]} instead)" if flag in instead else mapped
-
-    say_translation(args.fio_job, [said(m) for m in job.mapped], job.notes)
+    say_translation(args.fio_job, job.mapped, job.notes, instead=instead)
     path = [job.path] if job.path and args.path is None else []
     again = args.command_parser.parse_args([*path, *flags, *own])
     again.fio_job = again.fio_section = None

@@ -37,7 +37,10 @@ def workload_from_args(args: argparse.Namespace, prepare: bool = False):
 
     if dlio_yaml.is_yaml(args.workload):
         translated = dlio_yaml.translate(args.workload, prepare=prepare)
-        say_translation(args.workload, translated.mapped, translated.warnings, kind="DLIO workload YAML")
+        given = [(field, opt.flag) for field, opt in workload_flags() if getattr(args, field, None) is not None]
+        given += [("--epochs", "--epochs")] if getattr(args, "epochs", None) else []
+        say_translation(args.workload, translated.mapped, translated.warnings, kind="DLIO workload YAML",
+                        instead={field: f"the command line's {flag}" for field, flag in given})  # mapped to fields
         if getattr(args, "epochs", 0) is None:
             args.epochs = translated.run.get("epochs")
         base = translated.workload
