@@ -263,3 +263,9 @@ def test_metrics_replace_only_gdsbench_s_own_and_are_checked_before_the_run(gdsb
         assert gdsbench("run", *job, "--metrics", ours).code == 0
     assert ours.read_text().startswith("# HELP gdsbench_")
 
+
+
+def test_a_dataset_that_cannot_be_made_is_refused_before_it_says_writing(gdsbench):
+    r = gdsbench("prepare", "--workload", "unet3d", "/proc/gdsbench-x")
+    assert_one_line_error(r, "PATH /proc/gdsbench-x: cannot create the directory")
+    assert r.out == ""

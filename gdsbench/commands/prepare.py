@@ -79,10 +79,11 @@ class PrepareCommand:
                              "to write it all again")
         workload = workload_from_args(args, prepare=True)
         plan = plan_dataset(workload, args.path)
-        print(("would write " if args.dry_run else "writing ") + plan.describe(), flush=True)
         if args.dry_run:
+            print("would write " + plan.describe(), flush=True)
             return 0
-        d = prepare_dataset(plan, progress=progress_printer(f"writing the {workload.name} dataset"))
+        d = prepare_dataset(plan, progress=progress_printer(f"writing the {workload.name} dataset"),
+                            started=lambda: print("writing " + plan.describe(), flush=True))  # not before an error
         info = d.describe()
         print(f"{args.path}: {info['files']} files, {info['samples']} samples of {format_size(info['mean_sample_bytes'])} "
               f"(sd {format_size(info['stdev_sample_bytes'])}), {format_size(info['bytes'])} in all")

@@ -167,12 +167,12 @@ def _write_manifest(plan: Plan, complete: bool, files_done: int) -> None:
     plan.folder.write_text(MANIFEST, json.dumps(record))
 
 
-def prepare_dataset(plan: Plan, progress=None) -> Dataset:
+def prepare_dataset(plan: Plan, progress=None, started=None) -> Dataset:
     """Write a planned dataset: its manifest first (marked incomplete), then every file
     (those already complete are kept), then the manifest again, complete. A prepare
     that stops (no space, Ctrl-C) leaves a dataset that says it is incomplete, and the
     same command finishes it. Only files gdsbench made are ever rewritten (system/prepare.py,
-    system/object_store.py)."""
+    system/object_store.py). started(): once there is room and the directory is made."""
     folder = plan.folder
     free = folder.free_bytes()
     need = plan.total - plan.present
@@ -181,6 +181,8 @@ def prepare_dataset(plan: Plan, progress=None) -> Dataset:
                          f"{' (of ' + format_size(plan.total) + ')' if plan.present else ''}, only {format_size(free)} "
                          f"free in {plan.directory}; use --files to make it smaller")
     folder.make()
+    if started:
+        started()
     _write_manifest(plan, complete=False, files_done=0)
     done = 0
     for i, row in enumerate(plan.sizes):
