@@ -24,7 +24,7 @@ from gdsbench.reporting.display import run_summary
 
 class RunCommand:
     name = "run"
-    help = "measure reads from one file or block device"
+    help = "measure reads (or, with --rw write, writes) of one file, block device or object"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_target_argument(parser)
