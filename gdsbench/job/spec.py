@@ -366,7 +366,9 @@ class _JobOptions:
                 if getattr(self, opt):
                     raise IncompatibleOptions(f"{BY_NAME[opt].flag}: only with --rw write or randwrite")
         elif self.bs % _native.PATTERN_BLOCK or self.offset % _native.PATTERN_BLOCK:
-            raise IncompatibleOptions(f"--rw {self.rw}: writes carry 4 KiB pattern blocks: --bs and --offset must be "
+            culprit = f"--bs {units.format_size(self.bs)}" if self.bs % _native.PATTERN_BLOCK else \
+                f"--offset {units.format_size(self.offset)}"  # named first: checkpoint's user gave no --rw
+            raise IncompatibleOptions(f"{culprit}: writes carry 4 KiB pattern blocks, so --bs and --offset must be "
                                       "multiples of 4K")
         elif self.warm:
             raise IncompatibleOptions(f"--warm with --rw {self.rw}: a warm cache is a read's; drop --warm")
