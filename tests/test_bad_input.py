@@ -269,3 +269,9 @@ def test_a_dataset_that_cannot_be_made_is_refused_before_it_says_writing(gdsbenc
     r = gdsbench("prepare", "--workload", "unet3d", "/proc/gdsbench-x")
     assert_one_line_error(r, "PATH /proc/gdsbench-x: cannot create the directory")
     assert r.out == ""
+
+
+def test_a_dataset_of_empty_files_is_said_so(gdsbench, tmp_path):
+    for name in ("a.npz", "b.npz"):
+        (tmp_path / name).touch()
+    assert_one_line_error(gdsbench("train", tmp_path, "--workload", "unet3d"), "only empty files (2) in it")

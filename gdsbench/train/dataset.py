@@ -230,9 +230,11 @@ def open_dataset(directory: str, fmt: str | None = None) -> Dataset:
         return Dataset(folder.name, paths, np.array([there[p] for p in paths], dtype=np.int64), file_index, offset,
                        length, patterned=True, folder=folder, note=f"{MANIFEST}: workload {workload.get('name')}",
                        workload=workload)
-    found = [(p, n) for p, n in folder.files() if n > 0 and not p.endswith(INDEX_SUFFIX)]
+    listed = [(p, n) for p, n in folder.files() if not p.endswith(INDEX_SUFFIX)]
+    found = [(p, n) for p, n in listed if n > 0]
     if not found:
-        raise UsageError(f"PATH {directory}: no files in it; make a dataset with "
+        what = f"only empty files ({len(listed)}) in it" if listed else "no files in it"
+        raise UsageError(f"PATH {directory}: {what}; make a dataset with "
                          f"`gdsbench prepare --workload unet3d {directory}`")
     paths = [p for p, _ in found]
     records = [(p, n) for p, n in found if p.endswith(TFRECORD)]
