@@ -101,6 +101,34 @@ def test_what_a_yaml_cannot_mean_here_is_refused_in_one_line(tmp_path, gdsbench)
         assert_one_line_error(gdsbench("train", tmp_path, "--workload", path), says)
 
 
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_a_yaml_s_bad_bytes_sections_and_numbers_are_refused_in_one_line_naming_the_key(tmp_path, gdsbench, command):
+    ok = "dataset: {format: npz}\nreader: {sample_shuffle: seed}\n"
+    cases = {
+        b"\xff\xfedataset: {}\n": "line 1: not a text file (YAML, UTF-8)",
+        b"reader: 5\n": "reader: must be a mapping of settings (reader: {batch_size: ...}), not 5",
+        b"train: [1]\n": "train: must be a mapping of settings (train: {epochs: ...}), not [1]",
+        b"workflow: 3\n": "workflow: must be a mapping of settings (workflow: {train: ...}), not 3",
+        b"dataset: [1, 2]\n": "dataset: must be a mapping of settings (dataset: {num_files_train: ...}), not [1, 2]",
+        f"{ok}train: {{epochs: -3}}\n".encode(): "train.epochs -3: must be between 1 and 100000",
+        f"{ok}train: {{epochs: many}}\n".encode(): "train.epochs 'many': not a whole number",
+        f"{ok}reader: {{batch_size: 0, sample_shuffle: seed}}\n".encode(): "reader.batch_size 0: must be between 1",
+        b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz and tfrecord)",
+        f"{ok}train: {{total_training_steps: abc}}\n".encode(): "train.total_training_steps 'abc': not a number",
+    }
+    for i, (text, says) in enumerate(cases.items()):
+        path = tmp_path / f"w{i}.yaml"
+        path.write_bytes(text)
+        assert_one_line_error(gdsbench(command, tmp_path, "--workload", path), f"--workload {path}", says)
+
+
+def test_an_empty_yaml_section_is_read_as_empty_not_as_a_setting(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("dataset: null\nreader:\ntrain: {computation_time: 1ms, epochs: 2}\n")
+    t = dlio_yaml.translate(str(path))
+    assert t.run == {"epochs": 2} and t.workload.format == "tfrecord" and t.workload.compute_s == 0.001
+
+
 def test_train_and_prepare_read_a_dlio_yaml_and_say_what_they_mapped(tmp_path, gdsbench):
     yaml_file = os.path.join(MLCOMMONS, "unet3d_h100.yaml")
     small = ["--files", "24", "--record-bytes", "64K", "--batch", "2", "--compute-time", "2ms"]
@@ -233,6 +261,37 @@ def test_a_job_file_with_several_jobs_asks_which(gdsbench, pattern_file):
     assert json.loads(res.out)["spec"]["rw"] == "randread"
     assert "stonewall: not emulated" in res.err
     assert_one_line_error(gdsbench("run", pattern_file, "--fio-section", "x"), "only with --fio-job")
+
+
+def test_a_job_file_that_is_not_text_or_has_a_job_twice_or_none_is_refused_in_one_line(gdsbench, pattern_file,
+                                                                                        tmp_path):
+    cases = {
+        b"\xff\xfe[j]\nbs=4k\n": "line 1: not a text file (fio job file, UTF-8)",
+        b"[j]\nrw=read\nbs\n": "line 3: bs has no value; fio needs one (bs=VALUE)",
+        b"[global]\niodepth\n[j]\nrw=read\n": "line 2: iodepth has no value",
+        b"[j]\nbs=4k\n[k]\nbs=8k\n[j]\nbs=16k\n": "line 5: a second job named [j] (fio runs each as a job of its "
+                                                  "own; gdsbench would merge them): give each job its own name",
+        b"# nothing yet\n": "no job sections (fio runs each [name] section, other than [global], as a job)",
+        b"[global]\nbs=4k\n": "no job sections",
+    }
+    for i, (text, says) in enumerate(cases.items()):
+        job = tmp_path / f"j{i}.fio"
+        job.write_bytes(text)
+        for command in ("run", "sweep"):
+            assert_one_line_error(gdsbench(command, pattern_file, "--fio-job", job), f"--fio-job {job}", says)
+
+
+def test_fio_s_flags_stand_alone_on_their_line(tmp_path):
+    from gdsbench.job import fio_job
+
+    job = tmp_path / "flags.fio"
+    job.write_text("[global]\ngroup_reporting\n[j]\nrw=read\ntime_based\ndirect=1\nruntime=1s\n[global]\nbs=8k\n")
+    t = fio_job.translate(str(job))
+    assert t.flags == ["--bs", "8K", "--rw", "read", "--direct", "--runtime", "1s"]  # [global] first
+    assert "time_based -> --runtime alone (no --io-size)" in t.mapped
+    job.write_text("[j]\nrw=read\ndirect\n")  # fio: "Option direct requires an argument"
+    with pytest.raises(UsageError, match="line 3: direct has no value; fio needs one"):
+        fio_job.translate(str(job))
 
 
 # ---- metrics for node_exporter's textfile collector ----

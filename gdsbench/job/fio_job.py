@@ -10,9 +10,11 @@ on the command line still win: they are read after the file's.
 from __future__ import annotations
 
 import configparser
+import io
 import os
 import re
 
+from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
 
 ENGINES = {"io_uring": "io_uring", "psync": "psync", "sync": "psync", "pvsync": "psync", "pvsync2": "psync",
@@ -23,6 +25,9 @@ ENGINE_NOTES = {"libaio": "libaio -> io_uring: gdsbench's asynchronous engine, a
                 "vsync": "vsync -> psync: one buffer per call", "pvsync": "pvsync -> psync: one buffer per call",
                 "pvsync2": "pvsync2 -> psync: one buffer per call, no per-call flags"}
 DIRECTIONS = ("read", "write", "randread", "randwrite")
+# options gdsbench maps that fio refuses without a value ("Option direct requires an argument"), its 0/1 ones too
+VALUED = ("rw", "readwrite", "bs", "blocksize", "iodepth", "numjobs", "ioengine", "runtime", "ramp_time", "size",
+          "io_size", "offset", "filename", "fsync", "direct", "buffered", "end_fsync")
 # options that change nothing measured: why, in a few words
 NOTED = {
     "name": "the job's name", "description": "a description", "group_reporting": "how fio groups its report",
@@ -46,14 +51,49 @@ def read(path: str) -> configparser.ConfigParser:
                                        comment_prefixes=("#", ";"), inline_comment_prefixes=None,
                                        default_section="global")
     parser.optionxform = str.lower
+    text = _text(path)
     try:
-        with open(path) as f:
-            parser.read_file(f)
-    except OSError as e:
-        raise UsageError(f"--fio-job {path}: cannot read it ({e.strerror})") from None
+        parser.read_file(io.StringIO(text, newline=None), source=path)
     except configparser.Error as e:
         raise UsageError(f"--fio-job {path}: not an fio job file ({e.message.splitlines()[0]})") from None
+    jobs: set[str] = set()  # a job met twice, configparser merges into one ([global] may come back)
+    for number, section, option in _layout(text):
+        if option is None and section != parser.default_section:
+            if section in jobs:
+                raise UsageError(f"--fio-job {path} line {number}: a second job named [{section}] (fio runs each as "
+                                 "a job of its own; gdsbench would merge them): give each job its own name")
+            jobs.add(section)
     return parser
+
+
+def _text(path: str) -> str:
+    """The job file's text (UTF-8), or one UsageError naming it."""
+    try:
+        with open(path, "rb") as f:
+            return tomlfile.decode(f.read(), f"--fio-job {path}", "fio job file")
+    except OSError as e:
+        raise UsageError(f"--fio-job {path}: cannot read it ({e.strerror})") from None
+
+
+def _layout(text: str):
+    """(line number, section, option) for each line read() reads: option None on a section's header."""
+    section = "global"
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.strip()
+        header = configparser.ConfigParser.SECTCRE.match(line)
+        if header:
+            section = header.group("header")
+            yield number, section, None
+        elif line and not line.startswith(("#", ";")):
+            yield number, section, line.split("=")[0].strip().lower()
+
+
+def _no_value(path: str, section: str, option: str) -> UsageError:
+    """An option fio needs a value for, alone on its line (in the job's section, or else in [global])."""
+    lines = {where: number for number, where, name in _layout(_text(path)) if name == option}
+    line = lines.get(section, lines.get("global"))
+    return UsageError(f"--fio-job {path}{f' line {line}' if line else ''}: {option} has no value; fio needs one "
+                      f"({option}=VALUE)")
 
 
 def _refuse(path: str, option: str, value: str | None, why: str) -> UsageError:
@@ -92,18 +132,23 @@ def translate(path: str, section: str | None = None) -> Translation:
     """The run flags an fio job means; UsageError (naming the option) for what gdsbench cannot mean."""
     parser = read(path)
     jobs = parser.sections()
+    if not jobs:
+        raise UsageError(f"--fio-job {path}: no job sections (fio runs each [name] section, other than [global], as "
+                         "a job): add one, such as [job]")
     if section is None:
         if len(jobs) != 1:
-            raise UsageError(f"--fio-job {path}: {len(jobs)} jobs ({', '.join(jobs) or 'none'}); gdsbench runs one: "
+            raise UsageError(f"--fio-job {path}: {len(jobs)} jobs ({', '.join(jobs)}); gdsbench runs one: "
                              "choose it with --fio-section NAME")
         section = jobs[0]
     elif section not in jobs:
-        raise UsageError(f"--fio-section {section}: not a job of {path} (its jobs: {', '.join(jobs) or 'none'})")
+        raise UsageError(f"--fio-section {section}: not a job of {path} (its jobs: {', '.join(jobs)})")
     options = dict(parser.items(section))
     out = Translation()
     time_based = "time_based" in options
     writing = options.get("rw", options.get("readwrite", "read")) in ("write", "randwrite")
     for option, value in options.items():
+        if value is None and option in VALUED:
+            raise _no_value(path, section, option)
         value = None if value is None else value.strip()
         if option in ("rw", "readwrite"):
             if value not in DIRECTIONS:

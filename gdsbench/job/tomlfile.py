@@ -21,15 +21,23 @@ def read(path: str, flag: str, error=UsageError) -> tuple[dict[str, Any], str]:
     """The parsed file and its text; `error` (one line, naming the flag or line) if it cannot be read."""
     try:
         with open(path, "rb") as f:
-            text = f.read().decode()
+            raw = f.read()
     except OSError as e:
         raise error(f"{flag} {path}: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise error(f"{flag} {path}: not a text file (TOML, UTF-8)") from None
+    text = decode(raw, f"{flag} {path}", "TOML", error)
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:  # its message ends "(at line N, column M)"
         raise error(f"{path}: not valid TOML: {e}") from None
+
+
+def decode(raw: bytes, where: str, kind: str, error=UsageError) -> str:
+    """A file's bytes as UTF-8 text; `error` (one line: where, the line, what the file should be) if not."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise error(f"{where} line {line}: not a text file ({kind}, UTF-8)") from None
 
 
 def line_of(text: str, key: str, table: str = "") -> int | None:

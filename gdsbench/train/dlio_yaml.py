@@ -14,14 +14,18 @@ so rather than guess.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError
-from gdsbench.train.workloads import BUILT_IN, Workload, parse_field
+from gdsbench.job.spec import Option
+from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
-SHAPING = ("dataset", "reader", "train", "workflow")  # sections whose unknown keys are refused
+SHAPING = {"dataset": "num_files_train", "reader": "batch_size", "train": "epochs",
+           "workflow": "train"}  # sections whose unknown keys are refused, and a key of each
 
 # (section, key) -> workload field; both spellings DLIO has used for the record length
 TO_FIELD = {
@@ -40,7 +44,7 @@ TO_FIELD = {
     ("train", "seed"): "seed",
     ("metric", "au"): "au_threshold",
 }
-TO_RUN = {("train", "epochs"): "epochs"}  # train's own flag
+TO_RUN = {("train", "epochs"): Option("int", "--epochs", "epochs", low=1, high=100_000, name="epochs")}  # train's own
 
 # not emulated and not changing what is measured: why, in a few words
 WARNED = {
@@ -95,8 +99,8 @@ def read(path: str) -> dict:
     import yaml
 
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        with open(path, "rb") as f:
+            data = yaml.safe_load(tomlfile.decode(f.read(), f"--workload {path}", "YAML"))
     except OSError as e:
         raise UsageError(f"--workload {path}: cannot read it ({e.strerror})") from None
     except yaml.YAMLError as e:
@@ -105,7 +109,22 @@ def read(path: str) -> dict:
         raise UsageError(f"--workload {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
     if not isinstance(data, dict):
         raise UsageError(f"--workload {path}: a DLIO workload is a YAML mapping (dataset:, reader:, train:, ...)")
+    for section, key in SHAPING.items():
+        content = data.get(section, {})
+        if content is None:  # "reader:" with nothing under it
+            data[section] = {}
+        elif not isinstance(content, dict):
+            raise UsageError(f"--workload {path}: {section}: must be a mapping of settings ({section}: {{{key}: ...}}), "
+                             f"not {content!r}")
     return data
+
+
+def _value(option: Option, value: Any, where: str) -> Any:
+    """A YAML value as the option reads it, within its bounds; UsageError naming the key (where) if not."""
+    option = dataclasses.replace(option, flag=where)
+    value = option.convert(value)
+    option.check(value)
+    return value
 
 
 def _refuse(path: str, key: str, why: str) -> UsageError:
@@ -129,7 +148,7 @@ def translate(path: str, prepare: bool = False) -> Translation:
             raise _refuse(path, f"workflow.{key}", "evaluation reads another dataset between epochs")
     dataset, reader = data.get("dataset") or {}, data.get("reader") or {}
     fmt = dataset.get("format", "tfrecord")  # DLIO's default
-    if fmt not in LOADERS:
+    if not isinstance(fmt, str) or fmt not in LOADERS:
         raise _refuse(path, "dataset.format", f"{fmt!r} (gdsbench reads {' and '.join(LOADERS)})")
     if dataset.get("compression", "none") not in ("none", None):
         raise _refuse(path, "dataset.compression", f"{dataset['compression']!r}: compressed samples read and inflated")
@@ -147,11 +166,12 @@ def translate(path: str, prepare: bool = False) -> Translation:
                 target = TO_FIELD[section, key]
                 if target in ("record_bytes", "record_stdev") and isinstance(value, float):
                     value = round(value)  # DLIO's record_length may be fractional (resnet50's 114660.07)
-                values[target] = parse_field(target, value, f"--workload {path}: {dotted}")
+                values[target] = _value(OPTIONS[target], value, f"--workload {path}: {dotted}")
                 out.mapped.append(f"{dotted} -> {target} {values[target]}")
             elif (section, key) in TO_RUN:
-                out.run[TO_RUN[section, key]] = int(value)
-                out.mapped.append(f"{dotted} -> --{TO_RUN[section, key]} {int(value)}")
+                option = TO_RUN[section, key]
+                out.run[option.name] = _value(option, value, f"--workload {path}: {dotted}")
+                out.mapped.append(f"{dotted} -> {option.flag} {out.run[option.name]}")
             elif (section, key) in WARNED:
                 out.warnings.append(f"{dotted}: not emulated ({WARNED[section, key]})")
             elif section in WARNED_SECTIONS:
@@ -197,7 +217,10 @@ def _check_reader(path: str, fmt: str, reader: dict, data: dict) -> None:
         raise _refuse(path, "reader.sample_shuffle", f"{reader.get('sample_shuffle', 'off')!r}"
                       f"{'' if 'sample_shuffle' in reader else ' (DLIO default)'}: samples read in order, where "
                       "gdsbench deals them shuffled as PyTorch's sampler does")
-    if (data.get("train") or {}).get("total_training_steps", -1) > 0:
+    total_steps = (data.get("train") or {}).get("total_training_steps", -1)
+    if not isinstance(total_steps, (int, float)):
+        raise UsageError(f"--workload {path}: train.total_training_steps {total_steps!r}: not a number")
+    if total_steps > 0:
         raise _refuse(path, "train.total_training_steps", "a cap on steps counted over the whole run (gdsbench's "
                       "--steps caps each epoch: give it instead)")
     if reader.get("read_type", "on_demand") != "on_demand":
