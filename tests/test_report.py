@@ -271,3 +271,142 @@ def test_a_curve_still_rising_at_its_deepest_queue_has_no_knee():
     assert knee(rising, "iops") is None and still_rising(rising, "iops")
     flat = pd.DataFrame({"qd": [1, 4, 16, 32], "iops": [10e3, 30e3, 60e3, 62e3]})
     assert knee(flat, "iops") == 2 and not still_rising(flat, "iops")
+
+
+# ---- damaged runs: one line, no traceback, and what can be read is kept ----
+
+def one_line_error(res, *fragments):
+    assert res.code == 2 and "Traceback" not in res.err, (res.code, res.err)
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gdsbench: error: "), res.err
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+
+
+def damaged_copy(run_dir: str, dest, changes: dict[int, dict]) -> str:
+    """A copy of a run with fields of some lines of points.jsonl (0-based) set to the given values."""
+    shutil.copytree(run_dir, dest)
+    path = os.path.join(dest, POINTS_JSONL)
+    rows = [json.loads(line) for line in open(path)]
+    for i, fields in changes.items():
+        rows[i].update(fields)
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return str(dest)
+
+
+@pytest.fixture(scope="module")
+def train_and_checkpoint_runs(tmp_path_factory) -> dict[str, str]:
+    from gdsbench import cli
+
+    root = tmp_path_factory.mktemp("kinds")
+    shape = ["--workload", "unet3d", "--record-bytes", "64K", "--batch", "2", "--read-threads", "2",
+             "--compute-time", "5ms"]
+    assert cli.main(["prepare", str(root / "ds"), "--files", "20", *shape]) == 0
+    assert cli.main(["train", str(root / "ds"), *shape, "--accelerators", "1,2", "--steps", "6",
+                     "--results", str(root / "train")]) == 0
+    assert cli.main(["checkpoint", str(root / "ck"), "--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab",
+                     "1024", "--scale", "0.01", "--checkpoints", "1", "--results", str(root / "checkpoint")]) == 0
+    return {kind: str(next((root / kind).iterdir())) for kind in ("train", "checkpoint")}
+
+
+def test_a_damaged_point_is_skipped_with_a_line_naming_it(gdsbench, null_run, tmp_path):
+    bad = damaged_copy(null_run, tmp_path / "bad", {0: {"bandwidth_bytes_per_s": None}, 1: {"lat_p99_ns": "oops"}})
+    res = gdsbench("report", bad, "--out", tmp_path / "page")
+    assert res.code == 0 and "Traceback" not in res.err, res.err
+    assert f"{bad}/points.jsonl line 1: skipped, not a point record (bandwidth_bytes_per_s: null, not a number)" in res.out
+    assert f"{bad}/points.jsonl line 2: skipped, not a point record (lat_p99_ns: \"oops\", not a number)" in res.out
+    assert len(load(bad)) == len(load(null_run)) - 2  # the good points are all there
+    res = gdsbench("compare", null_run, bad, "--out", tmp_path / "cmp")
+    assert res.code == 0 and "gdsbench: warning: " + f"{bad}/points.jsonl line 1: skipped" in res.err, res.err
+
+
+@pytest.mark.parametrize("kind, field", [("train", "au_percent"), ("checkpoint", "duration_s")])
+def test_a_damaged_train_or_checkpoint_record_is_skipped(gdsbench, train_and_checkpoint_runs, tmp_path, kind, field):
+    bad = damaged_copy(train_and_checkpoint_runs[kind], tmp_path / "bad", {0: {field: None}})
+    res = gdsbench("report", bad, "--out", tmp_path / "page")
+    assert res.code == 0, res.err
+    assert res.err.strip() == (f"gdsbench: warning: {bad}/points.jsonl line 1: skipped, not a point record "
+                               f"({field}: null, not a number)")
+    assert "Left out" in open(tmp_path / "page" / "report.html").read()
+
+
+def test_a_run_json_without_its_plan_still_reports(gdsbench, null_run, tmp_path):
+    copy = shutil.copytree(null_run, tmp_path / "copy")
+    info = json.load(open(copy / RUN_FILE))
+    del info["points"], info["skipped"]
+    json.dump(info, open(copy / RUN_FILE, "w"))
+    res = gdsbench("report", copy, "--out", tmp_path / "page")
+    assert res.code == 0, res.err
+    assert "points: 6 measured (run.json does not list the points planned), 2 repeat(s) each" in res.out
+
+
+@pytest.mark.parametrize("name", [RUN_FILE, POINTS_JSONL])
+def test_an_unreadable_run_file_is_one_line(gdsbench, null_run, tmp_path, monkeypatch, name):
+    copy = shutil.copytree(null_run, tmp_path / "copy")
+    path = str(copy / name)
+    os.chmod(path, 0)
+    real_open = open
+
+    def no_access(file, *args, **kwargs):  # what chmod 000 does to anyone but root
+        if str(file) == path:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", no_access)
+    one_line_error(gdsbench("report", copy, "--out", tmp_path / "page"), f"{path}: cannot read it (Permission denied)",
+                   f"chmod u+r {path}")
+
+
+def test_a_run_not_found_is_named_once(gdsbench, null_run, tmp_path):
+    one_line_error(gdsbench("report", tmp_path / "nothing"), f"(looked for run.json in {tmp_path / 'nothing'});")
+    (tmp_path / "points_only").mkdir()
+    shutil.copy(os.path.join(null_run, POINTS_JSONL), tmp_path / "points_only")
+    one_line_error(gdsbench("report", tmp_path / "points_only"), f"no run.json in {tmp_path / 'points_only'}, though "
+                   "its points are there (points.jsonl)", "restore run.json")
+
+
+def test_compare_of_partly_different_grids_says_what_it_left_out(gdsbench, null_run, tmp_path):
+    spec = SweepSpec(grid={"qd": [2, 4, 8]}, fixed={"engine": "null", "bs": "4K", "runtime": "20ms"}, name="other")
+    store, grid, plans = start(spec, str(tmp_path))
+    run(store, grid, plans, show_progress=False)
+    res = gdsbench("compare", null_run, store.path, "--out", tmp_path / "cmp")
+    assert res.code == 0, res.err
+    assert ("gdsbench: note: compared the 2 point(s) every run measured; left out for want of a match: 4 of base's 6 "
+            "points, 1 of other's 3 points (the grids differ: bs 4 KiB, 64 KiB (base) vs 4 KiB (other); "
+            "qd 1, 2, 4 (base) vs 2, 4, 8 (other))") in res.err.splitlines()
+
+
+def test_a_headline_marks_a_best_point_the_other_run_did_not_measure():
+    """disk measured QD 1 and 4, shm QD 4 and 32: shm's best (QD32) has no match in disk's grid."""
+    disk, shm = _tier("disk", [0.76, 1.2], [0.01, 0.01]), _tier("shm", [3.0, 4.0], [0.01, 0.01])
+    shm.summary["qd"] = [4, 32]
+    text = _headline(disk, shm)
+    assert text.startswith("shm/disk: 3.3x bandwidth at 1 MiB, best to best (4 GiB/s at qd=32 (a point disk did "
+                           "not measure) vs 1.20 GiB/s at qd=4; 2.5x to 2.5x over matched points)"), text
+
+
+@pytest.mark.parametrize("kind", ["train", "checkpoint"])
+def test_point_is_refused_for_a_train_or_checkpoint_run(gdsbench, train_and_checkpoint_runs, kind):
+    one_line_error(gdsbench("report", train_and_checkpoint_runs[kind], "--point", "5"), "--point 5",
+                   f"is a {kind} run", "drop --point")
+
+
+def test_out_never_overwrites_files_gdsbench_did_not_write(gdsbench, null_run, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "report.html").write_text("my own page")
+    flash = faster_copy(null_run, str(tmp_path / "flash"), 2.0, 1.0)
+    for args in (("report", null_run), ("compare", null_run, flash)):
+        one_line_error(gdsbench(*args, "--out", mine), f"--out {mine}: holds files gdsbench did not write",
+                       "give a new or empty directory")
+    assert (mine / "report.html").read_text() == "my own page" and os.listdir(mine) == ["report.html"]
+    for args in (("report", null_run), ("compare", null_run, flash)):  # its own folder, again and again
+        assert gdsbench(*args, "--out", tmp_path / args[0]).code == 0
+        assert gdsbench(*args, "--out", tmp_path / args[0]).code == 0
+    old = shutil.copytree(null_run, tmp_path / "old")  # a run's report/ from before the marker
+    (old / "report").mkdir(exist_ok=True)
+    (old / "report" / "report.html").write_text("an old report")
+    if (old / "report" / ".gdsbench-report").exists():
+        os.unlink(old / "report" / ".gdsbench-report")
+    assert gdsbench("report", old).code == 0 and (old / "report" / ".gdsbench-report").exists()

@@ -12,7 +12,8 @@ class CompareCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("runs", metavar="RUN", nargs="+", help="runs (directories or run ids); ratios are against the first")
         parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
-        parser.add_argument("--out", metavar="DIR", help="where to write the page (default: <results>/compare-<runs>)")
+        parser.add_argument("--out", metavar="DIR", help="where to write the page (default: <results>/compare-<runs>): "
+                            "a new or empty folder, or one gdsbench wrote")
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.reporting import compare
@@ -21,13 +22,17 @@ class CompareCommand:
         dirs = [resolve_run(r, args.results) for r in args.runs]
         c = compare.compare(dirs)
         out = args.out or os.path.join(args.results, "compare-" + "-vs-".join(r.label for r in c.runs))
-        path = compare.write(c, out)
+        path = compare.write(c, out, chosen=bool(args.out))
         for line in c.headlines:
             print(line)
         print(compare.HEADLINE_RULE)
         for run in c.runs:
             for note in run.df.attrs.get("notes", []):
                 print(f"gdsbench: note: {note}", file=sys.stderr)
+            for problem in run.df.attrs.get("problems", []):
+                print(f"gdsbench: warning: {problem}", file=sys.stderr)
+        if c.coverage:
+            print(f"gdsbench: note: {c.coverage}", file=sys.stderr)
         for d in c.differences:
             print(f"gdsbench: warning: runs differ: {d}", file=sys.stderr)
         header, rows = compare.text_table(c)

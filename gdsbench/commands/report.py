@@ -11,11 +11,13 @@ class ReportCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run", metavar="RUN", help="run directory, or run id under --results")
         parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
-        parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report)")
+        parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report): "
+                            "a new or empty folder, or one gdsbench wrote")
         parser.add_argument("--point", type=int, default=None, metavar="N",
                             help="point whose throughput timeline to draw (default: the best bandwidth point)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.job.errors import UsageError
         from gdsbench.reporting import checkpoint_report, report, train_report
         from gdsbench.results.store import RunStore, resolve_run
 
@@ -26,6 +28,12 @@ class ReportCommand:
         pages = {"train": train_report.build, "checkpoint": checkpoint_report.build}  # a sweep's is report.build
         kind = store.info().get("kind", "sweep")
         if kind in pages:
+            if args.point is not None:
+                raise UsageError(f"--point {args.point}: {run_dir} is a {kind} run, and --point picks a point of a "
+                                 "sweep run; drop --point")
+            store.records()
+            for problem in store.problems:  # a sweep's page lists them in its summary, printed below
+                print(f"gdsbench: warning: {problem}", file=sys.stderr)
             print(f"report: {pages[kind](run_dir, args.out)}")
             return 0
         built = report.build(run_dir, args.out, args.point)

@@ -77,7 +77,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
     rows = df.to_dict("records")
     if not rows:
         raise UsageError(f"run {run_dir}: no checkpoint was written")
-    with html.writing_pages(out_dir or os.path.join(run_dir, "report"), "--out" if out_dir else "the report") as out:
+    with html.run_pages(run_dir, out_dir) as out:
         png = _ranks_chart(rows, os.path.join(out, "rank_times.png"), f"{info['name']}: every rank's time",
                            header(info))
         table = [[r["phase"], r["checkpoint"], f"{r['duration_s']:.3f} s", _gib_s(r), format_rate(r["throughput_bytes_per_s"]),
@@ -96,7 +96,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
             ("Model", html.table(["", ""], [[k, v] for k, v in m.items()] + [
                 ["scale", info["scale"]], ["ranks", info["ranks"]], ["read shift", info["read_shift"]],
                 ["per checkpoint", format_size(info["checkpoint_bytes"])], ["directory", info["directory"]]])),
-        ]
+        ] + html.left_out(df.attrs["problems"])
         if info.get("notes"):
             sections.append(("Notes", "".join(f"<p class='notice'>{html.esc(n)}</p>" for n in info["notes"])))
         path = os.path.join(out, "report.html")

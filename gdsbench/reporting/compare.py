@@ -51,6 +51,7 @@ class Comparison:
     headlines: list[str]
     differences: list[str]  # ranked: those that can change the figures most first
     notices: list[str] = field(default_factory=list)  # those, shown beside the headline
+    coverage: str = ""  # where the grids differ: the points each run has that were left out (coverage())
     html_path: str | None = None
 
 
@@ -139,6 +140,34 @@ def _point(row, keys: list[str]) -> str:
     return analysis.describe_point(row, keys) if keys else "its only point"
 
 
+def _grid(run: Run, keys: list[str]) -> set[tuple]:
+    """The points a run measured, as their values of the aligned dimensions."""
+    return set(run.summary[keys].itertuples(index=False, name=None))
+
+
+def _unmatched(point, other: Run, keys: list[str]) -> str:
+    """' (a point disk did not measure)' after a best point the other run has no match for, else ''."""
+    if not keys or tuple(point[k] for k in keys) in _grid(other, keys):
+        return ""
+    return f" (a point {other.label} did not measure)"
+
+
+def coverage(runs: list[Run], keys: list[str], merged: pd.DataFrame) -> str:
+    """Where the runs' grids differ only partly, one line: how many points of each run had no match
+    (left out of the table and the matched ranges), and the dimensions whose values differ; else ''."""
+    common = set(merged[keys].itertuples(index=False, name=None)) if keys else set()
+    left = [len(_grid(r, keys) - common) for r in runs] if keys else [0]
+    if not any(left):
+        return ""
+    opts = {o.column: o for o in OPTIONS}
+    values = {k: [", ".join(opts[k].format(v) for v in sorted(set(r.summary[k]))) for r in runs] for k in keys}
+    differ = "; ".join(f"{opts[k].key} " + " vs ".join(f"{v} ({r.label})" for v, r in zip(vs, runs))
+                       for k, vs in values.items() if len(set(vs)) > 1)
+    return (f"compared the {len(merged)} point(s) every run measured; left out for want of a match: "
+            + ", ".join(f"{n} of {r.label}'s {len(r.summary)} points" for n, r in zip(left, runs))
+            + f" (the grids differ: {differ})")
+
+
 def _notes(a: str, note_a: str, b: str, note_b: str) -> str:
     """The trust notes of a headline's two best points, where there are any."""
     notes = [f"{label}: {note}" for label, note in ((b, note_b), (a, note_a)) if note]
@@ -174,7 +203,8 @@ def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> st
         matched, left_out = _trusted(merged[merged["bs_bytes"] == largest], a, b)
         parts.append(f"{times(pb['bandwidth_bytes_per_s'] / pa['bandwidth_bytes_per_s'])} bandwidth at "
                      f"{format_size(largest)}, best to best ({format_rate(pb['bandwidth_bytes_per_s'])} at "
-                     f"{_point(pb, keys)} vs {format_rate(pa['bandwidth_bytes_per_s'])} at {_point(pa, keys)}; "
+                     f"{_point(pb, keys)}{_unmatched(pb, base, keys)} vs {format_rate(pa['bandwidth_bytes_per_s'])} "
+                     f"at {_point(pa, keys)}{_unmatched(pa, other, keys)}; "
                      f"{_ratio_range(matched[f'bandwidth_bytes_per_s ratio {b}'])} over matched points{left_out})"
                      + _notes(a, note_a, b, note_b))
     smallest = merged["bs_bytes"].min()
@@ -184,7 +214,8 @@ def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> st
         (pa, note_a), (pb, note_b) = (analysis.best_point(s, "iops") for s in (sa, sb))
         small, left_out = _trusted(merged[merged["bs_bytes"] == smallest], a, b)
         parts.append(f"{times(pb['iops'] / pa['iops'])} IOPS at {format_size(smallest)}, best to best "
-                     f"({pb['iops']:,.0f} at {_point(pb, keys)} vs {pa['iops']:,.0f} at {_point(pa, keys)}; "
+                     f"({pb['iops']:,.0f} at {_point(pb, keys)}{_unmatched(pb, base, keys)} vs {pa['iops']:,.0f} at "
+                     f"{_point(pa, keys)}{_unmatched(pa, other, keys)}; "
                      f"{_ratio_range(small[f'iops ratio {b}'])} over matched points{left_out})"
                      + _notes(a, note_a, b, note_b))
         gain = pa["lat_p99_ns"] / pb["lat_p99_ns"]  # > 1: the other tier is faster
@@ -227,7 +258,8 @@ def compare(run_dirs: list[str]) -> Comparison:
             merged[f"{f} ratio {run.label}"] = merged[f"{f} {run.label}"] / merged[f"{f} {base.label}"]
     headlines = [headline(base, run, merged, keys) for run in runs[1:]]
     first, rest = differences(runs, keys)
-    return Comparison(runs, keys, merged, headlines, first + rest, notices=first)
+    return Comparison(runs, keys, merged, headlines, first + rest, notices=first,
+                      coverage=coverage(runs, keys, merged))
 
 
 def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
@@ -257,9 +289,10 @@ def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def write(c: Comparison, out_dir: str) -> str:
-    """Overlaid charts and one HTML page; returns the page's path."""
-    with html.writing_pages(out_dir) as out:
+def write(c: Comparison, out_dir: str, chosen: bool = False) -> str:
+    """Overlaid charts and one HTML page; returns the page's path. chosen: the user named out_dir (--out),
+    which is then refused if it holds files gdsbench did not write (html.writing_pages)."""
+    with html.writing_pages(out_dir, chosen=chosen) as out:
         return _write(c, out)
 
 
@@ -290,7 +323,7 @@ def _write(c: Comparison, out_dir: str) -> str:
     }
     header, rows = text_table(c)
     top = "".join(f'<p class="headline">{html.esc(h)}</p>' for h in c.headlines)
-    top += "".join(f'<p class="notice">{html.esc(n)}</p>' for n in c.notices)
+    top += "".join(f'<p class="notice">{html.esc(n)}</p>' for n in c.notices + [c.coverage] if n)
     top += f'<p class="rule">{html.esc(HEADLINE_RULE)} Knees: {html.esc(analysis.KNEE_RULE)}.</p>'
     sections = [("", top)]
     sections += [(f"What was measured: {r.label}", html.table(["", ""], measured.what_was_measured(r.df, r.info)))
@@ -304,7 +337,7 @@ def _write(c: Comparison, out_dir: str) -> str:
         ("Points", html.table(header, rows)),
         ("Runs", html.table(["label", "run", "host", "created"], [
             [r.label, r.info["run_id"], r.info["host"], r.info["created"]] for r in c.runs])),
-    ]
+    ] + html.left_out([p for r in c.runs for p in r.df.attrs["problems"]])
     path = os.path.join(out_dir, "compare.html")
     html.write_page(path, f"gdsbench compare: {title}", sections)
     c.html_path = path

@@ -27,18 +27,45 @@ th { background: #f3f3f3; } .headline { font-size: 1.2em; font-weight: 600; marg
 """
 
 
+MARKER = ".gdsbench-report"  # in every folder gdsbench writes pages into: a folder it may write again
+
+
 @contextlib.contextmanager
-def writing_pages(out_dir: str, flag: str = "--out"):
+def writing_pages(out_dir: str, flag: str = "--out", chosen: bool = True):
     """Make out_dir, and turn a failure to write in it (no space, read-only,
-    not a directory) into one line naming it: the runs' points are never at stake."""
+    not a directory) into one line naming it: the runs' points are never at stake.
+    A folder the user chose (chosen) that holds files gdsbench did not write (no
+    MARKER) is refused: gdsbench never overwrites a file it did not create."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageError(f"{flag} {out_dir}: is a file; give a directory for the pages")
     try:
+        if chosen and os.path.isdir(out_dir) and os.listdir(out_dir) and not os.path.exists(
+                os.path.join(out_dir, MARKER)):
+            raise UsageError(f"{flag} {out_dir}: holds files gdsbench did not write (it has no {MARKER}), and "
+                             "gdsbench never overwrites files of yours; give a new or empty directory")
         os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, MARKER), "w") as f:
+            f.write("pages written by gdsbench: it may write here again\n")
         yield out_dir
     except OSError as e:
         raise UsageError(f"{flag} {out_dir}: cannot write the pages there: {e.strerror}; the runs' points are "
                          "unchanged") from None
+
+
+def run_pages(run_dir: str, out_dir: str | None):
+    """writing_pages for a run's page: out_dir, or the run's own report/ (a folder inside the run is
+    gdsbench's, marked or not: runs made before MARKER existed have a report/ without it)."""
+    out = out_dir or os.path.join(run_dir, "report")
+    inside = os.path.realpath(out).startswith(os.path.join(os.path.realpath(run_dir), ""))
+    return writing_pages(out, "--out" if out_dir else "the report", chosen=not inside)
+
+
+def left_out(problems: Sequence[str]) -> list[tuple[str, str]]:
+    """A page's section naming the saved lines it leaves out (unreadable or damaged), where there are any."""
+    if not problems:
+        return []
+    return [("Left out: saved lines that could not be read",
+             "".join(f"<p class='notice'>{esc(p)}</p>" for p in problems))]
 
 
 def esc(text: object) -> str:

@@ -42,10 +42,14 @@ def _summary(df: pd.DataFrame, summary: pd.DataFrame, knees, qd_curves, column: 
     best_bw, bw_note = analysis.best_point(summary, "bandwidth_bytes_per_s")
     best_iops, iops_note = analysis.best_point(summary, "iops")
     problems = df.attrs.get("problems") or []
+    planned = info.get("points")  # a run.json edited by hand may have lost the plan: the points still count
+    skipped = info.get("skipped") or []
     lines = [
         ("run", f"{info['run_id']} ({info['status']}), gdsbench {info['gdsbench']} on {info['host']}"),
-        ("points", f"{len(summary)} of {len(info['points'])} measured, {int(summary['repeats'].max())} repeat(s) each"
-                   + (f"; {len(info['skipped'])} skipped as nonsensical" if info["skipped"] else "")),
+        ("points", (f"{len(summary)} of {len(planned)} measured" if isinstance(planned, list) else
+                    f"{len(summary)} measured (run.json does not list the points planned)")
+                   + f", {int(summary['repeats'].max())} repeat(s) each"
+                   + (f"; {len(skipped)} skipped as nonsensical" if skipped else "")),
         ("best bandwidth", analysis.with_note(f"{format_rate(best_bw['bandwidth_bytes_per_s'])} at "
                                               f"{analysis.describe_point(best_bw, dims)}", bw_note)),
         ("best IOPS", analysis.with_note(f"{format_count(best_iops['iops'])} at "
@@ -117,7 +121,7 @@ def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None =
     df = load(run_dir)
     if df.empty:
         raise UsageError(f"run {run_dir}: no completed points yet; finish it with `gdsbench sweep --resume`")
-    with html.writing_pages(out_dir or os.path.join(run_dir, "report"), "--out" if out_dir else "the report") as out:
+    with html.run_pages(run_dir, out_dir) as out:
         return _build(df, out, timeline_point)
 
 
@@ -177,7 +181,7 @@ def _build(df: pd.DataFrame, out_dir: str, timeline_point: int | None) -> Report
     if hosts:
         sections.append(("Per host (each repeat; a host's bytes over its ranks' latest end minus earliest start)",
                          html.table(["point", "repeat", "host", "ranks", "bytes", "bandwidth"], hosts)))
-    if info["skipped"]:
+    if info.get("skipped"):
         sections.append(("Skipped points", html.table(["point", "why"], [
             [" ".join(f"{k}={v}" for k, v in s["values"].items()), s["reason"]] for s in info["skipped"]])))
     target_rows = [[path, ", ".join(f"{k}={v}" for k, v in t.items() if v not in (None, ""))]

@@ -149,7 +149,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
     sub = (f"{w['name']}: {info['dataset']['samples']} samples of {format_size(info['dataset']['mean_sample_bytes'])}, "
            f"batch {w['batch']}, compute {_s(w['compute_s'])}; {reader['mode']} {reader['engine']} "
            f"{'O_DIRECT' if reader['direct'] else 'buffered'}")
-    with html.writing_pages(out_dir or os.path.join(run_dir, "report"), "--out" if out_dir else "the report") as out:
+    with html.run_pages(run_dir, out_dir) as out:
         au_png = _au_chart(summary, w["au_threshold"], predicted, os.path.join(out, "au_vs_accelerators.png"),
                            f"{info['name']}: accelerator utilisation by accelerators", sub)
         time_png = _au_time_chart(df, w["au_threshold"], os.path.join(out, "au_over_time.png"),
@@ -179,7 +179,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
             ("Every run", html.table(["accelerators", "repeat", "AU", "", "predicted", "samples/s", "MiB/s (DLIO's)",
                                       "step p50", "step p99", "wait p99", "stragglers (mean)", "cached"], rows)),
             ("Workload", html.table(["", ""], workload_rows)),
-        ]
+        ] + html.left_out(df.attrs["problems"])
         if "per_host" in df and df["per_host"].notna().any():  # accelerators on several hosts (mpirun)
             sections.insert(-1, ("Per host (AU of its accelerators; steps it held up as the last host to arrive)",
                                  html.table(["accelerators", "repeat", "host", "ranks", "AU", "steps held up"], [

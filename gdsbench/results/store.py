@@ -52,6 +52,45 @@ LOCK_FILE = "lock"
 CREATING = ".creating-run-"  # a run folder being made, before its rename into place
 FINAL_STATUSES = ("complete", "failed", "interrupted")
 
+# What the pages read of every record, by kind of run: (numbers, numbers or null, lists). A record where
+# one of these is missing or of another type (a line edited by hand or by a tool) is skipped, as a line
+# that is not JSON is, so the rest of the run still reads.
+RECORD_FIELDS = {
+    "sweep": (("point", "repeat", "bs_bytes", "qd", "bandwidth_bytes_per_s", "iops", "elapsed_ns", "interval_ns",
+               "lat_min_ns", "lat_mean_ns", "lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p99.9_ns", "lat_p99.99_ns",
+               "lat_max_ns", "hist_m2"),
+              ("cpu_s_per_gb", "cpu_user_s", "cpu_sys_s", "cached_fraction"),
+              ("hist_index", "hist_count", "timeline_bytes")),
+    "train": (("point", "repeat", "accelerators", "au_percent", "samples_per_s", "mib_per_s", "read_mib_per_s",
+               "step_time_p50_s", "step_time_p99_s", "wait_p50_s", "wait_p99_s"),
+              ("predicted_au_percent", "straggler_mean_s", "cached_fraction"),
+              ("au_time_s", "au_time", "step_time_s_all")),
+    "checkpoint": (("checkpoint", "bytes", "duration_s", "throughput_bytes_per_s", "rank_median_s", "rank_min_s",
+                    "slowest_rank", "verified_blocks"),
+                   ("cached_fraction",),
+                   ("rank_seconds",)),
+}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN is no figure
+
+
+def damage(row: dict[str, Any], kind: str) -> str | None:
+    """What is wrong with a record of a `kind` run ("lat_p99_ns: 'oops', not a number"), or None."""
+    numbers, optional, lists = RECORD_FIELDS.get(kind, ((), (), ()))
+    for name in numbers + optional + lists:
+        value = row.get(name)
+        if name in lists:
+            ok = isinstance(value, list)
+        else:
+            ok = _is_number(value) or (value is None and name in optional)
+        if not ok:
+            return f"{name}: " + ("missing" if name not in row else f"{json.dumps(value)[:20]}, not a "
+                                  + ("list" if name in lists else "number"))
+    return None
+
+
 
 def git_revision() -> str | None:
     """The checkout's commit, when gdsbench runs from one."""
@@ -78,6 +117,11 @@ def _write_atomic(path: str, write, *, durable: bool = True) -> None:
             os.unlink(tmp)
         raise UsageError(f"{path}: cannot write: {e.strerror}; the points saved before this stay in "
                          f"{os.path.join(os.path.dirname(path), POINTS_JSONL)}") from None
+
+
+def _unreadable(path: str, e: OSError) -> UsageError:
+    return UsageError(f"{path}: cannot read it ({e.strerror}); give your user read permission "
+                      f"(chmod u+r {path}), or run as the user who made the run")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -221,6 +265,8 @@ class RunStore:
         try:
             with open(path) as f:
                 info = json.load(f)
+        except OSError as e:
+            raise _unreadable(path, e) from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise UsageError(f"{path}: not a gdsbench run description ({e}); the points, if any, are in "
                              f"{os.path.join(self.path, POINTS_JSONL)}") from None
@@ -249,19 +295,26 @@ class RunStore:
         self.problems = []
         if not os.path.exists(path):
             return []
+        kind = self.info().get("kind", "sweep")
         rows = []
-        with open(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                if not raw.endswith(b"\n"):
-                    break
-                try:
-                    row = json.loads(raw)
-                    if not isinstance(row, dict) or "point_key" not in row:
-                        raise ValueError("not a point record")
-                except (ValueError, UnicodeDecodeError) as e:
-                    self.problems.append(f"{path} line {number}: skipped, not a point record ({str(e)[:60]})")
-                    continue
-                rows.append(row)
+        try:
+            with open(path, "rb") as f:
+                for number, raw in enumerate(f, start=1):
+                    if not raw.endswith(b"\n"):
+                        break
+                    try:
+                        row = json.loads(raw)
+                        if not isinstance(row, dict) or "point_key" not in row:
+                            raise ValueError("not a point record")
+                        wrong = damage(row, kind)
+                        if wrong:
+                            raise ValueError(wrong)
+                    except (ValueError, UnicodeDecodeError) as e:
+                        self.problems.append(f"{path} line {number}: skipped, not a point record ({str(e)[:60]})")
+                        continue
+                    rows.append(row)
+        except OSError as e:
+            raise _unreadable(path, e) from None
         return rows
 
     def completed(self) -> set[tuple[str, int]]:
@@ -348,10 +401,16 @@ def require_kind(info: dict, run_dir: str, kind: str, doing: str) -> None:
 
 def resolve_run(run: str, results_dir: str = "results") -> str:
     """A run directory from a path or a run id under results_dir."""
-    for candidate in (run, os.path.join(results_dir, run)):
+    candidates = list(dict.fromkeys((run, os.path.join(results_dir, run))))  # once each: an absolute RUN is both
+    for candidate in candidates:
         if os.path.isfile(os.path.join(candidate, RUN_FILE)):
             return candidate
-    raise UsageError(f"run {run}: not found (looked for {RUN_FILE} in {run} and {os.path.join(results_dir, run)})")
+    for candidate in candidates:
+        if os.path.isfile(os.path.join(candidate, POINTS_JSONL)):
+            raise UsageError(f"run {run}: no {RUN_FILE} in {candidate}, though its points are there "
+                             f"({POINTS_JSONL}); a report needs both: restore {RUN_FILE} from a copy of the run")
+    raise UsageError(f"run {run}: not found (looked for {RUN_FILE} in {' and '.join(candidates)}); give a run "
+                     "directory, or a run id under --results")
 
 
 def load(run_dir: str) -> pd.DataFrame:
