@@ -85,9 +85,10 @@ class Grid:
     skipped: list[dict[str, Any]]  # {"values": {...}, "reason": "..."}
 
 
-def _dimension_option(key: str, where: str) -> Option:
+def _dimension_option(key: str, where: str, also: tuple[str, ...] = ()) -> Option:
+    """The job option a sweep key names; `also`: the other keys the caller reads (a file's name, repeat)."""
     if key not in BY_KEY:
-        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join(BY_KEY)}")
+        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join([*also, *BY_KEY])}")
     return BY_KEY[key]
 
 
@@ -149,7 +150,7 @@ def load_sweep_file(path: str) -> SweepSpec:
             if key == "name":
                 name = str(value)
                 continue
-            opt = _dimension_option(key, "option")
+            opt = _dimension_option(key, "option", also=("name", "repeat"))
             if isinstance(value, list):
                 if not value:
                     raise UsageError(f"{key} is an empty list; give at least one value")
