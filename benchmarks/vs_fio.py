@@ -214,15 +214,15 @@ def warm_up(path: str) -> None:
 WRITE_FILE = 1 << 30  # each tool's file for the write rows
 
 
-def prepare_files(disk_size: str) -> tuple[dict[str, str], DiskCounters]:
+def prepare_files(disk_size: str, scratch: str = SCRATCH) -> tuple[dict[str, str], DiskCounters]:
     """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache, and one
     for each tool to write, both made alike by `prepare`: gdsbench writes only into such a file, and
     a file fio lays out itself is placed differently on disk, which the disk's speed follows) and
     the disk's counters."""
-    os.makedirs(SCRATCH, exist_ok=True)
-    files = {"disk": os.path.join(SCRATCH, "vs_fio-disk.dat"), "warm": os.path.join(SCRATCH, "vs_fio-warm.dat"),
-             "write-gdsbench": os.path.join(SCRATCH, "vs_fio-write-gdsbench.dat"),
-             "write-fio": os.path.join(SCRATCH, "vs_fio-write-fio.dat")}
+    os.makedirs(scratch, exist_ok=True)
+    files = {"disk": os.path.join(scratch, "vs_fio-disk.dat"), "warm": os.path.join(scratch, "vs_fio-warm.dat"),
+             "write-gdsbench": os.path.join(scratch, "vs_fio-write-gdsbench.dat"),
+             "write-fio": os.path.join(scratch, "vs_fio-write-fio.dat")}
     gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(disk_size))
     gdsbench.prepare(files["warm"], 1 << 30)
     gdsbench.prepare(files["write-gdsbench"], WRITE_FILE)
@@ -236,7 +236,10 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
     """--job FILE: both tools run each job of one fio job file (or --section's), on the same prepared
     file: fio from the file itself, gdsbench from it by `run --fio-job` (its options said as flags).
     Only the file name, size (the prepared file's), runtime, ramp and seed are set for both, in a
-    copy of the job both read. Alternated fio, gdsbench, ..., fio; ratios as the rows' are."""
+    copy of the job both read. Alternated fio, gdsbench, ..., fio; ratios as the rows' are. A write
+    job writes one file, made anew by `prepare` before every run of either tool: where a file lies
+    on this disk sets its write speed (a file fio wrote once took 1.7x its own file's IOPS), so
+    each run gets a fresh placement, and neither tool keeps a luckier file."""
     from gdsbench.job import fio_job
     from gdsbench.job.errors import UsageError
 
@@ -252,27 +255,38 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
         options = dict(fio_job.read(args.job).items(section))
         writes = options.get("rw", options.get("readwrite", "read")) in ("write", "randwrite")
         metric = "iops" if int(gdsbench.job.units.parse_size(options.get("bs", "4k"))) < (1 << 20) else "bandwidth"
-        per_tool = {}
-        for tool in ("fio", "gdsbench"):
-            target = files[f"write-{tool}"] if writes else files["disk"]
-            copy = {k: v for k, v in options.items() if k not in ("directory", "filename", "size", "runtime",
-                                                                   "ramp_time", "time_based", "randseed")}
-            copy.update(filename=target, size=str(os.path.getsize(target)), runtime=f"{round(args.runtime * 1000)}ms",
-                        ramp_time=f"{round(args.ramp * 1000)}ms")
-            path = os.path.join(SCRATCH, f"vs_fio-job-{tool}.fio")
+        target = os.path.join(os.path.dirname(files["disk"]), "vs_fio-job-write.dat") if writes else files["disk"]
+        size = WRITE_FILE if writes else os.path.getsize(target)
+        copy = {k: v for k, v in options.items() if k not in ("directory", "filename", "size", "runtime",
+                                                               "ramp_time", "time_based", "randseed")}
+        copy.update(filename=target, size=str(size), runtime=f"{round(args.runtime * 1000)}ms",
+                    ramp_time=f"{round(args.ramp * 1000)}ms")
+
+        def job_file(tool: str, seed: int, section=section, copy=copy) -> str:
+            """The job as both tools read it, its seed inside: fio applies a command line's --randseed
+            to no job of a job file, so every run read the same offsets, ever warmer in the host's cache."""
+            path = os.path.join(os.path.dirname(files["disk"]), f"vs_fio-job-{tool}.fio")
             with open(path, "w") as f:
                 f.write(f"[{section}]\n" + "".join(f"{k}\n" if v is None else f"{k}={v}\n" for k, v in copy.items())
-                        + "time_based\n")
-            per_tool[tool] = path
+                        + f"time_based\nrandseed={seed}\n")
+            return path
 
-        def fio_once(seed: int, per_tool=per_tool, writes=writes) -> dict:
-            side = fio_figures(subprocess.run(["fio", "--output-format=json", f"--randseed={seed}", per_tool["fio"]],
+        def fresh(target=target, writes=writes) -> None:  # a write job's file, laid out anew for this run
+            if writes:
+                if os.path.exists(target):  # the last run's writes left it no longer gdsbench's: made again
+                    os.remove(target)
+                gdsbench.prepare(target, WRITE_FILE)
+
+        def fio_once(seed: int, job_file=job_file, writes=writes, fresh=fresh) -> dict:
+            fresh()
+            side = fio_figures(subprocess.run(["fio", "--output-format=json", job_file("fio", seed)],
                                               capture_output=True, text=True, check=True).stdout, writes)
             return {"bandwidth": side["bw_bytes"], "iops": side["iops"]}
 
-        def gdsbench_once(seed: int, per_tool=per_tool) -> dict:
-            out = subprocess.run([sys.executable, "-m", "gdsbench", "run", "--fio-job", per_tool["gdsbench"], "--seed",
-                                  str(seed), "--json"], capture_output=True, text=True, check=True).stdout
+        def gdsbench_once(seed: int, job_file=job_file, fresh=fresh) -> dict:
+            fresh()
+            out = subprocess.run([sys.executable, "-m", "gdsbench", "run", "--fio-job", job_file("gdsbench", seed),
+                                  "--seed", str(seed), "--json"], capture_output=True, text=True, check=True).stdout
             d = json.loads(out)
             return {"bandwidth": d["bandwidth_bytes_per_s"], "iops": d["iops"]}
 
@@ -288,6 +302,8 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
                       shown(median([r[metric] for r in gds_runs])), f"{mid:.3f} ({ci[0]:.3f}-{ci[1]:.3f})", verdict])
         raw["jobs"].append({"job": section, "metric": metric, "fio": fio_runs, "gdsbench": gds_runs, "ratios": ratios,
                             "verdict": verdict})
+        if writes and os.path.exists(target):
+            os.remove(target)
     return table, raw
 
 
@@ -303,9 +319,12 @@ def main() -> int:
     ap.add_argument("--job", metavar="FILE.fio", help="instead of the rows: run each job of this fio job file in both "
                     "tools (gdsbench by `run --fio-job`)")
     ap.add_argument("--section", metavar="NAME", help="with --job: only this job of the file")
+    ap.add_argument("--scratch", default=SCRATCH, metavar="DIR", help="where the files both tools read and write go "
+                    "(default results/scratch); e.g. a RAM block device's filesystem, where no host cache decides "
+                    "which offsets are fast")
     args = ap.parse_args()
 
-    files, counters = prepare_files(args.disk_size)
+    files, counters = prepare_files(args.disk_size, args.scratch)
     if args.job:
         table, raw = job_file_rows(args, files)
         md = markdown_table(["job", "metric", "fio (median)", "gdsbench (median)", "ratio gds/fio (CI)", "verdict"],
@@ -315,7 +334,8 @@ def main() -> int:
                  f"(the prepared file's), runtime ({args.runtime:g} s), ramp ({args.ramp:g} s), time_based and the "
                  f"random seed are set, the same for both; alternated fio, gdsbench, ..., fio ({args.repeats} gdsbench "
                  "runs), each ratio against the mean of the fio runs either side, the median with a distribution-free "
-                 "interval; target 0.97 as for the rows."]
+                 "interval; target 0.97 as for the rows. A write job writes one file, made anew by `gdsbench prepare` "
+                 "before every run of either tool, so neither keeps a faster-placed file."]
         print("\n" + md)
         paths = write_outputs(args.name, f"gdsbench vs fio from one job file ({os.path.basename(args.job)})", md,
                               notes, raw)
