@@ -53,7 +53,8 @@ def run_summary(r: Result) -> str:
         lines.append(f"first byte p50 {format_duration(fb.percentile(50))}  p99 {format_duration(fb.percentile(99))}  "
                      f"max {format_duration(fb.max)}   connections {r.connections:,} for {r.ops:,} requests")
     if r.fsync and r.fsync.count:
-        lines.append(f"fsync      {r.fsync.count:,} call{'' if r.fsync.count == 1 else 's'}, p50 {format_duration(r.fsync.percentile(50))}, max "
+        calls = f"{r.fsync.count:,} call{'' if r.fsync.count == 1 else 's'}"
+        lines.append(f"fsync      {calls}, p50 {format_duration(r.fsync.percentile(50))}, max "
                      f"{format_duration(r.fsync.max)} (inside the measured time)")
     if r.retries:
         lines.append(f"retries    {r.retries:,} requests tried again after a failure (--retries), not counted as reads")
