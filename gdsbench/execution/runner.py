@@ -56,7 +56,7 @@ def resolve_engine(spec: JobSpec) -> str:
         raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
                          f"{ENGINE_INFO[first]['unavailable']}")
     engine = usable[0]
-    foreign = spec.foreign_option(engine)
+    foreign = spec.foreign_option((engine,))
     if foreign:
         opens = ENGINE_INFO[foreign.engine]["opens"]
         fix = f"use --engine {foreign.engine}" if kind in opens else \

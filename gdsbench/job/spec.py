@@ -384,25 +384,24 @@ class _JobOptions:
 
     def _check_engine_options(self, mode) -> None:
         """An engine's option is taken only by that engine, and some may not exceed --qd."""
-        engines = mode.engines if self.engine == "auto" else (self.engine,)
+        foreign = self.foreign_option(mode.engines if self.engine == "auto" else (self.engine,))
+        if foreign:
+            modes = [m.name for m in MODES.values() if foreign.engine in m.engines]
+            fix = f"--engine {foreign.engine}" if self.mode in modes else f"--mode {modes[0]}"
+            who = f"--engine {self.engine}" if self.engine != "auto" else f"--mode {self.mode}"
+            raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, which {who} does "
+                                      f"not read with; use {fix}")
         for opt in OPTIONS:
             value = getattr(self, opt.name)
-            if opt.engine is None or value == _DEFAULTS[opt.name]:
-                continue
-            if opt.engine not in engines:
-                modes = [m.name for m in MODES.values() if opt.engine in m.engines]
-                fix = f"--engine {opt.engine}" if self.mode in modes else f"--mode {modes[0]}"
-                who = f"--engine {self.engine}" if self.engine != "auto" else f"--mode {self.mode}"
-                raise IncompatibleOptions(f"{opt.flag} is an option of the {opt.engine} engine, which {who} does not "
-                                          f"read with; use {fix}")
-            if opt.at_most_depth and value > self.qd:
+            if opt.at_most_depth and value != _DEFAULTS[opt.name] and value > self.qd:
                 raise IncompatibleOptions(f"{opt.flag} {opt.format(value)}: must be between {opt.format(opt.low)} and "
                                           f"--qd ({self.qd})")
 
-    def foreign_option(self, engine: str) -> Option | None:
-        """The first option of an engine other than `engine` that this job sets (None: none): with
-        --engine auto the target picks the engine, and another's option would be ignored."""
-        return next((o for o in OPTIONS if o.engine not in (None, engine)
+    def foreign_option(self, engines: tuple[str, ...]) -> Option | None:
+        """The first option of an engine not in `engines` that this job sets (None: none): the mode's
+        engines while --engine is auto; the one the target got once it is resolved (runner), where
+        another's option would be ignored."""
+        return next((o for o in OPTIONS if o.engine is not None and o.engine not in engines
                      and getattr(self, o.name) != _DEFAULTS[o.name]), None)
 
     def replace(self, **changes: Any) -> JobSpec:
