@@ -15,7 +15,7 @@ import os
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
-from gdsbench.system import object_store, pagecache
+from gdsbench.system import object_store, output_files, pagecache
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
 from gdsbench.system.targets import is_url
@@ -49,15 +49,13 @@ class LocalFolder:
 
     def write_text(self, file: str, text: str) -> None:
         """Written whole or not at all (a temporary file renamed into place)."""
-        path = self.path(file)
-        tmp = f"{path}.partial-{os.getpid()}"
-        try:
+        def write(tmp: str) -> None:
             with open(tmp, "w") as f:
                 f.write(text)
-            os.replace(tmp, path)
+
+        try:
+            output_files.write_whole(self.path(file), write)
         except OSError as e:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
             raise UsageError(f"PATH {self.name}: cannot write {file}: {e.strerror}; choose a directory gdsbench may "
                              "write in") from None
 

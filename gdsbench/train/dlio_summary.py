@@ -23,6 +23,7 @@ import numpy as np
 
 from gdsbench import __version__
 from gdsbench.results.schema import SCHEMA_VERSION
+from gdsbench.system import output_files
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # DLIO's LOG_TS_FORMAT
 GIB = 1024.0**3
@@ -102,9 +103,10 @@ def write(run_dir: str, run, row: dict, single: bool) -> str:
     folder = os.path.join(run_dir, "dlio", f"{row['point_key']}-repeat{row['repeat']}")
     os.makedirs(folder, exist_ok=True)
     paths = [os.path.join(folder, "summary.json")] + ([os.path.join(run_dir, "summary.json")] if single else [])
-    for path in paths:
-        tmp = path + ".partial"
+    def dump(tmp: str) -> None:
         with open(tmp, "w") as f:
             json.dump(data, f, indent=4)
-        os.replace(tmp, path)
+
+    for path in paths:
+        output_files.write_whole(path, dump)
     return paths[0]
