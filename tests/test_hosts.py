@@ -131,7 +131,10 @@ def test_a_rank_killed_on_another_host_is_named_and_the_points_so_far_are_kept(h
     ours = [line for line in err.splitlines() if "gdsbench: " in line]
     assert len(ours) == 1 and "rank 0 on h1" in ours[0], err
     words = " ".join(err.split())  # the launcher's, wrapped at its own width
-    assert "process rank 2 with PID" in words and "on node h3 exited on signal 9" in words
+    # Open MPI's own account: the launcher names the killed rank, unless (on a loaded machine) a peer's
+    # socket error reaches it first; which comes first is Open MPI's race, not gdsbench's to settle
+    assert ("process rank 2 with PID" in words and "on node h3 exited on signal 9" in words) or \
+        "An error occurred in Socket" in words, words
     assert "Traceback" not in err
     df = pd.read_parquet(next(tmp_path.glob("*/points.parquet")))
     assert len(df) == 1 and set(df["hosts"]) == {3}
