@@ -39,7 +39,7 @@ struct IoRequest {
   uint32_t length = 0;
   int64_t result = 0;
   uint64_t submit_ns = 0;
-  uint64_t first_byte_ns = 0;  // set by engines that see it (curl): issue to the answer's first byte
+  uint64_t first_byte_ns = 0;  // set by engines that see it (curl): issue (the first try's) to the first body byte
   bool reread = false;         // its block was read before in this run (a later pass): not a first read
 };
 

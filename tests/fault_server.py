@@ -4,6 +4,9 @@ connections, and the first part of a request's path picks a fault:
 
     /slow-MS/FILE    wait MS milliseconds before each answer (a slow server)
     /flaky-N/FILE    answer every N-th request 503 SlowDown (a busy S3)
+    /busy-W-D/FILE   the first GET of each range: wait W ms, answer 503 SlowDown; a later GET of it:
+                     send the headers at once, then wait D ms before the body (a retried request
+                     whose answer is slow to start)
     /short/FILE      answer a range one 4 KiB block shorter than asked (a short body)
     /cut/FILE        promise the whole range, send half, and close (a dropped connection)
     /plain/FILE      no fault
@@ -21,7 +24,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RANGE = re.compile(r"bytes=(\d+)-(\d+)")
-FAULT = re.compile(r"/(slow-(\d+)|flaky-(\d+)|short|cut|plain)(/.*)")
+FAULT = re.compile(r"/(slow-(\d+)|flaky-(\d+)|busy-(\d+)-(\d+)|short|cut|plain)(/.*)")
 BLOCK = 4096
 
 
@@ -29,6 +32,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # kept connections, as real servers keep them
     requests = 0
     lock = threading.Lock()
+    refused: set[tuple[str, str]] = set()  # /busy-W-D/: (path, range) of the GETs answered 503 once
 
     def log_message(self, *args) -> None:
         pass
@@ -44,7 +48,7 @@ class Handler(BaseHTTPRequestHandler):
             Handler.requests += 1
             count = Handler.requests
         m = FAULT.fullmatch(self.path)
-        path = os.path.join(self.server.folder, m.group(4).lstrip("/")) if m else ""
+        path = os.path.join(self.server.folder, m.group(6).lstrip("/")) if m else ""
         if not m or not os.path.isfile(path):
             self.send_error(404)
             return
@@ -52,12 +56,18 @@ class Handler(BaseHTTPRequestHandler):
         if m.group(2):
             time.sleep(int(m.group(2)) / 1000)
         if m.group(3) and body and count % int(m.group(3)) == 0:
-            message = b"<Error><Code>SlowDown</Code></Error>"
-            self.send_response(503)
-            self.send_header("Content-Length", str(len(message)))
-            self.end_headers()
-            self.wfile.write(message)
+            self.slow_down()
             return
+        busy = fault.startswith("busy-") and body
+        if busy:
+            key = (self.path, self.headers.get("Range", ""))
+            with Handler.lock:
+                first_try = key not in Handler.refused
+                Handler.refused.add(key)
+            if first_try:
+                time.sleep(int(m.group(4)) / 1000)
+                self.slow_down()
+                return
         size = os.path.getsize(path)
         asked = RANGE.fullmatch(self.headers.get("Range", ""))
         if not body or not asked:
@@ -78,12 +88,22 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Range", f"bytes {first}-{last}/{size}")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if busy:  # the answer has begun (status and headers sent); its body comes later
+            self.wfile.flush()
+            time.sleep(int(m.group(5)) / 1000)
         if fault == "cut":
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
             self.close_connection = True
             return
         self.wfile.write(data)
+
+    def slow_down(self) -> None:
+        message = b"<Error><Code>SlowDown</Code></Error>"
+        self.send_response(503)
+        self.send_header("Content-Length", str(len(message)))
+        self.end_headers()
+        self.wfile.write(message)
 
 
 def main() -> None:

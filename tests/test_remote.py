@@ -240,6 +240,22 @@ def test_a_slow_server_is_timed_to_its_first_byte(gdsbench, faulty):
     assert d["ops"] == 8 and d["first_byte_p50_ns"] >= 40e6 and d["lat_p50_ns"] >= d["first_byte_p50_ns"]
 
 
+def test_a_retried_request_is_timed_to_its_first_byte_from_its_first_issue(gdsbench, faulty):
+    """The user waited through the 503 and the retry: time to first byte runs from the first
+    try's issue to the first body byte of the try that counted, as the latency (last byte) does.
+    The server answers the range's first GET 503 after 300 ms; the retry (after gdsbench's
+    100 ms backoff) gets its status and headers at once and its body 300 ms later. libcurl's
+    STARTTRANSFER would count from the last try's start, and stop at its headers. Lower bounds
+    only: a loaded machine makes every figure longer, never shorter."""
+    refused_ms, backoff_ms, body_ms = 300, 100, 300
+    d = run_json(gdsbench, f"{faulty}/busy-{refused_ms}-{body_ms}/bucket/data.dat", "--bs", "64K", "--qd", "1",
+                 "--io-size", "64K", "--retries", "1", "--verify")
+    assert d["ops"] == 1 and d["retried_requests"] == 1 and d["verify_mismatches"] == 0
+    waited = (refused_ms + backoff_ms + body_ms) * 1e6  # one op: its p50 is its own time, exactly
+    assert d["first_byte_p50_ns"] >= waited, d["first_byte_p50_ns"]
+    assert d["lat_p50_ns"] >= d["first_byte_p50_ns"]
+
+
 def test_a_request_slower_than_timeout_ends_the_run_in_one_line(gdsbench, nginx):
     """nginx sends 256 KiB/s under /throttled/: a 2 MiB range takes 8 s, over --timeout 1s."""
     res = gdsbench("run", f"{nginx}/throttled/bucket/data.dat", "--bs", "2M", "--io-size", "2M", "--timeout", "1s")

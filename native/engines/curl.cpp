@@ -114,7 +114,9 @@ struct Transfer {
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   IoRequest* request = nullptr;
-  unsigned attempts = 0;  // of this request, the first included
+  unsigned attempts = 0;   // of this request, the first included
+  uint64_t issued_ns = 0;  // the first try's issue (the loop's stamp, now_ns()): kept across retries
+  uint64_t body_ns = 0;    // now_ns() when this try's first body byte came (0: none yet)
   uint64_t got = 0;
   bool range_matches = false;  // a Content-Range naming the range asked
   bool too_long = false;
@@ -161,6 +163,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     t->too_long = true;
     return 0;  // aborts the transfer: the server sent more than was asked
   }
+  if (!t->body_ns) t->body_ns = now_ns();  // the answer's first body byte: its time to first byte ends here
   std::memcpy(t->request->buf + t->got, data, bytes);
   t->got += bytes;
   return bytes;
@@ -298,6 +301,7 @@ class CurlEngine final : public Engine {
     idle_.pop_back();
     t->request = r;
     t->attempts = 0;
+    t->issued_ns = r->submit_ns ? r->submit_ns : now_ns();  // the loop stamps its requests; a lone read may not
     start(*t);
   }
 
@@ -389,6 +393,7 @@ class CurlEngine final : public Engine {
     const IoRequest& r = *t.request;
     ++t.attempts;
     t.got = 0;
+    t.body_ns = 0;  // each try's own: only the try that counts gives the first byte (a 503's body is no data)
     t.range_matches = t.too_long = t.ignores_range = false;
     t.error_body.clear();
     t.error[0] = 0;
@@ -400,15 +405,16 @@ class CurlEngine final : public Engine {
   }
 
   // t's request, checked, once its answer is complete; nullptr where it was started again (--retries).
-  // A retried request's latency runs from its first try: what its reader waited.
+  // A retried request's latency runs from its first try: what its reader waited. So does its time
+  // to first byte: from the first try's issue (the loop's submit_ns, on the clock the loop's
+  // latency uses) to the first body byte of the try that counted, stamped in on_body. libcurl's
+  // STARTTRANSFER would count from the last try's start only, and to its headers.
   IoRequest* finish(Transfer& t, CURLcode rc) {
     IoRequest* r = t.request;
     curl_multi_remove_handle(multi_, t.easy);
     long status = 0, connects = 0;
-    curl_off_t first_byte_us = 0;
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
-    curl_easy_getinfo(t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_byte_us);
     connections_ += uint64_t(connects);
     const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long;
     if (ranged_ok && (rc != CURLE_OK || status >= 300) && may_retry(rc, status) && t.attempts <= asking_.retries) {
@@ -431,7 +437,8 @@ class CurlEngine final : public Engine {
       throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
                     std::to_string(r->length) + " bytes" + where);
     r->result = int64_t(t.got);
-    r->first_byte_ns = uint64_t(first_byte_us) * 1000;
+    const uint64_t first_byte = t.body_ns ? t.body_ns : now_ns();                // an empty body: its answer's end
+    r->first_byte_ns = first_byte > t.issued_ns ? first_byte - t.issued_ns : 1;  // 0 would mean "not seen"
     return r;
   }
 
