@@ -190,7 +190,7 @@ def test_sweep_command_line(gdsbench, tmp_path, pattern_file):
     run_dir = os.path.join(tmp_path / "r", os.listdir(tmp_path / "r")[0])
     assert run_dir.endswith("-cli")
     info = json.load(open(os.path.join(run_dir, "run.json")))
-    assert info["git_revision"] is None or len(info["git_revision"]) == 40
+    assert len(info["provenance"]["gdsbench"]["commit"]) == 40  # tests run from a checkout
     assert info["environment"]["targets"][pattern_file]["fs_type"]
 
 

@@ -14,7 +14,7 @@ from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, 
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
 from gdsbench.job.units import format_duration, format_size
-from gdsbench.system import gpu, gpu_path, nvfs
+from gdsbench.system import gpu, gpu_path, nvfs, provenance
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
 from gdsbench.system.targets import HeldRegions, Target, kind_of, size_to_prepare, target_for
@@ -336,6 +336,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
                             warnings),
         warnings=warnings,
         environment=environment,
+        provenance=provenance.record(provenance.RUN_TOOLS + (provenance.GPU_TOOLS if spec.real_gpu else ())),
     )
     if written:  # --verify of a write: what the storage holds now, read back
         result.verified_blocks, result.verify_mismatches, result.first_mismatch_offset = written

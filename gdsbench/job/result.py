@@ -65,6 +65,7 @@ class Result:
     process_cpu_sys_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     environment: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)  # the gdsbench and libraries that made it (system/provenance.py)
     round_ns: list[int] = field(default_factory=list)  # --round-reads: each whole round's time, in order
     round_latency: list = field(default_factory=list)  # its reads' latency, a histogram per round ([]: not kept)
 
@@ -225,6 +226,7 @@ class Result:
             "latency_histogram": histogram_to_dict(self.latency),
             "warnings": self.warnings,
             "environment": self.environment,
+            "provenance": self.provenance,
         }
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 
 from gdsbench.job.spec import BY_KEY
 from gdsbench.job.units import format_duration, format_size
+from gdsbench.system.provenance import label
 
 
 def _values(df: pd.DataFrame, column: str, fmt=str) -> str:
@@ -34,6 +35,17 @@ def command(info: dict) -> str:
     return " ".join(words)
 
 
+def _software(info: dict) -> str:
+    """Which gdsbench made the run, and the libraries beside it; a run saved before provenance
+    was recorded has its git_revision alone."""
+    made = info.get("provenance", {})
+    if made.get("gdsbench"):
+        tools = ", ".join(f"{v}" for v in made.get("tools", {}).values() if v)
+        return label(made["gdsbench"]) + (f"; {tools}" if tools else "") + f", {info.get('created', '')}"
+    return (f"gdsbench {info.get('gdsbench', '?')}"
+            + (f" (git {info['git_revision'][:12]})" if info.get("git_revision") else "") + f", {info.get('created', '')}")
+
+
 def what_was_measured(df: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
     """(what, value) rows: the target and its storage, the job, the host, the software."""
     env = info.get("environment", {})
@@ -57,9 +69,7 @@ def what_was_measured(df: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
         ("data path", _values(df, "data_path")),
         ("host", f"{host.get('hostname', '?')}: {host.get('cpu_model', '?')}, {host.get('cpus', '?')} CPUs, "
                  f"{format_size(ram) if ram else '?'} RAM, kernel {host.get('kernel', '?')}"),
-        ("software", f"gdsbench {info.get('gdsbench', '?')}"
-                     + (f" (git {info['git_revision'][:12]})" if info.get("git_revision") else "")
-                     + f", {info.get('created', '')}"),
+        ("software", _software(info)),
         ("command", command(info)),
     ]
 

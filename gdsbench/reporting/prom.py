@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from gdsbench.system import output_files
+from gdsbench.system import output_files, provenance
 
 STATES = ("PASS", "INFO", "WARN", "FAIL", "SKIP")
 
@@ -36,11 +36,20 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
+def _build_info(m: Metrics) -> None:
+    """Which gdsbench wrote the file, as Prometheus's *_build_info convention has it."""
+    made = provenance.gdsbench()
+    m.gauge("gdsbench_build_info", "the gdsbench that wrote these metrics: version, commit, and whether its sources "
+            "differed from that commit", 1, version=made["version"], commit=made.get("commit") or "not a checkout",
+            dirty=str(bool(made.get("dirty"))).lower())
+
+
 def validate_metrics(v) -> Metrics:
     """A validation: each check's state (1 for the state it is in, 0 for the others), its measured
     value where it has one, each reference point's medians, the exit code, when it ran."""
     device = v.target.get("block_device") or v.target.get("path")
     m = Metrics()
+    _build_info(m)
     for c in v.ordered():
         for state in STATES:
             m.gauge("gdsbench_validate_check_state", "1 for the state each validate check is in, 0 for the others",
@@ -70,6 +79,7 @@ def run_metrics(result) -> Metrics:
     labels = dict(mode=spec.mode, engine=spec.engine, rw=spec.rw, block_size=str(spec.bs), queue_depth=str(spec.qd),
                   threads=str(spec.threads), device=target.get("block_device") or spec.path)
     m = Metrics()
+    _build_info(m)
     m.gauge("gdsbench_run_bandwidth_bytes_per_second", "bandwidth of a gdsbench run", result.bandwidth, **labels)
     m.gauge("gdsbench_run_iops", "operations per second of a gdsbench run", result.iops, **labels)
     for p in (50, 99, 99.9):

@@ -25,6 +25,20 @@ _STRINGS = {"mode", "data_path", "per_host", "warnings", "point_key"}
 _BOOLEANS = {"gpu_simulated", "interrupted"}
 
 
+PROVENANCE = {
+    "type": "object", "required": ["gdsbench", "tools"],
+    "description": "the gdsbench that made the record and the tools beside it, each as it reports itself "
+                   "(gdsbench/system/provenance.py)",
+    "properties": {
+        "gdsbench": {"type": "object", "required": ["version", "commit", "dirty"],
+                     "properties": {"version": {"type": "string"}, "commit": {"type": ["string", "null"]},
+                                    "dirty": {"type": ["boolean", "null"],
+                                              "description": "its sources differed from the commit"},
+                                    "checkout": {"type": "string", "description": "how the commit is known, "
+                                                 "where not read from a git checkout"}}},
+        "tools": {"type": "object", "additionalProperties": {"type": ["string", "null"]}}}}
+
+
 def _figure(name: str) -> dict:
     """A figure's type, from its name (units are in the names: _ns, _s, _bytes, _per_s, ...)."""
     if name in _STRINGS:
@@ -84,7 +98,7 @@ def run_record() -> dict:
                            "threads": {"type": "array"}, "per_process": {"type": "array"},
                            "per_host": {"type": "array"}, "latency_histogram": {"type": "object"},
                            "warnings": {"type": "array", "items": {"type": "string"}},
-                           "environment": {"type": ["object", "null"]}}}
+                           "environment": {"type": ["object", "null"]}, "provenance": PROVENANCE}}
 
 
 def point() -> dict:
@@ -104,8 +118,11 @@ def point() -> dict:
     own = {"point": {"type": "integer"}, "point_key": {"type": "string"}, "repeat": {"type": "integer"},
            "hist_index": {"type": "array"}, "hist_count": {"type": "array"}, "hist_m2": {"type": "number"},
            "timeline_bytes": {"type": "array"}, "warnings": {"type": "string"}}
+    made_by = {"type": "string", "description": "the gdsbench that measured this row: version and commit "
+                                                "(rows saved before it was recorded have none)"}
     return {"$schema": DRAFT, "$id": BASE + "point.json", "title": "a row of a run folder's points.jsonl",
-            "type": "object", "required": [*own, *columns, *figures], "properties": {**own, **columns, **figures}}
+            "type": "object", "required": [*own, *columns, *figures],
+            "properties": {**own, **columns, **figures, "made_by": made_by}}
 
 
 def run_info() -> dict:
@@ -115,7 +132,10 @@ def run_info() -> dict:
             "required": ["schema_version", "run_id", "name", "created", "gdsbench", "host", "status"],
             "properties": {"schema_version": _version(), "run_id": text, "name": text,
                            "created": {"type": "string", "format": "date-time"}, "gdsbench": text,
-                           "git_revision": {"type": ["string", "null"]}, "host": text,
+                           "provenance": PROVENANCE,
+                           "git_revision": {"type": ["string", "null"],
+                                            "description": "runs made before provenance was recorded: the commit"},
+                           "host": text,
                            "status": {"enum": ["running", "complete", "interrupted", "failed"]}}}
 
 

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 from typing import Any
 
 import pandas as pd
@@ -43,6 +42,7 @@ from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.result import Result, histogram_to_dict
 from gdsbench.job.spec import spec_columns
 from gdsbench.results.schema import SCHEMA_VERSION
+from gdsbench.system import provenance
 
 RUN_FILE = "run.json"
 POINTS_JSONL = "points.jsonl"
@@ -90,18 +90,6 @@ def damage(row: dict[str, Any], kind: str) -> str | None:
                                   + ("list" if name in lists else "number"))
     return None
 
-
-
-def git_revision() -> str | None:
-    """The checkout's commit, when gdsbench runs from one."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
 
 
 def _write_atomic(path: str, write, *, durable: bool = True) -> None:
@@ -180,7 +168,7 @@ class RunStore:
             raise UsageError(f"--results {results_dir}: cannot create a run directory there: {e.strerror}") from None
         record = {"schema_version": SCHEMA_VERSION,
                   "name": name, "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "gdsbench": __version__, "git_revision": git_revision(), "host": socket.gethostname(),
+                  "gdsbench": __version__, "provenance": provenance.record(provenance.RUN_TOOLS), "host": socket.gethostname(),
                   "status": "running", **info}
         try:
             for n in range(100):
@@ -321,7 +309,10 @@ class RunStore:
         return {(r["point_key"], r["repeat"]) for r in self.records()}
 
     def append(self, row: dict[str, Any]) -> None:
-        """Durably add one row, then rewrite the tables with it."""
+        """Durably add one row, then rewrite the tables with it. Each row names the gdsbench that
+        measured it (a run resumed by another build says so row by row): the row given gains
+        made_by, so what a command prints of it says so too."""
+        row.setdefault("made_by", provenance.label())
         path = os.path.join(self.path, POINTS_JSONL)
         self._drop_torn_tail(path)
         if self._table is None:  # first append of this process: start from what is on disk

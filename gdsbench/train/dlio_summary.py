@@ -23,7 +23,7 @@ import numpy as np
 
 from gdsbench import __version__
 from gdsbench.results.schema import SCHEMA_VERSION
-from gdsbench.system import output_files
+from gdsbench.system import output_files, provenance
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%f"  # DLIO's LOG_TS_FORMAT
 GIB = 1024.0**3
@@ -83,7 +83,8 @@ def summary(run, row: dict) -> dict:
         "epochs": len(au),
         "end": _dlio_time(row["ended_at"]),
         "gdsbench": {  # beyond DLIO's keys
-            "schema_version": SCHEMA_VERSION, "version": __version__, "workload": workload.name, "dataset": dataset.directory,
+            "schema_version": SCHEMA_VERSION, "version": __version__, "provenance": provenance.record(),
+            "workload": workload.name, "dataset": dataset.directory,
             "point_key": row["point_key"], "repeat": row["repeat"], "data_path": row.get("data_path"),
             "read_mib_per_s": row.get("read_mib_per_s"), "bytes_read": row.get("bytes_read"),
             "straggler_share": row.get("straggler_share"), "cached_fraction": row.get("cached_fraction"),

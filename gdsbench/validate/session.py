@@ -16,7 +16,7 @@ from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch, progress_pr
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
-from gdsbench.system import gpu
+from gdsbench.system import gpu, provenance
 from gdsbench.system.environment import host_environment
 from gdsbench.system.prepare import created_by_gdsbench, prepare
 from gdsbench.system.targets import Target, target_for
@@ -78,6 +78,7 @@ class Validation:
             "target": self.target, "notes": self.notes, "checks": [c.to_dict() for c in self.ordered()],
             "measurements": {name: m.to_dict() for name, m in self.measurements.items()},
             "environment": host_environment(),
+            "provenance": provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS),
         }
 
 
