@@ -68,6 +68,25 @@ def test_checkpoints_are_written_then_read_back_checked_and_reported_as_mlperf_d
     assert again.code == 0 and (tmp_path / "page" / "report.html").exists(), again.err
 
 
+def test_every_rank_times_from_the_one_release_so_a_rank_started_late_counts_its_wait(gdsbench, tmp_path,
+                                                                                      monkeypatch):
+    """Rank 1 starts 1 s after the release (a test hook: a rank the scheduler ran late, made on
+    purpose). Its time, and so the checkpoint's duration, holds that second in both phases: every
+    local rank times from the parent's one release, not from its own start. Lower bounds only: a
+    loaded machine makes every time longer, never shorter."""
+    from gdsbench.checkpoint.session import LATE_RANK
+
+    late_s = 1.0
+    monkeypatch.setenv(LATE_RANK, f"1:{late_s}")
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res", "--json")
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)
+    assert [r["phase"] for r in rows] == ["write", "read"]
+    for r in rows:
+        assert r["rank_seconds"][1] >= late_s and r["duration_s"] >= late_s, r
+        assert r["throughput_bytes_per_s"] <= r["bytes"] / late_s
+
+
 def test_a_corrupted_checkpoint_fails_its_read_in_one_line(gdsbench, tmp_path):
     assert gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res").code == 0
     path = tmp_path / "ck" / "global_epoch1_step1" / "zero_pp_rank_1_mp_rank_0_optim_states.pt"

@@ -11,7 +11,9 @@ read their share of the checkpoint: what one host of the full job would. A rank'
 from the start all ranks share to its last file closed (fsync'd for a write),
 as DLIO times a rank; a checkpoint's duration is the longest rank's, and its
 throughput its bytes over that duration: the minimum over ranks, as MLPerf
-reports it.
+reports it. Local ranks time from one release, the parent's (see ranks_do), so
+a rank the scheduler starts late counts its wait; MPI ranks, whose hosts'
+clocks differ, each from the barrier's end as it saw it.
 
 Crash safety. A checkpoint's folder holds a manifest, gdsbench-checkpoint.json,
 written before any of its files (complete: false) and again after every rank
@@ -95,11 +97,12 @@ class RankRecord:
     rank: int
     host: str
     bytes: int
-    seconds: float
+    seconds: float  # to its last file closed: from its own start here; ranks_do makes it from the one release
     files: int
     verified_blocks: int = 0
     verify_mismatches: int = 0
     first_mismatch: str | None = None
+    ended_ns: int = 0  # time.monotonic_ns() at its last file closed: this host's CLOCK_MONOTONIC
 
 
 # ---- one rank's part of a phase ----
@@ -133,7 +136,7 @@ def write_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
     """Rank `rank`'s files of one checkpoint, each created new (never one that was there: O_EXCL,
     in the folder this run made, whose manifest names it), written with the pattern, fsync'd."""
     folder, files = run.folder(checkpoint), run.files(rank)
-    started = time.monotonic()
+    started = time.monotonic_ns()
     for f in files:
         path = os.path.join(folder, f.name)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -142,8 +145,9 @@ def write_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
         finally:
             os.close(fd)
         _move(run.spec, path, f.size, write=True, fsync=run.fsync, verify=False)
-    seconds = time.monotonic() - started
-    return RankRecord(rank, socket.gethostname(), sum(f.size for f in files), seconds, len(files))
+    ended = time.monotonic_ns()
+    return RankRecord(rank, socket.gethostname(), sum(f.size for f in files), (ended - started) / 1e9, len(files),
+                      ended_ns=ended)
 
 
 def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
@@ -151,7 +155,7 @@ def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
     source = (rank + run.shift()) % run.ranks
     folder, files = run.folder(checkpoint), run.files(source)
     out = RankRecord(rank, socket.gethostname(), sum(f.size for f in files), 0.0, len(files))
-    started = time.monotonic()
+    started = time.monotonic_ns()
     for f in files:
         checked, bad, first = _move(run.spec, os.path.join(folder, f.name), f.size, write=False, fsync=False,
                                     verify=run.verify)
@@ -159,11 +163,22 @@ def read_rank(run: CheckpointRun, checkpoint: int, rank: int) -> RankRecord:
         out.verify_mismatches += bad
         if bad and out.first_mismatch is None:
             out.first_mismatch = f"{f.name} of {models.folder(checkpoint)} at offset {first}"
-    out.seconds = time.monotonic() - started
+    out.ended_ns = time.monotonic_ns()
+    out.seconds = (out.ended_ns - started) / 1e9
     return out
 
 
 DO = {"write": write_rank, "read": read_rank}
+
+LATE_RANK = "GDSBENCH_TEST_LATE_RANK"  # tests only: "RANK:SECONDS", that local rank starts that much after the release
+
+
+def _late_start(rank: int) -> float:
+    """How long the tests ask this local rank to wait after the release before it starts (0: none): a
+    rank the scheduler runs late, made on purpose."""
+    asked = os.environ.get(LATE_RANK, "")
+    which, _, seconds = asked.partition(":")
+    return float(seconds) if asked and int(which) == rank else 0.0
 
 
 def _rank_child(run: CheckpointRun, phase: str, checkpoint: int, rank: int, control, report, parent_pid: int) -> None:
@@ -175,22 +190,46 @@ def _rank_child(run: CheckpointRun, phase: str, checkpoint: int, rank: int, cont
             link.ready_then_wait()  # every rank starts together, as after DLIO's barrier
         except _Cancelled:
             raise KeyboardInterrupt from None
+        time.sleep(_late_start(rank))
         return DO[phase](run, checkpoint, rank)
 
     link.report_failures(body, {"host": socket.gethostname(), "pid": os.getpid(), "rank": rank})
 
 
+class _Ranks(Children):
+    """The local ranks' processes, noting when they are released: the one instant, on this host's
+    CLOCK_MONOTONIC (time.monotonic_ns(), the same in every process here), that every rank's
+    time runs from. "go" is the release (processes.py's protocol): stamped just before it is sent."""
+
+    released_ns: int | None = None
+
+    def tell(self, message: str, who=None) -> None:
+        if message == "go" and self.released_ns is None:
+            self.released_ns = time.monotonic_ns()
+        super().tell(message, who)
+
+
 def ranks_do(run: CheckpointRun, phase: str, checkpoint: int) -> list[RankRecord] | None:
     """Every rank's part of one phase: spawned processes, or under mpirun this rank's (rank 0 gets
-    all the records, the others None). A rank that fails ends the phase naming it."""
+    all the records, the others None). A rank that fails ends the phase naming it.
+
+    What a rank's time measures. Local ranks: from the parent's release ("go", one stamp on this
+    host's monotonic clock, which every process here shares) to the rank's last file closed, so a
+    rank the scheduler starts late (8 ranks on 2 cores) counts its wait, as a training job waits
+    for its slowest rank. MPI ranks, possibly on other hosts whose clocks are not the same: from
+    the barrier's end as each rank saw it to its last file closed, its own clock's duration; a
+    rank that leaves the barrier late does not count that lateness."""
     comm = mpi.world()
     if comm is not None:
         comm.Barrier()
         record = DO[phase](run, checkpoint, comm.Get_rank())
         records = comm.gather(record, root=0)
         return records if comm.Get_rank() == 0 else None
-    children = Children(_rank_child, [(run, phase, checkpoint, r) for r in range(run.ranks)])
-    return [message[1] for message in children.supervise()]
+    children = _Ranks(_rank_child, [(run, phase, checkpoint, r) for r in range(run.ranks)])
+    records = [message[1] for message in children.supervise()]
+    for record in records:  # from the one release, not from each rank's own start
+        record.seconds = (record.ended_ns - children.released_ns) / 1e9
+    return records
 
 
 # ---- the checkpoints' folders ----
