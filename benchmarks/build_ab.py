@@ -117,7 +117,7 @@ def main() -> int:
              "the builds against each other run by run",
              f"SAME: this build's median ratio to the old one within {SAME_WITHIN:.0%}, or its 95% interval holds 1",
              f"fio reference: {'huge-page buffers (--mem=shmhuge)' if old_hugepages is not None else 'default buffers'}"]
-    write_outputs(args.name, f"gdsbench {args.old_name} against this build, with fio between", md, notes, raw)
+    write_outputs(args.name, f"gdsbench {args.old_name} against this build, with fio between", md, notes, raw, tools=("fio",))
     return 0 if all(r["verdict"] == "SAME" for r in raw["rows"]) else 1
 
 

@@ -9,6 +9,8 @@ import platform
 import statistics
 import sys
 
+from gdsbench.system import provenance
+
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "benchmarks")
 
 
@@ -23,19 +25,25 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 
 def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict,
-                  directory: str = RESULTS) -> tuple[str, str]:
-    """Write <name>.md (a table a person reads) and <name>.json (every measured value)."""
+                  directory: str = RESULTS, tools=(), commands: dict[str, list[str]] | None = None) -> tuple[str, str]:
+    """Write <name>.md (a table a person reads) and <name>.json (every measured value), each naming
+    the gdsbench commit that made them and the version of every other tool in the comparison
+    (`tools`: names provenance.TOOLS knows; `commands`: how to ask one run from elsewhere)."""
     os.makedirs(directory, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    made = provenance.record(("python", *tools), commands)
+    versions = ", ".join(f"{tool}: {version or 'not found'}" for tool, version in made["tools"].items())
     header = [f"# {title}", "", f"Measured {stamp} on {platform.node()} ({platform.release()}, "
-              f"{os.cpu_count()} CPUs). Command: `{command}`", ""]
+              f"{os.cpu_count()} CPUs). Command: `{command}`", "",
+              f"Made by {provenance.label(made['gdsbench'])}; {versions}.", ""]
     md_path = os.path.join(directory, f"{name}.md")
     with open(md_path, "w") as f:
         f.write("\n".join(header + [table, ""] + [f"- {n}" for n in notes]) + "\n")
     json_path = os.path.join(directory, f"{name}.json")
     with open(json_path, "w") as f:
-        json.dump({"measured": stamp, "command": command, "host": platform.node(), **raw}, f, indent=1, default=str)
+        json.dump({"measured": stamp, "command": command, "host": platform.node(), "provenance": made, **raw}, f,
+                  indent=1, default=str)
     return md_path, json_path
 
 

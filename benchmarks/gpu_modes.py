@@ -387,7 +387,8 @@ def main() -> int:
         raw["elapsed_s"] = round(time.monotonic() - started, 1)
         path_notes = [f"data path, {mode}: {text}" for mode, text in paths.items()]
         write_outputs(name, "Storage into GPU memory, by transfer mode", markdown_table(header, rows),
-                      notes + path_notes, raw, directory=args.out)
+                      notes + path_notes, raw, directory=args.out,
+                      tools=("kvikio", "cupy", "cuda", "cufile"))
 
     def message_row(label: str, bs: str, text: str) -> None:
         rows.append([label, bs] + ["-"] * 6 + [text])

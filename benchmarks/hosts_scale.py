@@ -218,7 +218,7 @@ def main() -> int:
     print(table)
     md, _ = write_outputs("hosts_scale", "Many hosts: aggregation at scale, the step barrier and predict across hosts",
                           table, notes, {"aggregation_s": agg_raw, "barrier": bar_raw, "barrier_skipped": why,
-                                         "predict": pred_raw, "predict_skipped": pred_why})
+                                         "predict": pred_raw, "predict_skipped": pred_why}, tools=("mpi",))
     print(f"\nwritten: {md}")
     return 0
 

@@ -141,7 +141,7 @@ def main() -> int:
              "leave no worker and no resource tracker behind."]
     print(table + "\n\n" + "\n".join(notes))
     write_outputs("kill_stress", "kill -9 at random moments of a many-process run", table, notes,
-                  {"trials": runs}, )
+                  {"trials": runs}, tools=("mpi",))
     return 0 if all(r[-1] == "PASS" for r in rows) else 1
 
 

@@ -70,7 +70,7 @@ def main() -> int:
              "(B's ramp is inside its one run), the measuring run's 10 ms fill, and pytest-benchmark's stats and table."]
     print(table + "\n\n" + "\n".join(notes))
     write_outputs("pytest_plugin_overhead", "What the pytest plugin costs per test", table, notes,
-                  {"a_s": a, "b_s": b, "per_test_s": per_test})
+                  {"a_s": a, "b_s": b, "per_test_s": per_test}, tools=("pytest-benchmark",))
     return 0 if verdict == "PASS" else 1
 
 

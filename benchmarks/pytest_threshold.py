@@ -155,7 +155,8 @@ def main() -> int:
              "A 256 MiB pattern file read with O_DIRECT; each session is a fresh pytest."]
     md, _ = write_outputs("pytest_threshold", "pytest-benchmark compare-fail against a stepped throttle",
                           markdown_table(header, rows), notes, {"rows": raw, "rate_mib_s": args.rate,
-                                                                "threshold": threshold, "runtime": args.runtime})
+                                                                "threshold": threshold, "runtime": args.runtime},
+                          tools=("pytest-benchmark",))
     print(markdown_table(header, rows))
     print("\n".join(notes))
     print(md)

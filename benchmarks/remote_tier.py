@@ -98,7 +98,8 @@ def main() -> int:
     header = ["accelerators", "disk AU", "disk MiB/s read", "S3 AU", "S3 MiB/s read", "chunk p50 ms (S3 / disk)"]
     md, _ = write_outputs("remote_tier", "Local disk against S3 (rclone on loopback) on this machine: train",
                           markdown_table(header, rows), notes,
-                          {"disk": disk_rows, "s3": s3_rows, "compare": compared.stdout})
+                          {"disk": disk_rows, "s3": s3_rows, "compare": compared.stdout},
+                          tools=("rclone", "boto3", "libcurl"))
     print(markdown_table(header, rows))
     print("\n".join(notes))
     print(f"wrote {md}")

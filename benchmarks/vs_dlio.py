@@ -44,6 +44,7 @@ from common import drop_caches, markdown_table, median, write_outputs  # noqa: E
 from gdsbench.system.throttle import Throttle  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
+DLIO_VERSION = "import importlib.metadata as m; print('dlio_benchmark', m.version('dlio_benchmark'))"
 AU_POINTS, THROUGHPUT = 5.0, 0.10  # the targets
 BUSY_CORES = 0.3  # other processes using more than this many cores during a run: the host was not quiet
 RUN_LIMIT_S = 900
@@ -248,7 +249,9 @@ def main() -> int:
               "no process of the run used, from /proc/stat): DLIO's Python readers slow down on a busy host, gdsbench's "
               "do not, so the row is not judged",
               "CPU-s: the whole process tree of each run (DLIO: mpirun, its ranks and their data-loader workers)"]
-    md, _ = write_outputs("vs_dlio", "gdsbench train against DLIO 2.0", table, notes, raw)
+    md, _ = write_outputs("vs_dlio", "gdsbench train against DLIO 2.0", table, notes, raw, tools=("dlio", "mpi"),
+                          commands={"dlio": [f"{args.venv}/bin/python", "-c", DLIO_VERSION],
+                                    "mpi": [f"{args.venv}/bin/mpirun", "--version"]})
     print(open(md).read())
     judged = [r for r in rows if r[-1].startswith(("PASS", "FAIL"))]
     return 0 if all(r[-1].startswith("PASS") for r in judged) else 1
