@@ -221,7 +221,7 @@ EOF
   fi
 
   if wants tests; then
-    step "GPU-marked tests"
+    step "GPU-marked tests, GDSBENCH_GPU_REQUIRED=$GDSBENCH_GPU_REQUIRED (exported below): an error fails, a skip names what is absent"
     timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider --rootdir "$repo" > "$out/pytest.log" 2>&1
     echo "pytest: exit $? (output in pytest.log)"
     tail -n 15 "$out/pytest.log"
@@ -233,6 +233,9 @@ EOF
 export CUFILE_ENV_PATH_JSON=$repo/scripts/cufile.json
 export CUFILE_LOGGING_LEVEL=INFO
 export CUFILE_LOGFILE_PATH=$logs/cufile-main.log        # gpu_modes gives each child its own
+# This machine is declared to have a GPU: a GPU-marked test that meets any error fails (never a
+# skip), and only a library it needs that is absent, named, skips it (tests/conftest.py)
+export GDSBENCH_GPU_REQUIRED=1
 mkdir -p "$logs"
 main 2>&1 | tee "$out/device_check.log"
 status=${PIPESTATUS[0]}

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from gdsbench import cli, prepare
+from gdsbench import _native, cli, prepare
+from gdsbench.job.modes import MODES
+from gdsbench.system import gpu
 from gdsbench.system.throttle import BLKIO
 
 MiB = 1024 * 1024
@@ -152,3 +154,90 @@ def mpirun(n: int, *args, timeout: float = 120) -> subprocess.CompletedProcess:
     """`mpirun -n N gdsbench ARGS...`, run to the end."""
     return subprocess.run(mpirun_command(n, *args), cwd=ROOT, env=MPI_ENV, capture_output=True, text=True,
                           timeout=timeout)
+
+
+# ---- GPU-marked tests: they fail on any error, and skip only when what they need is absent, named ----
+#
+# The rule is here once. A test marked `gpu` is skipped only by GpuAbsent, raised below when a
+# GPU, its driver, the CUDA runtime, or a library its mode needs (libcufile, kvikio, cupy) is
+# absent, with the reason naming it; any other skip of such a test (a pytest.skip on an error
+# it met, a skipif) is reported as a failure. Under GDSBENCH_GPU_REQUIRED=1, which
+# scripts/device_check.sh exports on a machine that has a GPU, an absent GPU, driver or CUDA
+# runtime fails the test too: an error on a GPU machine is never "1 skipped" (device run 1's
+# "cuFileHandleRegister failed" was).
+
+GPU_REQUIRED = "GDSBENCH_GPU_REQUIRED"
+
+
+class GpuAbsent(pytest.skip.Exception):
+    """The one skip a gpu-marked test may take: something it needs is absent here, named."""
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def gpu_absent() -> str | None:
+    """What of the GPU itself is absent here, named (the device, its driver, the CUDA runtime
+    library), or None. Absent means not there: a driver or runtime that is there and fails is
+    not absent, and the test runs into its error."""
+    if not gpu.pci_gpus():
+        return gpu.NO_GPU
+    if gpu.nvidia_driver_version() is None:
+        return "the NVIDIA driver: no /proc/driver/nvidia/version (its kernel module is not loaded)"
+    gpu.configure_libraries()
+    cudart = _native.gpu_status()["cudart_error"]
+    return cudart if cudart.startswith("libcudart not found") else None
+
+
+def libraries_absent(mode: str, verify: bool = False) -> str | None:
+    """Which library that `mode` (and its --verify) needs is absent here, named, or None."""
+    if "cufile" in MODES[mode].engines:
+        cufile = _native.gpu_status()["cufile_error"]
+        if cufile.startswith("libcufile not found"):
+            return cufile
+    needed = list(MODES[mode].requires) + ([("cupy", "cupy-cuda13x")] if verify else [])
+    for module, package in needed:
+        if not _importable(module):
+            return f"{module} is not installed (pip install {package})"
+    return None
+
+
+def skip_unless_gpu(mode: str | None = None, verify: bool = False) -> None:
+    """Return if this gpu-marked test can run here; else skip it naming what is absent, or, where
+    GDSBENCH_GPU_REQUIRED=1 declares a GPU present and the GPU itself is absent, fail it."""
+    missing = gpu_absent()
+    if missing and os.environ.get(GPU_REQUIRED, "0") != "0":
+        pytest.fail(f"{GPU_REQUIRED}=1 declares a GPU present, but it is absent: {missing}", pytrace=False)
+    if missing is None and mode is not None:
+        missing = libraries_absent(mode, verify)
+    if missing:
+        raise GpuAbsent(f"absent here: {missing}")
+
+
+@pytest.fixture
+def gpu_needs():
+    """gpu_needs(mode, verify=False): in a gpu-marked test, before it runs its mode; skips naming a
+    library the mode needs that is absent here (libcufile, kvikio, cupy), else returns and lets
+    the test meet whatever error it meets."""
+    return skip_unless_gpu
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("gpu") is not None:
+        skip_unless_gpu()  # the GPU itself: before any fixture of the test is made
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and item.get_closest_marker("gpu") is not None and not hasattr(report, "wasxfail")
+            and call.excinfo is not None and not call.excinfo.errisinstance(GpuAbsent)):
+        report.outcome = "failed"
+        report.longrepr = (f"a gpu-marked test skipped on: {call.excinfo.value}; it may skip only when a GPU or a "
+                           "library it needs is absent (tests/conftest.py, skip_unless_gpu), and fails on any error")

@@ -14,7 +14,8 @@ from gdsbench.system.pattern import bad_blocks
 
 MiB = 1024 * 1024
 NO_GPU = gpu.why_no_gpu()  # "no NVIDIA GPU on the PCI bus" where there is none
-needs_gpu = pytest.mark.skipif(bool(NO_GPU), reason=f"needs an NVIDIA GPU: {NO_GPU}")
+# A test marked `gpu` runs where a GPU is; it is skipped only when the GPU or a library it needs is
+# absent, named, and fails on any error it meets (tests/conftest.py holds the rule).
 
 
 def sim(**kw) -> JobSpec:
@@ -142,7 +143,6 @@ def test_the_write_direction_copies_from_the_gpu_before_each_write():
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_the_write_direction_copies_from_a_real_gpu_before_each_write():
     """The same loop with a real GPU: device-to-host copies (cudaMemcpyAsync) before each null write."""
     job = _native_job(mode="bounce", engine="null", bs=MiB, qd=2, io_size=12 * MiB)
@@ -218,15 +218,111 @@ def test_array_pattern_check_matches_the_native_one():
 # ---- on a real GPU ----
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize("mode", ["bounce", "cached-bounce", "gds", "kvikio"])
-def test_real_gpu_modes_deliver_correct_data(pattern_file, mode):
-    try:
-        r = run(JobSpec(path=pattern_file, mode=mode, bs=MiB, verify=True, io_size=os.path.getsize(pattern_file)))
-    except UsageError as e:  # e.g. cuFile or kvikio missing on this GPU machine: say so, do not fake it
-        pytest.skip(str(e))
+def test_real_gpu_modes_deliver_correct_data(pattern_file, mode, gpu_needs):
+    gpu_needs(mode, verify=True)  # skipped, naming it, where cuFile, kvikio or cupy is absent; any error fails
+    r = run(JobSpec(path=pattern_file, mode=mode, bs=MiB, verify=True, io_size=os.path.getsize(pattern_file)))
     assert r.verify_mismatches == 0 and r.verified_blocks == os.path.getsize(pattern_file) // 4096
     assert "SIMULATED" not in r.data_path
+
+
+# ---- the rule for gpu-marked tests (tests/conftest.py), proved on a stand-in for a machine's facts ----
+
+pytest_plugins = ["pytester"]
+TESTS = os.path.dirname(os.path.abspath(__file__))
+FAKE_MACHINE = '''
+"""A stand-in for what a machine says it has, loaded with -p: FAKE_GPU=1 a GPU on the PCI bus, its
+driver and the CUDA runtime, though nothing CUDA really does works here (a GPU machine's run then
+meets "CUDA cannot see a GPU"); FAKE_GPU=0 no GPU. kvikio is absent either way; cupy is present
+(an empty module: nothing reaches it)."""
+import os, sys, types
+from gdsbench import _native
+from gdsbench.system import gpu
+
+if os.environ["FAKE_GPU"] == "1":
+    gpu.pci_gpus = lambda: [{"model": "NVIDIA H200 (stand-in)", "pci_address": "0000:00:00.0"}]
+    gpu.nvidia_driver_version = lambda: "580.95.05"
+    _real_status = _native.gpu_status
+    _native.gpu_status = lambda: {**_real_status(), "cudart_error": "", "cufile_error": "",
+                                  "devices": [{"index": 0, "pci_bus_id": "0000:00:00.0", "total_bytes": 1 << 37}]}
+else:
+    gpu.pci_gpus = lambda: []
+sys.modules["kvikio"] = None
+sys.modules["cupy"] = types.ModuleType("cupy")
+'''
+REAL_GPU_TESTS = [os.path.join(TESTS, "test_gpu.py"), os.path.join(TESTS, "test_train.py"), "-m", "gpu",
+                  "-p", "fake_machine", "-p", "no:cacheprovider"]
+
+
+def _gpu_tests(pytester, monkeypatch, fake_gpu: str, required: str | None, *args):
+    """pytest in a new process, on the machine FAKE_MACHINE says, with GDSBENCH_GPU_REQUIRED as given."""
+    pytester.makepyfile(fake_machine=FAKE_MACHINE)
+    monkeypatch.setenv("FAKE_GPU", fake_gpu)
+    if required is None:
+        monkeypatch.delenv("GDSBENCH_GPU_REQUIRED", raising=False)
+    else:
+        monkeypatch.setenv("GDSBENCH_GPU_REQUIRED", required)
+    return pytester.runpytest_subprocess(*args, "-rA", timeout=240)
+
+
+def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch):
+    """Device run 1's cuFileHandleRegister failure was "3 passed, 1 skipped": the tests took any
+    UsageError (exit 2) for a missing library. The real GPU tests, on a machine whose facts say
+    it has a GPU, under scripts/device_check.sh's variable: each meets an error and fails; only
+    kvikio's, whose library is absent, is skipped, naming it."""
+    result = _gpu_tests(pytester, monkeypatch, "1", "1", *REAL_GPU_TESTS)
+    result.assert_outcomes(failed=6, skipped=2)
+    result.stdout.fnmatch_lines(["FAILED *test_real_gpu_modes_deliver_correct_data?gds?*",
+                                 "FAILED *test_real_gpu_train_modes_land_correct_samples?bounce?*"], consecutive=False)
+    skips = [line for line in result.outlines if line.startswith("SKIPPED")]  # the same reason, counted once
+    assert skips and all("absent here: kvikio is not installed" in line for line in skips), skips
+
+
+def test_a_gpu_test_skips_only_naming_the_absent_gpu_and_fails_where_one_is_declared(pytester, monkeypatch):
+    result = _gpu_tests(pytester, monkeypatch, "0", None, *REAL_GPU_TESTS)
+    result.assert_outcomes(skipped=8)
+    skips = [line for line in result.outlines if line.startswith("SKIPPED")]
+    assert skips and all("absent here: no NVIDIA GPU on the PCI bus" in line for line in skips), skips
+    # scripts/device_check.sh declares the GPU present: its absence is then an error, not a skip
+    result = _gpu_tests(pytester, monkeypatch, "0", "1", *REAL_GPU_TESTS)
+    result.assert_outcomes(errors=8)
+    result.stdout.fnmatch_lines(["*GDSBENCH_GPU_REQUIRED=1 declares a GPU present, but it is absent: no NVIDIA GPU*"])
+
+
+OLD_WAY = '''
+import pytest
+from gdsbench import UsageError
+
+@pytest.mark.gpu
+def test_skips_on_the_error_it_met():
+    try:
+        raise UsageError("cuFileHandleRegister failed: internal error")
+    except UsageError as e:  # "e.g. cuFile missing on this GPU machine"
+        pytest.skip(str(e))
+
+@pytest.mark.gpu
+@pytest.mark.skipif(True, reason="some reason of its own")
+def test_skipped_by_a_mark():
+    pass
+
+@pytest.mark.gpu
+def test_needs_kvikio(gpu_needs):
+    gpu_needs("kvikio")
+    raise AssertionError("not reached: kvikio is absent")
+'''
+
+
+def test_a_gpu_test_that_skips_on_an_error_fails(pytester, monkeypatch):
+    """The old way, in any test file under the rule: a skip a gpu-marked test takes itself (on an
+    error it met, or by a skipif) is reported as a failure; only a named absence skips it."""
+    with open(os.path.join(TESTS, "conftest.py")) as f:
+        pytester.makeconftest(f.read())
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs an NVIDIA GPU\n")
+    pytester.makepyfile(test_old_way=OLD_WAY)
+    result = _gpu_tests(pytester, monkeypatch, "1", None, "-p", "fake_machine")
+    result.assert_outcomes(failed=1, errors=1, skipped=1)  # the skipif's, taken in set-up, is an error there
+    for why in ("cuFileHandleRegister failed", "some reason of its own"):
+        result.stdout.fnmatch_lines([f"a gpu-marked test skipped on: {why}*"])
 
 
 def test_gpu_benchmark_script_runs_against_the_simulation(tmp_path):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 from conftest import mpirun, needs_mpi
-from test_gpu import fake_kvikio_modules, needs_gpu
+from test_gpu import fake_kvikio_modules
 
 from gdsbench import _native
 from gdsbench.results.store import load
@@ -308,13 +308,11 @@ def test_kvikio_mode_reads_whole_samples_against_a_test_double(dataset_dir, monk
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize("mode", ["bounce", "gds", "kvikio"])
-def test_real_gpu_train_modes_land_correct_samples(dataset_dir, gdsbench, tmp_path, mode):
+def test_real_gpu_train_modes_land_correct_samples(dataset_dir, gdsbench, tmp_path, mode, gpu_needs):
+    gpu_needs(mode, verify=True)  # skipped, naming it, where cuFile, kvikio or cupy is absent; any error fails
     r = gdsbench("train", dataset_dir, *SMALL, "--mode", mode, "--verify", "--accelerators", "1,2", "--steps", "10",
                  "--json", "--results", tmp_path)
-    if r.code == 2:  # e.g. cuFile or kvikio missing on this GPU machine: say so, do not fake it
-        pytest.skip(r.err.strip())
     assert r.code == 0, r.err
     for row in json.loads(r.out):
         assert row["verified_blocks"] > 0 and row["verify_mismatches"] == 0 and "SIMULATED" not in row["data_path"]
