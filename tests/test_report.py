@@ -386,6 +386,44 @@ def test_a_headline_marks_a_best_point_the_other_run_did_not_measure():
                            "not measure) vs 1.20 GiB/s at qd=4; 2.5x to 2.5x over matched points)"), text
 
 
+def _latency_tier(label, iops, p99_us):
+    import pandas as pd
+
+    from gdsbench.reporting.compare import Run
+
+    summary = pd.DataFrame({"bs_bytes": [4096] * 3, "qd": [1, 4, 32], "iops": iops,
+                            "bandwidth_bytes_per_s": [i * 4096 for i in iops], "lat_p99_ns": [u * 1e3 for u in p99_us],
+                            "repeats": 3, "spread": 0.01, "flagged": False})
+    return Run(label, pd.DataFrame(), summary)
+
+
+def test_the_p99_clause_says_its_words_and_ratios_one_way():
+    """The case that misled: disk's p99 is 2x, 10x and 23x shm's at QD 1, 4, 32 (matched points), and the
+    headline said "153x higher p99 ... (0.043x to 0.5x lower over matched points)". Now both figures are
+    N times higher or lower with N >= 1, and where the best-IOPS points differ in depth (shm's best at QD4,
+    disk's at QD32: 4.6 ms vs 30 µs, 153x) the like-for-like matched range leads."""
+    import re
+
+    shm = _latency_tier("shm", [300e3, 900e3, 800e3], [20, 30, 200])
+    disk = _latency_tier("disk", [10e3, 40e3, 90e3], [40, 300, 4600])
+    text = _headline(shm, disk)
+    p99 = text[text.index("IOPS at 4 KiB"):].split("; ", 2)[-1]  # the clause after the IOPS one
+    assert p99 == ("2.0x to 23x higher p99 over matched points (153x higher at those best-IOPS points, which differ "
+                   "in depth: 4.60 ms vs 30 µs)"), text
+    assert all(float(n) >= 1 for n in re.findall(r"([\d.]+)x", p99)) and "lower" not in p99
+    # the same best point on both sides (QD32): the best-to-best figure leads, in the same words as the range
+    shm = _latency_tier("shm", [300e3, 700e3, 900e3], [20, 30, 200])
+    text = _headline(shm, disk)
+    assert text.endswith("23x higher p99 at those best-IOPS points (4.60 ms vs 200 µs; 2.0x to 23x higher over "
+                         "matched points)"), text
+    # the other way round, disk as the first run: shm's p99 is lower by the same factors
+    assert _headline(disk, shm).endswith("23x lower p99 at those best-IOPS points (200 µs vs 4.60 ms; 2.0x to 23x "
+                                         "lower over matched points)")
+    # tiers that trade places over the matched points: one range, from one side to the other
+    mixed = _latency_tier("mixed", [10e3, 40e3, 1e6], [10, 300, 4600])
+    assert "23x higher to 2.0x lower over matched points" in _headline(shm, mixed)
+
+
 @pytest.mark.parametrize("kind", ["train", "checkpoint"])
 def test_point_is_refused_for_a_train_or_checkpoint_run(gdsbench, train_and_checkpoint_runs, kind):
     one_line_error(gdsbench("report", train_and_checkpoint_runs[kind], "--point", "5"), "--point 5",

@@ -128,12 +128,50 @@ def differences(runs: list[Run], keys: list[str]) -> tuple[list[str], list[str]]
 
 
 HEADLINE_RULE = ("Headline rule: each figure sets each tier's best point against the other's best point (named), "
-                 "then gives the range of the same ratio over the points both tiers measured.")
+                 "then gives the range of the same ratio over the points both tiers measured. p99 is said one way in "
+                 "both: N times lower or higher (N >= 1) for the second tier against the first; where the best-IOPS "
+                 "points differ in depth (queue depth, threads, processes), the matched range leads.")
+DEPTHS = ("qd", "threads", "procs")  # best points that differ in these are not like for like for latency
 
 
 def _ratio_range(values: pd.Series) -> str:
     values = values.dropna()
     return f"{times(values.min())} to {times(values.max())}" if len(values) else "-"
+
+
+def p99_words(gain: float) -> str:
+    """'7.4x lower' or '2.0x higher': the second tier's p99 against the first's, from gain = first / second
+    (> 1: the second is lower). N is always at least 1, and the word says which way."""
+    return f"{times(gain)} lower" if gain >= 1 else f"{times(1 / gain)} higher"
+
+
+def p99_range(gains: pd.Series) -> str:
+    """The same words over matched points: '2.0x to 23x higher', '1.5x to 7.4x lower', or, where the
+    tiers trade places, '3.0x higher to 2.0x lower' (gains as in p99_words)."""
+    gains = gains.dropna()
+    if not len(gains):
+        return "-"
+    low, high = gains.min(), gains.max()
+    if low >= 1:
+        return f"{times(low)} to {times(high)} lower"
+    if high < 1:
+        return f"{times(1 / high)} to {times(1 / low)} higher"
+    return f"{p99_words(low)} to {p99_words(high)}"
+
+
+def _differ_in_depth(pa, pb) -> bool:
+    return any(c in pa.index and c in pb.index and pa[c] != pb[c] for c in DEPTHS)
+
+
+def _p99_clause(pa, pb, gains: pd.Series, keys: list[str], left_out: str) -> str:
+    """p99 at the best-IOPS points and over the matched points, in one set of words (p99_words). Best
+    points at different depths are not like for like (latency grows with depth): the matched range leads."""
+    words = p99_words(pa["lat_p99_ns"] / pb["lat_p99_ns"])
+    both = f"{format_duration(pb['lat_p99_ns'])} vs {format_duration(pa['lat_p99_ns'])}"
+    if not _differ_in_depth(pa, pb):
+        return f"{words} p99 at those best-IOPS points ({both}; {p99_range(gains)} over matched points{left_out})"
+    return (f"{p99_range(gains)} p99 over matched points{left_out} ({words} at those best-IOPS points, which differ "
+            f"in depth: {both})")
 
 
 def _point(row, keys: list[str]) -> str:
@@ -218,11 +256,7 @@ def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> st
                      f"{_point(pa, keys)}{_unmatched(pa, other, keys)}; "
                      f"{_ratio_range(small[f'iops ratio {b}'])} over matched points{left_out})"
                      + _notes(a, note_a, b, note_b))
-        gain = pa["lat_p99_ns"] / pb["lat_p99_ns"]  # > 1: the other tier is faster
-        word = "lower" if gain >= 1 else "higher"
-        parts.append(f"{times(gain if gain >= 1 else 1 / gain)} {word} p99 at those best-IOPS points "
-                     f"({format_duration(pb['lat_p99_ns'])} vs {format_duration(pa['lat_p99_ns'])}; "
-                     f"{_ratio_range(1 / small[f'lat_p99_ns ratio {b}'])} lower over matched points{left_out})")
+        parts.append(_p99_clause(pa, pb, 1 / small[f"lat_p99_ns ratio {b}"], keys, left_out))
     return f"{b}/{a}: " + "; ".join(parts)
 
 
