@@ -42,7 +42,8 @@ NOTED = {
     "create_on_open": "when fio creates files (gdsbench never creates one in run)", "unlink": "fio removes its files",
     "directory": "joined to filename", "new_group": "how fio groups its report", "kb_base": "fio's units",
     "unit_base": "fio's units", "clocksource": "fio's clock", "gtod_reduce": "fio's timing overhead",
-    "norandommap": "fio's map of blocks already read (gdsbench's random reads draw each offset anew)",
+    "norandommap": "fio's map of blocks already read (gdsbench's random order is a permutation of each pass: "
+                   "no block repeats within a pass, so there is no map to keep)",
 }
 
 

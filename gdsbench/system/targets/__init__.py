@@ -1,11 +1,12 @@
-"""What a job reads. A target is a local file or block device today, and can
-be an object behind a URL tomorrow: each kind is one module in this package
-with a class that answers the Target protocol below, so a new kind of target
-is one file and nothing else in gdsbench asks the operating system about it.
+"""What a job reads or writes. A target is a local file or block device, or an
+HTTP(S) or S3 object: each kind is one module in this package with a class that
+answers the Target protocol below, so a new kind of target is one file and
+nothing else in gdsbench asks the operating system about it.
 
 target_for(name) hands a name to the first kind that claims it. The checks a
 kind makes raise UsageError with the parameter and the fix; the native engine
-then opens the target itself (read-only: nothing in gdsbench writes to one).
+then opens the target itself. A job writes only into a target gdsbench made
+(check_may_write), never into a user's file or a block device.
 """
 
 from __future__ import annotations
