@@ -13,6 +13,7 @@ import pytest
 from test_bad_input import assert_one_line_error
 
 from gdsbench.job.errors import UsageError
+from gdsbench.reporting import prom
 from gdsbench.train import dlio_yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -328,6 +329,13 @@ def test_validate_metrics_give_a_gauge_per_check_state_and_figure(gdsbench, tmp_
     (seq,) = [s for s in families["gdsbench_validate_bandwidth_bytes_per_second"] if s.labels["point"] == "storage_seq"]
     assert seq.labels["mode"] == "cpu" and seq.labels["block_size"] == "1048576" and seq.labels["device"]
     assert seq.value == pytest.approx(record["measurements"]["storage_seq"]["median"]["gbps"] * 1e9)
+    # the path the bytes took, in short (the full label is in the JSON), and the latency quantiles as one summary
+    assert seq.labels["data_path"] == prom.short_data_path(record["measurements"]["storage_seq"]["data_path"])
+    assert seq.labels["data_path"] in ("o_direct", "page_cache") and seq.labels["simulated"] == "false"
+    quantiles = {s.labels["quantile"]: s.value for s in families["gdsbench_validate_latency_seconds"]
+                 if s.labels["point"] == "storage_seq"}
+    assert quantiles == pytest.approx({q: record["measurements"]["storage_seq"]["median"][f"p{p}_us"] / 1e6
+                                       for q, p in (("0.5", 50), ("0.99", 99))})
     assert families["gdsbench_validate_exit_code"][0].value == res.code
     assert [p.name for p in tmp_path.iterdir()] == ["node.prom"]  # written whole, renamed into place
     assert_one_line_error(gdsbench("validate", "--quick", "--metrics", tmp_path / "node.txt"), "*.prom", code=3)
@@ -339,8 +347,70 @@ def test_run_metrics_label_what_ran(gdsbench, pattern_file, tmp_path):
     assert res.code == 0, res.err
     families = check_with_the_reference_parsers(tmp_path / "run.prom")
     (bw,) = families["gdsbench_run_bandwidth_bytes_per_second"]
-    assert bw.value == pytest.approx(json.loads(res.out)["bandwidth_bytes_per_s"])
+    record = json.loads(res.out)
+    assert bw.value == pytest.approx(record["bandwidth_bytes_per_s"])
     assert (bw.labels["block_size"], bw.labels["queue_depth"], bw.labels["rw"]) == ("262144", "4", "read")
+    # latency: one summary, a quantile label per percentile, its _count the reads and _sum their latency
+    latency = families["gdsbench_run_latency_seconds"]
+    quantiles = {s.labels["quantile"]: s.value for s in latency if "quantile" in s.labels}
+    assert quantiles == pytest.approx({"0.5": record["lat_p50_ns"] / 1e9, "0.9": record["lat_p90_ns"] / 1e9,
+                                       "0.99": record["lat_p99_ns"] / 1e9, "0.999": record["lat_p99.9_ns"] / 1e9,
+                                       "0.9999": record["lat_p99.99_ns"] / 1e9})
+    (count,) = [s for s in latency if s.name == "gdsbench_run_latency_seconds_count"]
+    (total,) = [s for s in latency if s.name == "gdsbench_run_latency_seconds_sum"]
+    assert count.value == record["ops"] and total.value == pytest.approx(record["ops"] * record["lat_mean_ns"] / 1e9)
+    (cpu,) = families["gdsbench_run_cpu_seconds_per_byte"]
+    assert cpu.value == pytest.approx(record["cpu_s_per_gb"] / 1e9)
+
+
+def test_runs_that_differ_in_pattern_cache_or_simulation_never_share_a_series(gdsbench, pattern_file, tmp_path):
+    """A sequential run, a random one, a buffered one and one on the simulated GPU: each its own series
+    in every family (the old labels (mode, engine, rw, block size, queue depth, threads, device) let the
+    first three collide), and the names in base units (no per-gigabyte, no percentile in a name)."""
+    common = [pattern_file, "--bs", "256K", "--qd", "4", "--io-size", "4M"]
+    runs = {"seq": [], "rand": ["--pattern", "rand"], "buffered": ["--buffered"],
+            "sim": ["--mode", "bounce", "--gpu-backend", "sim"]}
+    series: dict[str, set] = {}
+    for name, extra in runs.items():
+        res = gdsbench("run", *common, *extra, "--metrics", tmp_path / f"{name}.prom")
+        assert res.code == 0, res.err
+        for family, samples in check_with_the_reference_parsers(tmp_path / f"{name}.prom").items():
+            if family.startswith("gdsbench_run_"):
+                for s in samples:
+                    key = (s.name, tuple(sorted(s.labels.items())))
+                    assert key not in series.setdefault(family, set()), f"{name} shares {key}"
+                    series[family].add(key)
+    labels = {s[1] for s in series["gdsbench_run_bandwidth_bytes_per_second"]}
+    assert {dict(x)["pattern"] for x in labels} == {"seq", "rand"} and {dict(x)["direct"] for x in labels} == {
+        "true", "false"} and {dict(x)["simulated"] for x in labels} == {"true", "false"}
+    assert {dict(x)["data_path"] for x in labels} == {"o_direct", "page_cache", "o_direct_bounce"}
+    assert set(series) == {"gdsbench_run_bandwidth_bytes_per_second", "gdsbench_run_operations_per_second",
+                           "gdsbench_run_latency_seconds", "gdsbench_run_cpu_seconds_per_byte",
+                           "gdsbench_run_verify_mismatched_blocks", "gdsbench_run_timestamp_seconds"}
+
+
+def test_the_data_path_in_short_follows_its_label():
+    """Each kind of data-path label (system/gpu_path.data_path) gets its own short word."""
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.system import nvfs
+    from gdsbench.system.gpu_path import data_path
+
+    def short(**job) -> str:
+        return prom.short_data_path(data_path(JobSpec(path="/x", **job), None))
+
+    assert short(engine="psync", direct=True) == "o_direct" and short(engine="psync", direct=False) == "page_cache"
+    assert short(mode="bounce", engine="psync", gpu_backend="sim") == "o_direct_bounce"
+    assert short(mode="cached-bounce", engine="psync", gpu_backend="sim") == "page_cache_bounce"
+    assert short(mode="bounce", engine="null", gpu_backend="sim") == "copies_only" and short(engine="null") == "none"
+    assert short(mode="gds", engine="psync", gpu_backend="sim") == "stand_in"
+    assert short(engine="psync", rw="write", direct=True) == "o_direct"
+    assert prom.short_data_path(f"cuFile reads into GPU memory, {nvfs.OBSERVED}: 1 GiB") == "gpudirect"
+    assert prom.short_data_path(f"cuFile reads into GPU memory, {nvfs.INFERRED}: ...") == "gpudirect_inferred"
+    assert prom.short_data_path("cuFile reads into GPU memory, in cuFile's COMPATIBILITY mode (...)") == "cufile_compat"
+    assert prom.short_data_path("") == prom.short_data_path("unavailable") == "unknown"
+    with open(os.path.join(ROOT, "docs", "validate.md")) as f:  # every word is explained there
+        page = f.read()
+    assert [w for _, w in prom.SHORT_PATHS if f"`{w}`" not in page] == []
 
 
 # ---- the versioned result schema ----
