@@ -1,5 +1,5 @@
 // The engine contract, after fio's ioengine_ops: an engine opens its target
-// (a local file today; a URL tomorrow), moves bytes between it and
+// (a local file, or an HTTP(S) or S3 object for the curl engine), moves bytes between it and
 // caller-owned buffers in the direction each request says, and knows nothing
 // of timing, statistics or offsets. The transfer loop (transfer.hpp) owns all
 // of that.
