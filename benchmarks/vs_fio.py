@@ -27,8 +27,15 @@ buffers is measured too and shown beside it. The average device request size
 of each tool, from /sys/block/<disk>/stat, is in the table, so the reason
 for any gap is visible.
 
-    .venv/bin/python benchmarks/vs_fio.py                # about 14 minutes, as root
+Write rows: every run of either tool writes one file made anew by `gdsbench
+prepare` just before it (as --job does for a write job). The buffered write
+row measures memory more than the disk: it is shown, not judged, and stays
+out of the headline.
+
+    .venv/bin/python benchmarks/vs_fio.py                # about 30 minutes, as root
+    .venv/bin/python benchmarks/vs_fio.py --rows write   # the write rows only: about 15-25 minutes
     .venv/bin/python benchmarks/vs_fio.py --runtime 2 --repeats 2 --rows null
+    .venv/bin/python benchmarks/vs_fio.py --quick --rows write   # a smoke test (to results/scratch/benchmarks)
     .venv/bin/python benchmarks/vs_fio.py --job ssd-test.fio --section rand-read   # both tools, one job file
 """
 
@@ -37,7 +44,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import subprocess
 import sys
@@ -45,10 +51,11 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, median, write_outputs  # noqa: E402
+from stats import interval_label, judge, median_interval  # noqa: E402
 
 import gdsbench  # noqa: E402
 from gdsbench.job.spec import spec_from_values  # noqa: E402
-from gdsbench.job.units import format_duration, format_rate  # noqa: E402
+from gdsbench.job.units import format_duration, format_rate, format_size  # noqa: E402
 from gdsbench.system.targets import target_for  # noqa: E402
 
 SCRATCH = os.path.join("results", "scratch")
@@ -63,6 +70,7 @@ class Row:
     file: str  # "disk" (cold, O_DIRECT), "warm" (buffered, in page cache), "write" (each tool its own file) or "none"
     min_ratio: float = 0.97  # target for the throughput ratio
     compare_latency: bool = True
+    judged: bool = True  # False: shown for information, outside the headline (its verdict and the exit status)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -105,7 +113,10 @@ ROWS = [
     Row("psync 1M write buffered end_fsync",
         dict(ioengine="psync", rw="write", bs="1m", iodepth=1, direct=0, end_fsync=1, invalidate=0),
         dict(engine="psync", bs="1M", rw="write", qd=1, direct=False, fsync_end=True), "bandwidth", "write",
-        notes=["buffered writes with end_fsync, time-based over a 1 GiB file: each tool rewrites the file's pages in "
+        judged=False,
+        notes=["psync 1M write buffered end_fsync: NOT JUDGED, shown for information and left out of the headline "
+               "(its ratio is not in bold, its verdict says 'not judged', and the exit status ignores it): "
+               "buffered writes with end_fsync, time-based over a 1 GiB file: each tool rewrites the file's pages in "
                "the page cache many times, and the one fsync at the end flushes the last copy of each, so both "
                "measure memory more than the disk (gdsbench's row warns so). fio runs with invalidate=0 here: by "
                "default it drops the file's cached pages at the start of every pass over it, which starts their "
@@ -211,25 +222,29 @@ def warm_up(path: str) -> None:
             pass
 
 
-WRITE_FILE = 1 << 30  # each tool's file for the write rows
+WRITE_FILE = "1G"  # the file the write rows and write jobs write (--write-size)
 
 
 def prepare_files(disk_size: str, scratch: str = SCRATCH) -> tuple[dict[str, str], DiskCounters]:
-    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache, and one
-    for each tool to write, both made alike by `prepare`: gdsbench writes only into such a file, and
-    a file fio lays out itself is placed differently on disk, which the disk's speed follows) and
-    the disk's counters."""
+    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache) and the
+    disk's counters; and where the write rows' file goes, which fresh_file makes before every run."""
     os.makedirs(scratch, exist_ok=True)
     files = {"disk": os.path.join(scratch, "vs_fio-disk.dat"), "warm": os.path.join(scratch, "vs_fio-warm.dat"),
-             "write-gdsbench": os.path.join(scratch, "vs_fio-write-gdsbench.dat"),
-             "write-fio": os.path.join(scratch, "vs_fio-write-fio.dat")}
+             "write": os.path.join(scratch, "vs_fio-write.dat")}
     gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(disk_size))
     gdsbench.prepare(files["warm"], 1 << 30)
-    gdsbench.prepare(files["write-gdsbench"], WRITE_FILE)
-    if os.path.exists(files["write-fio"]):  # fio's writes of an earlier run left it no longer gdsbench's: made again
-        os.remove(files["write-fio"])
-    gdsbench.prepare(files["write-fio"], WRITE_FILE)
     return files, DiskCounters(files["disk"])
+
+
+def fresh_file(path: str, size: int) -> None:
+    """The file one write run writes, laid out anew by `prepare` just before that run (of either tool):
+    gdsbench writes only into such a file; where a file lies on this disk sets its write speed (a file
+    fio wrote once took 1.7x its own file's IOPS), so every run gets a fresh placement and neither tool
+    keeps a luckier or an already-rewritten file. prepare fsyncs, so no write-back of it is left to
+    fall inside the run."""
+    if os.path.exists(path):  # the last run's writes left it no longer gdsbench's: made again
+        os.remove(path)
+    gdsbench.prepare(path, size)
 
 
 def job_file_rows(args, files) -> tuple[list[list], dict]:
@@ -256,7 +271,7 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
         writes = options.get("rw", options.get("readwrite", "read")) in ("write", "randwrite")
         metric = "iops" if int(gdsbench.job.units.parse_size(options.get("bs", "4k"))) < (1 << 20) else "bandwidth"
         target = os.path.join(os.path.dirname(files["disk"]), "vs_fio-job-write.dat") if writes else files["disk"]
-        size = WRITE_FILE if writes else os.path.getsize(target)
+        size = args.write_bytes if writes else os.path.getsize(target)
         copy = {k: v for k, v in options.items() if k not in ("directory", "filename", "size", "runtime",
                                                                "ramp_time", "time_based", "randseed")}
         copy.update(filename=target, size=str(size), runtime=f"{round(args.runtime * 1000)}ms",
@@ -273,9 +288,7 @@ def job_file_rows(args, files) -> tuple[list[list], dict]:
 
         def fresh(target=target, writes=writes) -> None:  # a write job's file, laid out anew for this run
             if writes:
-                if os.path.exists(target):  # the last run's writes left it no longer gdsbench's: made again
-                    os.remove(target)
-                gdsbench.prepare(target, WRITE_FILE)
+                fresh_file(target, args.write_bytes)
 
         def fio_once(seed: int, job_file=job_file, writes=writes, fresh=fresh) -> dict:
             fresh()
@@ -322,7 +335,18 @@ def main() -> int:
     ap.add_argument("--scratch", default=SCRATCH, metavar="DIR", help="where the files both tools read and write go "
                     "(default results/scratch); e.g. a RAM block device's filesystem, where no host cache decides "
                     "which offsets are fast")
+    ap.add_argument("--write-size", default=WRITE_FILE, metavar="SIZE",
+                    help=f"the file each write run writes, made anew before every run (default {WRITE_FILE})")
+    ap.add_argument("--out", metavar="DIR", help="where the table goes (default results/benchmarks)")
+    ap.add_argument("--quick", action="store_true", help="a smoke test of the script, not a measurement: 0.5 s runs "
+                    "after a 0.1 s ramp, 2 repeats, a 256 MiB cold file and 128 MiB write file; the table goes to "
+                    "results/scratch/benchmarks unless --out says otherwise")
     args = ap.parse_args()
+    if args.quick:
+        args.runtime, args.ramp, args.repeats, args.disk_size, args.write_size = 0.5, 0.1, 2, "256M", "128M"
+        args.out = args.out or os.path.join(SCRATCH, "benchmarks")
+    args.write_bytes = int(gdsbench.job.units.parse_size(args.write_size))
+    where = {"directory": args.out} if args.out else {}
 
     files, counters = prepare_files(args.disk_size, args.scratch)
     if args.job:
@@ -338,7 +362,7 @@ def main() -> int:
                  "before every run of either tool, so neither keeps a faster-placed file."]
         print("\n" + md)
         paths = write_outputs(args.name, f"gdsbench vs fio from one job file ({os.path.basename(args.job)})", md,
-                              notes, raw)
+                              notes, raw, tools=("fio",), **where)
         print("\nwrote " + ", ".join(paths))
         return 0 if all(j.get("verdict", "PASS") == "PASS" for j in raw["jobs"]) else 1
     old_hugepages = reserve_hugepages(32)
@@ -359,8 +383,8 @@ def main() -> int:
              f"{args.repeats + 1} fio runs), {args.runtime:g} s each after a {args.ramp:g} s ramp; each gdsbench "
              "run is divided by the mean of the fio runs either side of it, which cancels a linear drift, and the "
              "table shows the median of those ratios with a distribution-free confidence interval for it (order "
-             f"statistics; {interval_coverage(args.repeats, median_k(args.repeats)):.1%} for {args.repeats} "
-             "independent values). The interval is approximate: neighbouring ratios share a fio run, so they are "
+             f"statistics; {interval_label(args.repeats)} for {args.repeats} independent values). The interval "
+             "is approximate: neighbouring ratios share a fio run, so they are "
              "not independent, and it covers somewhat less than stated. fio with its default malloc buffers ran "
              f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new "
              "seed at each step (fio --randseed, gdsbench --seed): the tools' random orders differ, and this "
@@ -377,48 +401,23 @@ def main() -> int:
              "Device request: average size of the requests the disk completed during each tool's runs, reads for "
              "read rows and writes for write rows (/sys/block/<disk>/stat); '-' where the page cache or the null "
              "engine served everything.",
-             "Write rows: each tool writes a 1 GiB file of its own on the same disk, both made by `gdsbench prepare` "
-             "(gdsbench writes only into such a file; one fio laid out itself was placed differently and wrote faster "
-             "on this disk), with end_fsync (gdsbench's --fsync-end) inside the measured time; fio's figures are its "
-             "'write' section's."]
+             f"Write rows: every run of either tool writes one {format_size(args.write_bytes)} file made anew by "
+             "`gdsbench prepare` just before that run (gdsbench writes only into such a file; where a file lies on "
+             "this disk sets its write speed, and a file fio laid out itself or had already rewritten wrote faster), "
+             "with end_fsync (gdsbench's --fsync-end) inside the measured time; fio's figures are its 'write' "
+             "section's.",
+             "Headline: the judged rows only (ratios in bold, their verdicts, the exit status). A row marked 'not "
+             "judged' (the buffered write row) is shown for information: quote the O_DIRECT rows, not it."]
     notes += [n for row in ROWS if args.rows in row.name for n in row.notes]
     print("\n" + md)
-    paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw)
+    paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw, tools=("fio",), **where)
     print("\nwrote " + ", ".join(paths))
-    return 0 if all(r["verdict"] == "PASS" for r in raw["rows"]) else 1
+    return 0 if all(r["verdict"] == "PASS" for r in raw["rows"] if r["judged"]) else 1
 
 
-def interval_coverage(n: int, k: int) -> float:
-    """How often the order statistics x(k) and x(n+1-k) of n independent values bracket their median."""
-    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-
-
-def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """A distribution-free confidence interval for the median: the order
-    statistics x(k) and x(n+1-k) with the largest k that still covers `level`.
-    With too few values (under 6) it is the whole range, which covers less:
-    interval_coverage(n, 1) says how much."""
-    x, n = sorted(values), len(values)
-    k = median_k(n, level)
-    return x[k - 1], x[n - k]
-
-
-def median_k(n: int, level: float = 0.95) -> int:
-    """The k of median_interval for n values."""
-    k = 1
-    while k + 1 <= n // 2 and interval_coverage(n, k + 1) >= level:
-        k += 1
-    return k
-
-
-def judge(median_value: float, interval: tuple[float, float], low: float, high: float = math.inf) -> str:
-    """PASS when the median is inside [low, high]; FAIL when the whole
-    confidence interval is outside it (a real gap, not noise); else NOISE."""
-    if low <= median_value <= high:
-        return "PASS"
-    if interval[1] < low or interval[0] > high:
-        return "FAIL"
-    return "NOISE"
+def shown_verdict(row: Row, verdict: str) -> str:
+    """The table's verdict cell: the rule's word, or for a row outside the headline, that it is not judged."""
+    return verdict if row.judged else f"not judged (information; by the rule: {verdict})"
 
 
 def measure_rows(args, files, counters, reference):
@@ -430,10 +429,10 @@ def measure_rows(args, files, counters, reference):
 
         def measure(tool, seed: int, row=row) -> dict:
             path = files.get(row.file)
-            if row.file == "write":  # each tool writes a file of its own, of one size, on the one disk
-                path = files["write-gdsbench" if tool is run_gdsbench else "write-fio"]
+            if row.file == "write":  # one file of one size, made anew before this run, whichever tool runs
+                fresh_file(path, args.write_bytes)
                 if tool is not run_gdsbench:
-                    row = dataclasses.replace(row, fio={**row.fio, "size": WRITE_FILE})
+                    row = dataclasses.replace(row, fio={**row.fio, "size": args.write_bytes})
             if row.file == "warm":
                 warm_up(path)
             return counters.measure(tool, row, path, args.runtime, args.ramp, seed)
@@ -472,19 +471,21 @@ def measure_rows(args, files, counters, reference):
 
         table.append([
             row.name, m, fmt(median([f[m] for f in fio])), fmt(median([g[m] for g in gds])),
-            f"**{ratios[m]:.3f}** ({ci(m)})", f">= {row.min_ratio:.2f}",
+            (f"**{ratios[m]:.3f}**" if row.judged else f"{ratios[m]:.3f}") + f" ({ci(m)})",
+            f">= {row.min_ratio:.2f}" + ("" if row.judged else ", not judged"),
             f"{format_duration(median([f['p50'] for f in fio]))} ({row.fio_window}) / "
             f"{format_duration(median([g['p50'] for g in gds]))}",
             f"{ratios['p50']:.3f} ({ci('p50')})" + ("" if row.compare_latency else " not judged"),
             f"{format_duration(median([f['p99'] for f in fio]))} / {format_duration(median([g['p99'] for g in gds]))}",
-            f"{ratios['p99']:.3f}", f"{in_flight(fio):.1f} / {in_flight(gds):.1f}", verdict,
+            f"{ratios['p99']:.3f}", f"{in_flight(fio):.1f} / {in_flight(gds):.1f}", shown_verdict(row, verdict),
             f"{fmt(median([f[m] for f in fio_default]))} ({vs_default:.3f})",
             f"{request(fio)} / {request(gds)} / {request(fio_default)}",
         ])
         raw["rows"].append({"name": row.name, "metric": m, "target_ratio": row.min_ratio, "fio": fio, "gdsbench": gds,
                             "fio_default_buffers": fio_default, "per_run_ratios": per_run, "median_ratios": ratios,
                             "median_95ci": intervals, "ratio_vs_fio_default_buffers": vs_default,
-                            "verdict": verdict, "notes": row.notes})
+                            "judged": row.judged, "verdict": verdict if row.judged else "not judged",
+                            "verdict_by_the_rule": verdict, "notes": row.notes})
         print(" | ".join(str(c) for c in table[-1]), flush=True)
     return table, raw
 
