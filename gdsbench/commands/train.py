@@ -24,17 +24,26 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_inputs(args: argparse.Namespace):
-    """The workload, the dataset and the readers' job, from the command line; where the dataset
-    and the workload disagree (another workload's dataset, another shape), a note says so."""
+    """The workload, the dataset, the readers' job and the notes said of them, from the command line:
+    what a DLIO YAML's keys were not emulated (said as it was translated), and where the dataset and
+    the workload disagree (another workload's dataset, another shape). The notes, as said, go into
+    --json's output too."""
     from gdsbench.train.dataset import disagreements, open_dataset
     from gdsbench.train.session import reader_spec
 
     workload = workload_from_args(args)
+    notes = list(getattr(args, "translation_notes", []))  # said by workload_from_args
     dataset = open_dataset(args.path, workload.format)
     spec = reader_spec(workload, dataset, job_values(args))
     for line in disagreements(dataset, workload):
-        _say(f"note: {line}")
-    return workload, dataset, spec
+        note(notes, line)
+    return workload, dataset, spec, notes
+
+
+def note(notes: list[str], text: str) -> None:
+    """Say a note (rank 0) and keep it, as said, for the JSON."""
+    _say(f"note: {text}")
+    notes.append(text)
 
 
 MAX_COUNT = 4096  # accelerators in one emulation (train_scale measured the barrier to 1,024)
@@ -81,18 +90,21 @@ class TrainCommand:
         from gdsbench.reporting import train_report
         from gdsbench.train import predict, session
 
-        workload, dataset, spec = open_inputs(args)
+        workload, dataset, spec, notes = open_inputs(args)
         comm = mpi.world()
         counts = parse_counts(args.accelerators) if args.accelerators else [comm.Get_size() if comm else 1]
-        run = session.TrainRun(workload, dataset, spec, counts, args.epochs or 1, args.steps, args.repeat, args.warm)
+        run = session.TrainRun(workload, dataset, spec, counts, args.epochs or 1, args.steps, args.repeat, args.warm,
+                               notes=notes)
         session.check_counts(run)  # before the run folder: a count that cannot run leaves nothing behind
-        session.cache_and_dataset_notes(run, args.allow_cached)
+        for line in session.cache_and_dataset_notes(run, args.allow_cached):  # kept in run.notes
+            _say(f"note: {line}")
         if args.predict:
             leads, hosts = mpi.host_leaders()  # each host's first rank probes, all hosts at once
             if leads:
                 run.prediction = predict.predict(workload, dataset, spec, steps=args.steps, also=counts,
                                                  probe_seconds=args.probe_seconds, progress=_say, hosts=hosts)
-            if mpi.is_root():  # beside the JSON (which has predicted_au_percent in each row), not inside it
+                run.prediction.notes = list(run.notes)
+            if mpi.is_root():  # beside the JSON (whose rows have predicted_au_percent, its flags and caveats)
                 print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
         store = session.start_store(run, args.results, args.name)
         status = "failed"
@@ -110,8 +122,8 @@ class TrainCommand:
             session.finish_store(store, status)
         if not mpi.is_root():
             return 0
-        if args.json:
-            json.dump(run.rows, sys.stdout, indent=1, default=float)
+        if args.json:  # the rows, each with the run's notes (session.json_rows)
+            json.dump(session.json_rows(run), sys.stdout, indent=1, default=float)
             print()
         else:
             print(train_report.verdict(run.rows, workload.name, workload.au_threshold))
@@ -144,17 +156,19 @@ class PredictCommand:
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import train_report
-        from gdsbench.train import predict
+        from gdsbench.train import predict, session
         from gdsbench.train.dataset import check_cache
 
         also = parse_counts(args.also, "--also") if args.also else None
-        workload, dataset, spec = open_inputs(args)
-        check_cache(dataset, spec.direct, args.allow_cached)
+        workload, dataset, spec, notes = open_inputs(args)
+        for line in session.dataset_notes(dataset, check_cache(dataset, spec.direct, args.allow_cached)):
+            note(notes, line)  # as train says them
         leads, hosts = mpi.host_leaders()  # under mpirun each host's first rank probes, all hosts at once
         if not leads:
             return 0
         result = predict.predict(workload, dataset, spec, steps=args.steps, also=also, probe_seconds=args.probe_seconds,
                                  progress=None if args.json else _say, hosts=hosts)
+        result.notes = notes
         if not mpi.is_root():  # the same answer on every host: rank 0 says it
             return 0
         if args.json:

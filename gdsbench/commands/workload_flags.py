@@ -41,6 +41,7 @@ def workload_from_args(args: argparse.Namespace, prepare: bool = False):
         given += [("--epochs", "--epochs")] if getattr(args, "epochs", None) else []
         say_translation(args.workload, translated.mapped, translated.warnings, kind="DLIO workload YAML",
                         instead={field: f"the command line's {flag}" for field, flag in given})  # mapped to fields
+        args.translation_notes = [f"{args.workload}: {note}" for note in translated.warnings]  # as said, for --json
         if getattr(args, "epochs", 0) is None:
             args.epochs = translated.run.get("epochs")
         base = translated.workload

@@ -37,12 +37,13 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
+from gdsbench.system import provenance
 from gdsbench.train.accelerators import cached_fraction, evict, sample_readers
 from gdsbench.train.dataset import Dataset, steps_per_epoch, too_few_steps
 from gdsbench.train.workloads import Workload
@@ -320,14 +321,17 @@ class Prediction:
     seconds: float  # the probe and the model together
     warnings: list[str]
     hosts: int = 1  # hosts that probed together
+    notes: list[str] = field(default_factory=list)  # what was said of its inputs (the dataset, the workload, the cache)
+    provenance: dict = field(default_factory=dict)  # the gdsbench and libraries that made it, as a run's
 
     def au_at(self, accelerators: int) -> float | None:
         return next((x["au_percent"] for x in self.au if x["accelerators"] == accelerators), None)
 
     def to_dict(self) -> dict:
         return {"max_accelerators": self.max_accelerators, "au": self.au, "demand_bytes_per_s": self.demand_bytes_per_s,
-                "steps": self.steps, "seconds": self.seconds, "warnings": self.warnings, "hosts": self.hosts,
-                "probe": [p.to_dict() for p in self.curve.points], "workload": self.workload.to_dict()}
+                "steps": self.steps, "seconds": self.seconds, "warnings": self.warnings, "notes": self.notes,
+                "hosts": self.hosts, "probe": [p.to_dict() for p in self.curve.points],
+                "workload": self.workload.to_dict(), "provenance": self.provenance}
 
 
 def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int = 0, also: list[int] | None = None,
@@ -398,8 +402,9 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
     if cached > 0.01:
         warnings.append(f"{cached:.0%} of the dataset stayed in the page cache when it was dropped before a probe "
                         "(dirty or mapped pages): those reads came from RAM, and the rate may be high")
+    made = provenance.record(provenance.RUN_TOOLS + (provenance.GPU_TOOLS if spec.real_gpu else ()))
     return Prediction(workload, best, curve, [results[n] for n in sorted(results)], need, steps_for(max(best, 1)),
-                      time.monotonic() - began, warnings, count)
+                      time.monotonic() - began, warnings, count, provenance=made)
 
 
 def _out_of_depth(workload: Workload, dataset: Dataset, points: list[ProbePoint], best: int, need: float,

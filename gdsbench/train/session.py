@@ -4,7 +4,6 @@ a point of a run folder as it completes, and the prediction beside them."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -53,6 +52,7 @@ class TrainRun:
     repeat: int = 1
     warm: bool = False
     cache_note: str | None = None
+    notes: list[str] = field(default_factory=list)  # every note said about the run's inputs, as said
     rows: list[dict] = field(default_factory=list)
     prediction: Prediction | None = None
 
@@ -60,7 +60,7 @@ class TrainRun:
         return {"kind": "train", "workload": self.workload.to_dict(), "dataset": self.dataset.describe(),
                 "reader": {k: getattr(self.spec, k) for k in ("bs", *READER_OPTIONS)},
                 "accelerators": self.counts, "epochs": self.epochs, "max_steps": self.max_steps, "repeat": self.repeat,
-                "environment": {"host": host_environment()}, "cache_note": self.cache_note,
+                "environment": {"host": host_environment()}, "cache_note": self.cache_note, "notes": self.notes,
                 "prediction": self.prediction.to_dict() if self.prediction else None}
 
     def steps(self, n: int) -> int:
@@ -139,11 +139,32 @@ def finish_store(store: RunStore | None, status: str) -> None:
         store.unlock()
 
 
-def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> None:
+def dataset_notes(dataset: Dataset, cache_note: str | None) -> list[str]:
+    """What train and predict say about a dataset before reading it: its page cache (check_cache's
+    note), and how a dataset prepare did not write is read."""
+    notes = [cache_note] if cache_note else []
+    if dataset.note and not dataset.patterned:
+        notes.append(f"{dataset.directory}: {dataset.note}")
+    return notes
+
+
+def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> list[str]:
+    """The cache check (UsageError where the page cache could serve the reads), and the notes it and
+    the dataset give, added to run.notes: returned to be said."""
     run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached)
-    if not mpi.is_root():  # every rank finds the same: rank 0 says it
-        return
-    if run.cache_note:
-        print(f"gdsbench: note: {run.cache_note}", file=sys.stderr)
-    if run.dataset.note and not run.dataset.patterned:
-        print(f"gdsbench: note: {run.dataset.directory}: {run.dataset.note}", file=sys.stderr)
+    notes = dataset_notes(run.dataset, run.cache_note)
+    run.notes += notes
+    return notes
+
+
+def json_rows(run: TrainRun) -> list[dict]:
+    """train --json's rows: each point as saved, with the run's notes (run.notes, and the prediction's
+    caveats where there is one) and that count's predicted-AU flags. The notes are the run's, said
+    once in run.json; each printed row carries them so a consumer reading rows sees them."""
+    notes = list(run.notes)
+    flags: dict[int, list[str]] = {}
+    if run.prediction is not None:
+        notes += [f"prediction: out of its depth: {w}" for w in run.prediction.warnings]
+        flags = {a["accelerators"]: a.get("flags", []) for a in run.prediction.au}
+    return [dict(row, notes=notes, **({"predicted_au_flags": flags.get(row["accelerators"], [])}
+                                      if run.prediction is not None else {})) for row in run.rows]
