@@ -128,9 +128,9 @@ def differences(runs: list[Run], keys: list[str]) -> tuple[list[str], list[str]]
 
 
 HEADLINE_RULE = ("Headline rule: each figure sets each tier's best point against the other's best point (named), "
-                 "then gives the range of the same ratio over the points both tiers measured. p99 is said one way in "
-                 "both: N times lower or higher (N >= 1) for the second tier against the first; where the best-IOPS "
-                 "points differ in depth (queue depth, threads, processes), the matched range leads.")
+                 "then gives the range of the same ratio over the points both tiers measured. p99 reads one way in "
+                 "both: N times lower or higher (N >= 1), the second tier's against the first's; where the best-IOPS "
+                 "points differ in depth, the matched range leads.")
 DEPTHS = ("qd", "threads", "procs")  # best points that differ in these are not like for like for latency
 
 
