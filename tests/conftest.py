@@ -96,19 +96,41 @@ def workers_of(pid: int, n: int, timeout: float = 60) -> list[int]:
     raise AssertionError(f"{n} worker processes did not start")
 
 
-def wait_for_workers(pid: int, timeout: float = 60.0) -> None:
-    """Until process pid runs a native worker thread (named gds-worker-N): its run is under way."""
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:
+    """Until condition() is true, polled: what a test waits for instead of a fixed time. `what` names
+    the event in the failure, when it has not happened in timeout seconds (a hang guard, not a measure)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/comm") as f:
-                    if f.read().startswith("gds-worker"):
-                        return
-        except FileNotFoundError:  # it ended, or a thread did: look again
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} started no native worker in {timeout} s")
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen in {timeout:g} s: {what}")
+        time.sleep(0.02)
+
+
+def runs_native_workers(pid: int) -> bool:
+    """Whether process pid runs a native worker thread (named gds-worker-N) now."""
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/comm") as f:
+                if f.read().startswith("gds-worker"):
+                    return True
+    except FileNotFoundError:  # it ended, or a thread did
+        pass
+    return False
+
+
+def wait_for_workers(pid: int, timeout: float = 60.0) -> None:
+    """Until process pid runs a native worker thread: its run is under way."""
+    wait_until(lambda: runs_native_workers(pid), f"a native worker in process {pid}", timeout)
+
+
+def device_read_bytes(pid: int | str = "self") -> int:
+    """Bytes process pid has asked of block devices so far (/proc/PID/io), all its threads together:
+    O_DIRECT reads reaching the disk."""
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+    except (OSError, StopIteration):
+        return 0
 
 
 @pytest.fixture

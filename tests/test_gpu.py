@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import wait_for_workers
 
 from gdsbench import IoFailure, JobSpec, UsageError, _native, run
 from gdsbench.system import gpu
@@ -86,12 +87,17 @@ def test_short_read_mid_stream_is_reported(tmp_path):
 
     path = str(tmp_path / "shrinking.dat")
     prepare(path, 64 * MiB)
-    timer = threading.Timer(0.3, os.truncate, (path, 4 * MiB))  # our own file, cut under the reader
-    timer.start()
+
+    def cut():  # our own file, cut under the reader once it reads (not before the run has looked at it)
+        wait_for_workers(os.getpid())
+        os.truncate(path, 4 * MiB)
+
+    cutter = threading.Thread(target=cut, daemon=True)
+    cutter.start()
     with pytest.raises(IoFailure, match="short read|truncated"):
         run(JobSpec(path=path, mode="bounce", gpu_backend="sim:copy-delay-us=500", engine="psync", bs=MiB,
-                    pattern="rand", runtime_ns=10_000_000_000))
-    timer.join()
+                    pattern="rand", runtime_ns=60_000_000_000))  # a hang guard: the cut ends it
+    cutter.join()
 
 
 def test_simulated_results_say_so(pattern_file):

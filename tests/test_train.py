@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import mpirun, needs_mpi
+from conftest import mpirun, needs_mpi, wait_until
 from test_gpu import fake_kvikio_modules
 
 from gdsbench import _native
@@ -151,26 +151,43 @@ def test_the_built_in_workloads_are_dlio_s_h100_configs():
 
 
 def test_the_barrier_holds_everyone_for_the_slowest_and_can_be_aborted():
+    """Judged by order, not by how long anyone waited: a and b wait until the slowest arrives,
+    who goes straight on; an abort releases a party that waits, with an error."""
     import mmap
+    import struct
 
     memory = mmap.mmap(-1, _native.BARRIER_BYTES)
     _native.StepBarrier(memory, 3)
-    waited = {}
 
-    def party(name: str, delay: float) -> None:
-        time.sleep(delay)
-        waited[name] = _native.StepBarrier(memory).wait() / 1e9
+    def arrived() -> int:  # the parties waiting in this step: BarrierState's first word (native/step_barrier.hpp)
+        return struct.unpack_from("=I", memory, 0)[0]
 
-    threads = [threading.Thread(target=party, args=(n, d)) for n, d in (("a", 0), ("b", 0.02), ("slow", 0.3))]
+    events = []
+
+    def party(name: str) -> None:
+        _native.StepBarrier(memory).wait()
+        events.append(f"{name} released")
+
+    threads = [threading.Thread(target=party, args=(n,), daemon=True) for n in ("a", "b")]
     for t in threads:
         t.start()
+    wait_until(lambda: arrived() == 2, "a and b at the barrier")
+    assert events == []  # both there, and held
+    events.append("slow arrives")
+    threads.append(threading.Thread(target=party, args=("slow",), daemon=True))
+    threads[-1].start()
     for t in threads:
-        t.join()
-    assert waited["a"] >= 0.25 and waited["b"] >= 0.2 and waited["slow"] < 0.05
+        t.join(timeout=60)  # a hang guard: a last party that waited would wait for ever
+    assert not any(t.is_alive() for t in threads), events
+    assert events[0] == "slow arrives" and sorted(events[1:]) == ["a released", "b released", "slow released"]
+
     stuck = _native.StepBarrier(memory)
-    threading.Timer(0.1, _native.StepBarrier(memory).abort).start()
+    aborter = threading.Thread(target=lambda: (wait_until(lambda: arrived() == 1, "a party at the barrier"),
+                                               _native.StepBarrier(memory).abort()), daemon=True)
+    aborter.start()
     with pytest.raises(Exception, match="aborted"):
         stuck.wait()
+    aborter.join()
 
 
 # ---- the model ----
