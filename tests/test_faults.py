@@ -366,11 +366,18 @@ def test_compare_of_a_run_with_itself_or_its_copy(tmp_path, gdsbench):
     run_dir = finished_run(tmp_path)
     copy = str(tmp_path / "copy")
     shutil.copytree(run_dir, copy)
-    for other in (run_dir, copy):
+    same_name = str(tmp_path / "elsewhere" / os.path.basename(run_dir))  # a copy under the same name
+    shutil.copytree(run_dir, same_name)
+    name = os.path.basename(run_dir)
+    for other in (run_dir, copy, same_name):
+        # a valid comparison (docs/faults.md: "compared, with distinct labels"): two runs that are
+        # equal, every ratio 1.00x, the page written; not a usage error
         res = gdsbench("compare", run_dir, other, "--out", tmp_path / "cmp")
-        assert res.code in (0, 2) and "Traceback" not in res.err, res.err
-        if res.code == 2:
-            assert res.err.count("\n") == 1
+        assert res.code == 0 and "Traceback" not in res.err, res.err
+        labels = ("copy", name) if other == copy else (f"{name}#1", f"{name}#2")
+        assert all(f"bandwidth {label} " in res.out for label in labels), res.out
+        ratios = [w for line in res.out.splitlines() if line.startswith("bs=") for w in line.split() if w.endswith("x")]
+        assert ratios and set(ratios) == {"1.00x"} and os.path.isfile(tmp_path / "cmp" / "compare.html")
 
 
 def test_a_corrupt_run_description_is_one_line(tmp_path, gdsbench):
