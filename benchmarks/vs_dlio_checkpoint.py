@@ -15,7 +15,13 @@ checkpoint), 8 ranks, 2 checkpoints written then read back.
    rank's (DLIO's per-rank stats files), its throughput the checkpoint's bytes
    over that. gdsbench runs --buffered --no-fsync, as DLIO 2.0's code writes
    (torch.save through the page cache; its fsync option never reaches the
-   code). Each tool's CPU time over its runs is measured (its processes').
+   code). Each tool's CPU time over its runs is measured: all its processes',
+   start to exit, so it includes every rank's start-up (Python and its imports,
+   torch's for DLIO), the launcher (mpirun for DLIO) and both phases.
+
+The table says these conditions beside its figures: the write figure is how
+fast each tool got its bytes into the page cache, not how fast the disk
+stored them.
 
 Needs root (drop_caches) and a DLIO venv with that commit installed:
 
@@ -24,6 +30,7 @@ Needs root (drop_caches) and a DLIO venv with that commit installed:
     git -C <its git dir> archive 295c1c7f3f095972f5c4e8d005549b393c011b88 | tar -x -C /tmp/dlio_src
     /tmp/dlio-ckpt-venv/bin/python -m pip install --no-deps --force-reinstall /tmp/dlio_src
     .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio-venv /tmp/dlio-ckpt-venv   # about 12 minutes
+    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --quick   # a smoke test: 1 layer, vocabulary 1024, 1 repeat
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ from gdsbench.checkpoint import models  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SHAPE = {"layers": 2, "vocab": 8192}
+QUICK_SHAPE = {"layers": 1, "vocab": 1024}  # --quick: 3.0 GiB a checkpoint
+DLIO_VERSION = ("import importlib.metadata as m; "
+                "print('dlio_benchmark', m.version('dlio_benchmark'), 'torch', m.version('torch'))")
 CHECKPOINTS = 2
 GIB = 1 << 30
 
@@ -108,10 +118,15 @@ def dlio_figures(write_run: dict, read_run: dict) -> dict[str, list[float]]:
     return out
 
 
-def run_gdsbench(folder: str, results: str) -> tuple[dict[str, list[float]], float]:
+# gdsbench's conditions, DLIO 2.0's: through the page cache (torch.save and torch.load), no fsync (its fsync
+# setting never reaches the code)
+GDSBENCH_FLAGS = ["--buffered", "--no-fsync"]
+
+
+def run_gdsbench(folder: str, results: str, shape: dict) -> tuple[dict[str, list[float]], float]:
     cpu0 = children_cpu()
-    proc = subprocess.run([GDSBENCH, "checkpoint", folder, "--model", "llama3-8b", "--layers", str(SHAPE["layers"]),
-                           "--vocab", str(SHAPE["vocab"]), "--checkpoints", str(CHECKPOINTS), "--buffered", "--no-fsync",
+    proc = subprocess.run([GDSBENCH, "checkpoint", folder, "--model", "llama3-8b", "--layers", str(shape["layers"]),
+                           "--vocab", str(shape["vocab"]), "--checkpoints", str(CHECKPOINTS), *GDSBENCH_FLAGS,
                            "--results", results, "--json"], capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"gdsbench checkpoint failed: {proc.stderr[-1500:]}")
@@ -143,8 +158,15 @@ def main() -> int:
     ap.add_argument("--dlio-venv", default="/tmp/dlio-ckpt-venv")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", default=os.path.join(ROOT, "results", "scratch", "vs_dlio_checkpoint"))
+    ap.add_argument("--out", metavar="DIR", help="where the table goes (default results/benchmarks)")
+    ap.add_argument("--quick", action="store_true", help="a smoke test, not a measurement: 1 layer, a vocabulary "
+                    "of 1024, 1 repeat; the table goes to results/scratch/benchmarks unless --out says otherwise")
     args = ap.parse_args()
-    model = models.load("llama3-8b", SHAPE)
+    shape = QUICK_SHAPE if args.quick else SHAPE
+    if args.quick:
+        args.repeats = 1
+        args.out = args.out or os.path.join(ROOT, "results", "scratch", "benchmarks")
+    model = models.load("llama3-8b", shape)
     shutil.rmtree(args.work, ignore_errors=True)
     config = os.path.join(args.work, "config")
     os.makedirs(os.path.join(config, "workload"))
@@ -166,19 +188,21 @@ def main() -> int:
         runs["dlio"].append({"throughput": dlio_figures(w, r), "cpu_s": w["cpu_s"] + r["cpu_s"]})
         shutil.rmtree(folder)
         drop_caches()
-        figures, cpu = run_gdsbench(os.path.join(args.work, f"gdsbench-{i}"), os.path.join(args.work, "runs"))
+        figures, cpu = run_gdsbench(os.path.join(args.work, f"gdsbench-{i}"), os.path.join(args.work, "runs"), shape)
         runs["gdsbench"].append({"throughput": figures, "cpu_s": cpu})
         shutil.rmtree(os.path.join(args.work, f"gdsbench-{i}"))
         print(f"repeat {i + 1}: DLIO {runs['dlio'][-1]}, gdsbench {runs['gdsbench'][-1]}", flush=True)
-    rows = []
-    for phase in ("write", "read"):
-        d = median([t for run in runs["dlio"] for t in run["throughput"][phase]])
-        g = median([t for run in runs["gdsbench"] for t in run["throughput"][phase]])
-        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s", f"{g / d:.2f}",
-                     "within 10%" if abs(g / d - 1) <= 0.10 else "DIFFERENT (see the notes)"])
-    cpu = {t: median([run["cpu_s"] for run in runs[t]]) for t in runs}
+    header, rows, cpu = table(runs)
     same = sum(1 for r in layout if r[-1] == "SAME")
-    notes = [f"Layout: {same} of {len(layout)} files of one checkpoint are DLIO's by name, with DLIO's size within "
+    checkpoint_gib = sum(f.size for r in range(model.ranks) for f in models.rank_files(model, r)) / GIB
+    layers = f"{shape['layers']} layer" + ("s" if shape["layers"] != 1 else "")
+    notes = [f"Conditions: llama3-8b scaled to {layers} and a vocabulary of {shape['vocab']} "
+             f"({checkpoint_gib:.2f} GiB a checkpoint), 8 ranks, {CHECKPOINTS} checkpoints written then read back. "
+             f"gdsbench ran `{' '.join(GDSBENCH_FLAGS)}`, as DLIO 2.0's code writes: through the page cache "
+             "(torch.save) and without fsync (its checkpoint.fsync setting never reaches the code). So the write "
+             "figures are how fast each tool handed its bytes to the page cache, not how fast the disk stored "
+             "them: neither is the storage's write speed.",
+             f"Layout: {same} of {len(layout)} files of one checkpoint are DLIO's by name, with DLIO's size within "
              "torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes:\n\n"
              + markdown_table(["file", "DLIO on disk", "gdsbench tensor bytes", "gdsbench writes", "DLIO - tensor bytes",
                                ""], layout),
@@ -186,16 +210,46 @@ def main() -> int:
              "MLPerf's (a checkpoint's bytes over its longest rank's duration). Page cache dropped before each write "
              "and each read.",
              f"CPU: DLIO's processes used {cpu['dlio']:.0f} CPU-s for its write and read runs, gdsbench's "
-             f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for 8 ranks).",
+             f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for 8 ranks). "
+             "Each is every process of the tool's runs, start to exit: the launcher (mpirun for DLIO), every rank's "
+             "start-up (Python and its imports, torch's for DLIO; DLIO starts its 8 ranks twice, once to write and "
+             "once to read), and both phases; not the reads' and writes' CPU alone.",
              "Why writes can differ: DLIO's ranks torch.save their tensors, which pickles them and computes the zip "
              "format's CRC-32 over every byte on the CPU; gdsbench's ranks write the bytes with pwrite from a native "
              "loop. With 8 ranks on 2 cores, DLIO's writes are held by that CPU work, not by the disk."]
     md, _ = write_outputs("vs_dlio_checkpoint", "gdsbench checkpoint against DLIO's checkpoint workload",
-                          markdown_table(["phase", "DLIO", "gdsbench", "gdsbench / DLIO", ""], rows), notes,
-                          {"layout": layout, "runs": runs, "cpu_s": cpu})
-    print(markdown_table(["phase", "DLIO", "gdsbench", "gdsbench / DLIO", ""], rows))
+                          markdown_table(header, rows), notes,
+                          {"layout": layout, "runs": runs, "cpu_s": cpu, "shape": shape,
+                           "gdsbench_flags": GDSBENCH_FLAGS}, tools=("dlio", "mpi"),
+                          commands={"dlio": [f"{args.dlio_venv}/bin/python", "-c", DLIO_VERSION],
+                                    "mpi": [f"{args.dlio_venv}/bin/mpirun", "--version"]},
+                          **({"directory": args.out} if args.out else {}))
+    print(markdown_table(header, rows))
     print(f"wrote {md}")
     return 0
+
+
+# what each row of the table measured, said beside its figures
+CONDITIONS = {
+    "write": "through the page cache, no fsync (gdsbench --buffered --no-fsync, as DLIO 2.0's code writes): "
+             "not the storage's write speed",
+    "read": "page cache dropped before reading; both read through it",
+    "cpu": "all processes, start to exit: launcher, every rank's start-up, write and read runs",
+}
+
+
+def table(runs: dict) -> tuple[list[str], list[list], dict]:
+    """The table: each phase's median throughput in both tools, with its conditions; and a CPU row."""
+    rows = []
+    for phase in ("write", "read"):
+        d = median([t for run in runs["dlio"] for t in run["throughput"][phase]])
+        g = median([t for run in runs["gdsbench"] for t in run["throughput"][phase]])
+        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s", f"{g / d:.2f}", CONDITIONS[phase],
+                     "within 10%" if abs(g / d - 1) <= 0.10 else "DIFFERENT (see the notes)"])
+    cpu = {t: median([run["cpu_s"] for run in runs[t]]) for t in runs}
+    rows.append(["CPU-s per repeat", f"{cpu['dlio']:.0f}", f"{cpu['gdsbench']:.0f}",
+                 f"{cpu['gdsbench'] / cpu['dlio']:.2f}", CONDITIONS["cpu"], "information"])
+    return ["phase", "DLIO", "gdsbench", "gdsbench / DLIO", "conditions", ""], rows, cpu
 
 
 if __name__ == "__main__":

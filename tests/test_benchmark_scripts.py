@@ -349,3 +349,15 @@ def test_vs_fio_writes_a_fresh_file_before_every_write_run_of_either_tool(monkey
     assert not buffered[4].startswith("**") and buffered[11].startswith("not judged (information; by the rule: ")
     assert next(r for r in raw["rows"] if not r["judged"])["verdict"] == "not judged"
     assert all(row[4].startswith("**") for row in table if row[0] != "psync 1M write buffered end_fsync")
+
+
+def test_vs_dlio_checkpoint_table_states_its_conditions_and_what_its_cpu_includes():
+    script = load("vs_dlio_checkpoint")
+    assert script.GDSBENCH_FLAGS == ["--buffered", "--no-fsync"]
+    run = {"throughput": {"write": [1.0 * 2**30, 1.0 * 2**30], "read": [2.0 * 2**30, 2.0 * 2**30]}, "cpu_s": 40.0}
+    header, rows, cpu = script.table({"dlio": [dict(run, cpu_s=140.0)], "gdsbench": [run]})
+    assert header[4] == "conditions"
+    write, read, cpu_row = rows
+    assert "--buffered --no-fsync" in write[4] and "not the storage's" in write[4]
+    assert "start-up" in cpu_row[4] and cpu_row[1:3] == ["140", "40"]
+    assert cpu == {"dlio": 140.0, "gdsbench": 40.0}
