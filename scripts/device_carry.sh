@@ -9,8 +9,13 @@
 #   .dev/cuda/include/       CUDA runtime and cuFile headers (from the nvidia-* wheels), used
 #                            only where the image's toolkit lacks them
 #   .dev/python-include/     Python 3.12 headers, used only where the image's Python has no Python.h
+#   .gdsbench-commit         the commit (and "dirty") for device_check.sh's records; not ignored, so it travels
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the commit the copy is of, for device_check.sh's records (the copy travels without .git);
+# "dirty" where gdsbench's sources differ from it
+{ git rev-parse HEAD; git status --porcelain -- gdsbench native benchmarks scripts pyproject.toml CMakeLists.txt \
+    | grep -q . && echo dirty; } > .gdsbench-commit || true
 exclude=$(git rev-parse --git-path info/exclude)  # also right in a worktree, where .git is a file
 mkdir -p "$(dirname "$exclude")"
 for folder in /.whl/ /.dev/; do grep -qx "$folder" "$exclude" 2>/dev/null || echo "$folder" >> "$exclude"; done

@@ -42,6 +42,11 @@
 #   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
+#   provenance.json     the commit, the tools' versions and the GPU platform this ran on
+# Every file names the commit it ran: the JSON records carry gdsbench's provenance block (or
+# made_by), the text files start with a "# made by" line, the JUnit files a made_by property.
+# The commit is the checkout's, or GDSBENCH_COMMIT, or .gdsbench-commit (written beside the
+# checkout by scripts/device_carry.sh) where the copy has no git.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -51,6 +56,14 @@ python=${PYTHON:-python3}
 prefix=/tmp/gdsbench-prefix   # the build goes here, never into the image's Python environment
 logs=/tmp/gdsbench-logs
 started=$(date +%s)
+
+# which code this is, for every record: a copy sent without .git names it in .gdsbench-commit
+commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || true)
+[ -z "$commit" ] && commit=${GDSBENCH_COMMIT:-}
+[ -z "$commit" ] && [ -f "$repo/.gdsbench-commit" ] && commit=$(head -n 1 "$repo/.gdsbench-commit")
+export GDSBENCH_COMMIT=${commit:-unknown}
+made_by="gdsbench at $GDSBENCH_COMMIT"
+[ -f "$repo/.gdsbench-commit" ] && grep -q dirty "$repo/.gdsbench-commit" && made_by+=" with its sources changed"
 
 steps=${DEVICE_STEPS:-modes validate train remote writes tests}   # a shorter call may run only some: DEVICE_STEPS="validate tests"
 
@@ -78,7 +91,7 @@ udev_data() {
 }
 
 main() {
-  step "machine"
+  step "machine: $made_by"
   timeout 5 nvidia-smi --query-gpu=name,memory.total,driver_version,pci.bus_id,pcie.link.gen.current,pcie.link.width.current --format=csv \
     || echo "nvidia-smi failed or timed out"
   $python --version; nproc; free -g | head -2; uname -r
@@ -143,6 +156,24 @@ if engines["io_uring"] != "available":
 raise SystemExit(0 if s["built_with_cuda"] else "BUILD HAS NO GPU MODES: CUDA headers not found")
 EOF
 
+  # the commit, every tool's version, and the GPU's place beside the storage (nvidia-smi topo: PIX,
+  # PXB, PHB, SYS), once, for the whole run; a copy goes with the logs
+  $python - "$out/provenance.json" "$GDSBENCH_COMMIT" "$made_by" <<'EOF' || echo "provenance.json: not written"
+import json, subprocess, sys
+from gdsbench.system import gpu, provenance
+try:
+    topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10).stdout.splitlines()
+except (OSError, subprocess.SubprocessError) as e:
+    topo = [f"nvidia-smi topo -m: {e}"]
+s = gpu.status()
+record = {**provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS), "made_by": sys.argv[3],
+          "commit_given": sys.argv[2], "nvidia_fs": s["nvidia_fs"], "cufile_json": s["cufile_json"],
+          "driver_version": s["driver_version"], "gpu_topology": topo}
+json.dump(record, open(sys.argv[1], "w"), indent=1, default=str)
+print("provenance:", record["gdsbench"], record["tools"])
+EOF
+  cp "$out/provenance.json" "$logs/" 2>/dev/null || true
+
   step "gdsbench info"
   # cuFile can hang rather than fail where its driver is unusable: bounded
   timeout 20 $python -m gdsbench info --path "$repo/README.md" --json > "$out/info.json" || echo "info --json: exit $?"
@@ -163,8 +194,8 @@ EOF
     echo "validate (default profile): exit $? (0 pass, 1 a FAIL, 2 not ready, 3 usage)"
     step "gdsbench validate --quick, the H200/Gen5 NVMe example profile"
     # no --baseline: a --quick run is not comparable with the full one above (refused as a usage error)
-    timeout -k 5 60 $python -m gdsbench validate "$repo/results/scratch" --quick --profile h200-gen5-nvme \
-      --junit "$out/validate-h200.xml" > "$out/validate-h200.txt"
+    { echo "# made by $made_by"; timeout -k 5 60 $python -m gdsbench validate "$repo/results/scratch" --quick \
+      --profile h200-gen5-nvme --junit "$out/validate-h200.xml"; } > "$out/validate-h200.txt"
     echo "validate (h200-gen5-nvme, --quick): exit $?"
     cat "$out/validate-h200.txt"
   fi
@@ -222,7 +253,8 @@ EOF
 
   if wants tests; then
     step "GPU-marked tests, GDSBENCH_GPU_REQUIRED=$GDSBENCH_GPU_REQUIRED (exported below): an error fails, a skip names what is absent"
-    timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider --rootdir "$repo" > "$out/pytest.log" 2>&1
+    { echo "# made by $made_by"; timeout -k 5 50 $python -m pytest "$repo/tests" -m gpu -q -p no:cacheprovider \
+      --rootdir "$repo"; } > "$out/pytest.log" 2>&1
     echo "pytest: exit $? (output in pytest.log)"
     tail -n 15 "$out/pytest.log"
   fi

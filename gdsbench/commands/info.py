@@ -28,7 +28,7 @@ class InfoCommand:
         from gdsbench import _native
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
-        from gdsbench.system import gpu, gpu_path
+        from gdsbench.system import gpu, gpu_path, provenance
         from gdsbench.system.targets import target_for
 
         if args.path is not None and not args.path:
@@ -38,6 +38,7 @@ class InfoCommand:
         storage = target_for(args.path).describe() if args.path else None
         if args.json:
             print(json.dumps({**s, "engines": engines, "storage": storage,
+                              "provenance": provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS),
                               "o_direct": _o_direct(args.path) if args.path else None}, indent=1, default=str))
             return 0
         cuda, fs = s["cuda"], s["nvidia_fs"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
-from gdsbench.system import output_files
+from gdsbench.system import output_files, provenance
 from gdsbench.validate.checks import FAIL, INFO, PASS, SKIP, WARN, counts
 from gdsbench.validate.session import Validation
 
@@ -69,7 +69,8 @@ def _suite(suites: ET.Element, host: str, v: Validation, several: bool) -> None:
                           timestamp=v.started, hostname=host)
     props = ET.SubElement(suite, "properties")
     for key, value in (("profile", v.profile.source), ("quick", str(v.quick).lower()), ("target", v.target.get("path")),
-                       ("exit_code", str(v.exit_code)), ("interrupted", str(v.interrupted).lower())):
+                       ("exit_code", str(v.exit_code)), ("interrupted", str(v.interrupted).lower()),
+                       ("made_by", provenance.label())):
         ET.SubElement(props, "property", name=key, value=str(value))
     for c in checks:
         group, _, rest = c.name.partition(".")
