@@ -238,9 +238,9 @@ pytest_plugins = ["pytester"]
 TESTS = os.path.dirname(os.path.abspath(__file__))
 FAKE_MACHINE = '''
 """A stand-in for what a machine says it has, loaded with -p: FAKE_GPU=1 a GPU on the PCI bus, its
-driver and the CUDA runtime, though nothing CUDA really does works here (a GPU machine's run then
-meets "CUDA cannot see a GPU"); FAKE_GPU=0 no GPU. kvikio is absent either way; cupy is present
-(an empty module: nothing reaches it)."""
+driver and the CUDA runtime, though nothing CUDA really does works (CUDA_VISIBLE_DEVICES is empty:
+a run meets "CUDA cannot see a GPU", here and on a GPU machine alike); FAKE_GPU=0 no GPU.
+kvikio is absent either way; cupy is present (an empty module: nothing reaches it)."""
 import os, sys, types
 from gdsbench import _native
 from gdsbench.system import gpu
@@ -264,6 +264,7 @@ def _gpu_tests(pytester, monkeypatch, fake_gpu: str, required: str | None, *args
     """pytest in a new process, on the machine FAKE_MACHINE says, with GDSBENCH_GPU_REQUIRED as given."""
     pytester.makepyfile(fake_machine=FAKE_MACHINE)
     monkeypatch.setenv("FAKE_GPU", fake_gpu)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # CUDA sees no GPU, on a machine that has one too
     if required is None:
         monkeypatch.delenv("GDSBENCH_GPU_REQUIRED", raising=False)
     else:
