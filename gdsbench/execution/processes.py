@@ -38,6 +38,9 @@ from gdsbench.system.targets import target_for
 
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
 INTERRUPT_GRACE_S = 3.0  # after Ctrl-C: how long they get to send what they have before they are killed
+# ...counted from when every process still alive has started (said "ready"): one still starting
+# Python on a loaded machine cannot answer yet, and killing it loses the run. Bounded apart:
+STARTING_GRACE_S = 60.0
 PROGRESS_PERIOD_NS = 200_000_000
 PR_SET_PDEATHSIG = 1
 
@@ -272,11 +275,11 @@ class Children:
         that fails, crashes or is killed ends the whole run within seconds
         (on_stop() first, to release whatever the others wait on, then "cancel"
         to the rest) with an error naming it. Ctrl-C (or SIGTERM) does the same
-        and raises KeyboardInterrupt within INTERRUPT_GRACE_S, even when a
-        process is stopped or stuck in a read: those are killed. None is left
-        behind."""
+        and raises KeyboardInterrupt within INTERRUPT_GRACE_S of every process
+        having started (STARTING_GRACE_S at most), even when a process is
+        stopped or stuck in a read: those are killed. None is left behind."""
         failure: tuple | None = None  # (index, kind, message, info)
-        failed_at = interrupted_at = 0.0
+        failed_at = interrupted_at = answering_since = 0.0
         started = False
         interrupts = 0
 
@@ -312,7 +315,11 @@ class Children:
                         self.tell("go")  # every process is set up: all start together
                     if failure and time.monotonic() - failed_at > FAILURE_GRACE_S:
                         break
-                    if interrupts and time.monotonic() - interrupted_at > INTERRUPT_GRACE_S:
+                    if interrupts and not answering_since and all(i in self.ready or i in self.final
+                                                                   for i in range(self.n)):
+                        answering_since = max(interrupted_at, time.monotonic())
+                    if interrupts and (answering_since and time.monotonic() - answering_since > INTERRUPT_GRACE_S
+                                       or time.monotonic() - interrupted_at > STARTING_GRACE_S):
                         break  # one is stopped, or stuck in a read: stop() kills what is left
                     if tick:
                         tick()
