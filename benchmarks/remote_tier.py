@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,9 @@ def gdsbench(*args, env=None) -> subprocess.CompletedProcess:
 
 
 def last_run(results: str, name: str) -> str:
-    runs = sorted(d for d in os.listdir(results) if d.endswith(f"-{name}"))
+    """The newest run folder named NAME (a run id is its start time, then its name; compare pages are not runs)."""
+    run_id = re.compile(rf"\d{{8}}-\d{{6}}-{re.escape(name)}")
+    runs = sorted(d for d in os.listdir(results) if run_id.fullmatch(d))
     return os.path.join(results, runs[-1])
 
 

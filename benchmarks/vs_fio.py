@@ -241,14 +241,16 @@ def warm_up(path: str) -> None:
 WRITE_FILE = "1G"  # the file the write rows and write jobs write (--write-size)
 
 
-def prepare_files(disk_size: str, scratch: str = SCRATCH) -> tuple[dict[str, str], DiskCounters]:
-    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache) and the
-    disk's counters; and where the write rows' file goes, which fresh_file makes before every run."""
+def prepare_files(disk_size: str, scratch: str = SCRATCH, warm: bool = True) -> tuple[dict[str, str], DiskCounters]:
+    """The rows' files (a cold one read with O_DIRECT, a warm one read from the page cache unless
+    warm=False: job files read the cold one only) and the disk's counters; and where the write rows'
+    file goes, which fresh_file makes before every run."""
     os.makedirs(scratch, exist_ok=True)
     files = {"disk": os.path.join(scratch, "vs_fio-disk.dat"), "warm": os.path.join(scratch, "vs_fio-warm.dat"),
              "write": os.path.join(scratch, "vs_fio-write.dat")}
     gdsbench.prepare(files["disk"], gdsbench.job.units.parse_size(disk_size))
-    gdsbench.prepare(files["warm"], 1 << 30)
+    if warm:
+        gdsbench.prepare(files["warm"], 1 << 30)
     return files, DiskCounters(files["disk"])
 
 
@@ -367,7 +369,7 @@ def main() -> int:
     args.write_bytes = int(gdsbench.job.units.parse_size(args.write_size))
     where = {"directory": args.out} if args.out else {}
 
-    files, counters = prepare_files(args.disk_size, args.scratch)
+    files, counters = prepare_files(args.disk_size, args.scratch, warm=not args.job)
     if args.job:
         table, raw = job_file_rows(args, files, counters)
         md = markdown_table(["job", "metric", "fio (median)", "gdsbench (median)", "ratio gds/fio (CI)", "verdict",
