@@ -12,6 +12,9 @@ import sys
 from gdsbench.system import provenance
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", "benchmarks")
+# The checkout as the script started: the gdsbench commands it runs read the sources as they are when
+# each starts, so a commit or an edit during a run means not all of it ran the code named at its end.
+STARTED = provenance.gdsbench()
 
 
 def median(values):
@@ -33,6 +36,8 @@ def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
     made = provenance.record(("python", *tools), commands)
+    if made["gdsbench"] != STARTED:
+        made["gdsbench"] = {**STARTED, "changed_during_run": made["gdsbench"]}
     versions = ", ".join(f"{tool}: {version or 'not found'}" for tool, version in made["tools"].items())
     header = [f"# {title}", "", f"Measured {stamp} on {platform.node()} ({platform.release()}, "
               f"{os.cpu_count()} CPUs). Command: `{command}`", "",

@@ -195,14 +195,6 @@ class GpuAbsent(pytest.skip.Exception):
     """The one skip a gpu-marked test may take: something it needs is absent here, named."""
 
 
-def _importable(module: str) -> bool:
-    try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
-
-
 def gpu_absent() -> str | None:
     """What of the GPU itself is absent here, named (the device, its driver, the CUDA runtime
     library), or None. Absent means not there: a driver or runtime that is there and fails is
@@ -224,7 +216,7 @@ def libraries_absent(mode: str, verify: bool = False) -> str | None:
             return cufile
     needed = list(MODES[mode].requires) + ([("cupy", "cupy-cuda13x")] if verify else [])
     for module, package in needed:
-        if not _importable(module):
+        if not gpu.importable(module):
             return f"{module} is not installed (pip install {package})"
     return None
 

@@ -103,6 +103,22 @@ def test_a_benchmark_table_names_its_commit_and_the_tools_compared(tmp_path):
     assert names_this_checkout(made["gdsbench"]) and made["tools"]["fio"].startswith("fio-")
 
 
+def test_a_benchmark_whose_checkout_changed_during_its_run_says_so(tmp_path, monkeypatch):
+    """The gdsbench commands a script runs read the sources as each starts: a commit or an edit
+    during the run is named, beside the commit the run started at."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    before = {"version": "0.1.0", "commit": "0" * 40, "dirty": False}
+    monkeypatch.setattr(common, "STARTED", before)
+    md, js = common.write_outputs("t", "a table", "| a |\n|---|", [], {}, directory=str(tmp_path))
+    made = json.load(open(js))["provenance"]["gdsbench"]
+    assert made["commit"] == "0" * 40 and names_this_checkout(made["changed_during_run"])
+    assert f"Made by gdsbench 0.1.0 at {'0' * 12}, then {provenance.label()} before it ended" in open(md).read()
+
+
 def committed_provenance(path: str) -> dict | None:
     if path.endswith(".json"):
         return json.load(open(path)).get("provenance")

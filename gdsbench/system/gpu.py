@@ -16,12 +16,12 @@ import os
 import re
 import site
 import sys
-from importlib import metadata
 from pathlib import Path
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
+from gdsbench.system.provenance import distribution_version
 from gdsbench.system.storage import pci_placement, read_sysfs
 
 NO_GPU = "no NVIDIA GPU on the PCI bus"  # why every GPU mode, check and test is skipped on a machine without one
@@ -100,15 +100,6 @@ def cufile_config() -> dict:
     return config
 
 
-def _version(*dists: str) -> str | None:
-    for dist in dists:
-        try:
-            return f"{dist} {metadata.version(dist)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def status() -> dict:
     """Everything gdsbench knows about GPUs here, for `gdsbench info` and results."""
     configure_libraries()
@@ -125,8 +116,8 @@ def status() -> dict:
         "cuda": native,
         "nvidia_fs": nvidia_fs(),
         "cufile_json": cufile_config(),
-        "cupy": _version("cupy-cuda13x", "cupy-cuda12x", "cupy"),
-        "kvikio": _version("kvikio-cu13", "kvikio-cu12", "kvikio"),
+        "cupy": distribution_version("cupy-cuda13x", "cupy-cuda12x", "cupy"),
+        "kvikio": distribution_version("kvikio-cu13", "kvikio-cu12", "kvikio"),
     }
 
 
@@ -156,13 +147,14 @@ def require(spec: JobSpec) -> None:
             raise UsageError(f"--gpu {','.join(map(str, spec.gpu))}: this machine has {count} GPU(s), "
                              f"numbered 0 to {count - 1}")
     for module, package in mode.requires:
-        if not _importable(module):
+        if not importable(module):
             raise UsageError(f"--mode {spec.mode} needs {module}: pip install gdsbench[cu13] (or {package})")
-    if spec.verify and not _importable("cupy"):
+    if spec.verify and not importable("cupy"):
         raise UsageError(f"--verify in --mode {spec.mode} checks GPU memory with cupy: pip install cupy-cuda13x")
 
 
-def _importable(module: str) -> bool:
+def importable(module: str) -> bool:
+    """Whether module imports here (a missing optional dependency is not an error until it is used)."""
     try:
         __import__(module)
     except ImportError:

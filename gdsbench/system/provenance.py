@@ -65,6 +65,8 @@ def label(made: dict | None = None) -> str:
         text += " with its sources changed"
     elif made.get("checkout"):
         text += f" ({made['checkout']})"
+    if made.get("changed_during_run"):
+        text += f", then {label(made['changed_during_run'])} before it ended (not all of it ran the first)"
     return text
 
 
@@ -83,7 +85,8 @@ def _first_line(command: list[str]) -> str | None:
     return text[0].strip() if out.returncode == 0 and text else None
 
 
-def _distribution(*names: str) -> str | None:
+def distribution_version(*names: str) -> str | None:
+    """"NAME VERSION" of the first of these installed Python distributions, or None."""
     for name in names:
         try:
             return f"{name} {metadata.version(name)}"
@@ -135,13 +138,13 @@ TOOLS = {
     "rclone": lambda: _first_line(["rclone", "version"]),
     "seaweedfs": lambda: _first_line(["weed", "version"]),
     "s5cmd": lambda: _first_line(["s5cmd", "version"]),
-    "obstore": lambda: _distribution("obstore"),
-    "s3torchconnector": lambda: _distribution("s3torchconnectorclient"),
-    "boto3": lambda: _distribution("boto3"),
-    "dlio": lambda: _distribution("dlio-benchmark", "dlio_benchmark"),
-    "kvikio": lambda: _distribution("kvikio-cu13", "kvikio-cu12", "kvikio"),
-    "cupy": lambda: _distribution("cupy-cuda13x", "cupy-cuda12x", "cupy"),
-    "pytest-benchmark": lambda: _distribution("pytest-benchmark"),
+    "obstore": lambda: distribution_version("obstore"),
+    "s3torchconnector": lambda: distribution_version("s3torchconnectorclient"),
+    "boto3": lambda: distribution_version("boto3"),
+    "dlio": lambda: distribution_version("dlio-benchmark", "dlio_benchmark"),
+    "kvikio": lambda: distribution_version("kvikio-cu13", "kvikio-cu12", "kvikio"),
+    "cupy": lambda: distribution_version("cupy-cuda13x", "cupy-cuda12x", "cupy"),
+    "pytest-benchmark": lambda: distribution_version("pytest-benchmark"),
     "mpi": lambda: _first_line(["mpirun", "--version"]),
     "slurm": lambda: _first_line(["srun", "--version"]),
     "cuda": _cuda,
