@@ -110,8 +110,9 @@ def test_a_sweep_across_hosts_saves_the_per_host_figures_and_its_page_shows_them
 @needs_hosts
 @needs_mpi
 def test_a_rank_killed_on_another_host_is_named_and_the_points_so_far_are_kept(hosts, shared, tmp_path):
-    """kill -9 of rank 2's process on h3 in the sweep's second point: one line names it (the
-    launcher's, and rank 0's by host), and the first point stays saved and readable."""
+    """kill -9 of rank 2's process on h3 in the sweep's second point: the failure is named (the
+    launcher's account and rank 0's one line, or Open MPI's own abort naming the peer's host), and
+    the first point stays saved and readable."""
     cmd = hosts.mpirun(1, sys.executable, "-m", "gdsbench", "sweep", str(shared / "s.dat"), "--bs", "1M",
                        "--runtime", "1s,30s", "--engine", "psync", "--results", str(tmp_path), "--name", "killed")
     proc = subprocess.Popen(cmd, env=hosts.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -129,12 +130,17 @@ def test_a_rank_killed_on_another_host_is_named_and_the_points_so_far_are_kept(h
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     ours = [line for line in err.splitlines() if "gdsbench: " in line]
-    assert len(ours) == 1 and "rank 0 on h1" in ours[0], err
     words = " ".join(err.split())  # the launcher's, wrapped at its own width
-    # Open MPI's own account: the launcher names the killed rank, unless (on a loaded machine) a peer's
-    # socket error reaches it first; which comes first is Open MPI's race, not gdsbench's to settle
-    assert ("process rank 2 with PID" in words and "on node h3 exited on signal 9" in words) or \
-        "An error occurred in Socket" in words, words
+    # Open MPI's own account: the launcher names the killed rank and ends the others with SIGTERM (rank 0
+    # says why, once), unless (on a loaded machine) rank 0's TCP transport sees the closed socket first:
+    # then Open MPI aborts rank 0 inside its C library, naming the peer's host, before any Python runs
+    # (no error handler reaches that path without Open MPI's fault tolerance). Which comes first is
+    # Open MPI's race, not gdsbench's to settle; either way the failure is named, in one account.
+    if "An error occurred in Socket" in words:
+        assert "Peer host: h3" in words and len(ours) <= 1, err
+    else:
+        assert "process rank 2 with PID" in words and "on node h3 exited on signal 9" in words, words
+        assert len(ours) == 1 and "rank 0 on h1" in ours[0], err
     assert "Traceback" not in err
     df = pd.read_parquet(next(tmp_path.glob("*/points.parquet")))
     assert len(df) == 1 and set(df["hosts"]) == {3}
