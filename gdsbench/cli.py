@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2
+        _ranks_agree(args)
         with s3_endpoint(args):
             return args.handler.run(args)
     except GdsbenchError as e:
@@ -78,19 +79,57 @@ def main(argv: list[str] | None = None) -> int:
         return code
 
 
-def _sigterm_as_ctrl_c(signum, frame) -> None:
+def _ranks_agree(args: argparse.Namespace) -> None:
+    """Under MPI, every rank was given the same command and arguments (mpirun's `A : B` form can
+    give each its own, and their figures would be merged under rank 0's job), or UsageError."""
+    from gdsbench.execution import mpi
+
+    if mpi.world_or_none() is not None:
+        mpi.agree(described_arguments(args))
+
+
+def described_arguments(args: argparse.Namespace) -> dict[str, str]:
+    """The command and each argument given, by flag, a job option's value in one spelling (4096
+    and 4K are one size): what the ranks of one job compare."""
+    from gdsbench.job.spec import BY_NAME
+
+    described = {"COMMAND": args.command}
+    for action in args.command_parser._actions:
+        value = getattr(args, action.dest, None)
+        if value is None or action.dest in ("help", "handler", "command_parser"):
+            continue
+        option = BY_NAME.get(action.dest)
+        if option is not None and option.kind != "bool":
+            value = ",".join(_one_spelling(option, part) for part in str(value).split(","))
+        described[action.option_strings[0] if action.option_strings else action.metavar or action.dest] = str(value)
+    return described
+
+
+def _one_spelling(option, text: str) -> str:
+    try:
+        return option.format(option.parse(text.strip()))
+    except (GdsbenchError, ValueError):  # refused later, in the command's own words
+        return text
+
+
+def _stop_as_ctrl_c(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
 def entry_point() -> None:
-    """The console script. SIGTERM (kill, a job scheduler's stop) ends a command as Ctrl-C does: what
-    was measured is kept, files it made are removed, exit 130. Not under an MPI launcher, which
-    ends the ranks with SIGTERM when one fails: rank 0 says why in its own handler (execution/mpi.py)."""
+    """The console script. SIGTERM (kill, a job scheduler's stop), SIGHUP (a closed terminal or SSH
+    session) and SIGQUIT (Ctrl-\\) end a command as Ctrl-C does: what was measured is kept, files it
+    made are removed, exit 130. Not under an MPI launcher, which ends the ranks with SIGTERM when one
+    fails: rank 0 says why in its own handler (execution/mpi.py)."""
     from gdsbench.execution.mpi import LAUNCHER_VARIABLES
+    from gdsbench.execution.processes import STOP_SIGNALS
 
     # Ctrl-C (and kill -INT) always stops a run, also where gdsbench was started with SIGINT
     # ignored, as a script's background job is: measured work is kept, not lost to a kill -9
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if not any(v in os.environ for v in LAUNCHER_VARIABLES):
-        signal.signal(signal.SIGTERM, _sigterm_as_ctrl_c)
+        for sig in STOP_SIGNALS:
+            if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                continue  # started under nohup: a closed session must not end it, as asked
+            signal.signal(sig, _stop_as_ctrl_c)
     sys.exit(main())

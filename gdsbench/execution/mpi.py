@@ -130,6 +130,35 @@ def broadcast(value):
     return value if comm is None else comm.bcast(value, root=0)
 
 
+def agree(described: dict[str, str]) -> None:
+    """Every rank was given one job: each rank's described arguments (flag -> value) are gathered
+    to rank 0, which raises UsageError naming the first rank that differs and how (its abort ends
+    them all); the others wait here for that end. Collective: every rank calls it, first."""
+    comm = world()
+    if comm is None:
+        return
+    everyone = comm.gather(described, root=0)
+    problem = comm.bcast(_first_difference(everyone) if comm.Get_rank() == 0 else None, root=0)
+    if problem is None:
+        return
+    if comm.Get_rank() == 0:
+        raise UsageError(problem)
+    comm.Barrier()  # rank 0 never arrives: its abort ends this rank
+
+
+def _first_difference(everyone: list[dict[str, str]]) -> str | None:
+    """How the first rank whose arguments are not rank 0's differs, in one line; None if none does."""
+    ours = everyone[0]
+    for rank, theirs in enumerate(everyone[1:], start=1):
+        flags = [f for f in dict.fromkeys([*ours, *theirs]) if ours.get(f) != theirs.get(f)]
+        if flags:
+            said = "; ".join(f"{flag} {theirs.get(flag, '(not given)')} (rank 0: {ours.get(flag, 'not given')})"
+                             for flag in flags)
+            return (f"rank {rank} was given another job than rank 0: {said}. Under mpirun every rank runs its part "
+                    "of one job: give every rank the same arguments (mpirun's `A : B` form gave them different ones)")
+    return None
+
+
 def abort(message: str, code: int) -> None:
     """Print one line naming this rank and host, then end every rank."""
     comm = world()

@@ -35,6 +35,7 @@ from gdsbench.job import errors
 from gdsbench.job.errors import GdsbenchError, IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.targets import target_for
+from gdsbench.system.targets.remote_object import asking_of
 
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
 INTERRUPT_GRACE_S = 3.0  # after Ctrl-C: how long they get to send what they have before they are killed
@@ -43,6 +44,10 @@ INTERRUPT_GRACE_S = 3.0  # after Ctrl-C: how long they get to send what they hav
 STARTING_GRACE_S = 60.0
 PROGRESS_PERIOD_NS = 200_000_000
 PR_SET_PDEATHSIG = 1
+# What ends a command as Ctrl-C does (cli.entry_point turns each into it): a kill or a job scheduler's
+# stop, a closed terminal or SSH session, Ctrl-\. The terminal sends them to every process of its
+# foreground group, so a child ignores them as it ignores Ctrl-C: the parent stops it with "cancel".
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class _Cancelled(Exception):
@@ -67,7 +72,8 @@ class ParentLink:
     """A child's two pipes to its parent: what it says, and what it is told."""
 
     def __init__(self, control, report, parent_pid: int):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent turns Ctrl-C into "cancel"
+        for sig in (signal.SIGINT, *STOP_SIGNALS):  # the parent turns each into "cancel"
+            signal.signal(sig, signal.SIG_IGN)
         _die_with_parent(parent_pid)
         self.control, self.report = control, report
         self.cancelled = self.stonewalled = False
@@ -138,7 +144,7 @@ def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, pa
         return POLL_STONEWALL if spec.stonewall and link.stonewalled else POLL_CONTINUE
 
     def body() -> RunRecord:
-        target = target_for(spec.path) if spec.path and spec.opens_target else None
+        target = target_for(spec.path, asking=asking_of(spec)) if spec.path and spec.opens_target else None
         info["cpus"] = pin_cpus(pin, index, nparts, spec, target)
         try:
             return run_part(spec, poll, link.ready_then_wait)
@@ -163,7 +169,7 @@ def _describe_exit(proc) -> str:
 
 
 class StopSignals:
-    """Ctrl-C, and SIGTERM where a handler turns it into one, noted instead of
+    """Ctrl-C, and the STOP_SIGNALS where a handler turns them into one, noted instead of
     raised while processes are started and supervised: a KeyboardInterrupt in
     the middle of a pipe's recv() leaves half a message in it, and one while the
     children were being spawned was lost. supervise() asks new() each step."""
@@ -172,7 +178,7 @@ class StopSignals:
         self.count = self.seen = 0
         self.previous: dict[int, object] = {}
         if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in (signal.SIGINT, *STOP_SIGNALS):
                 if callable(signal.getsignal(sig)):  # one that raises (Ctrl-C's, the CLI's SIGTERM): note it
                     self.previous[sig] = signal.signal(sig, self._note)
 
@@ -198,12 +204,12 @@ class Children:
         ctx = mp.get_context("spawn")
         self.n = len(args)
         self.procs, self.controls, self.reports = [], [], []
-        # Started with SIGINT blocked (the mask is inherited through exec, and each
-        # child ignores SIGINT once it runs): Ctrl-C reaches the parent, which stops
-        # the children with "cancel", never kills them. One that comes meanwhile is
+        # Started with SIGINT and the STOP_SIGNALS blocked (the mask is inherited through
+        # exec, and each child ignores them once it runs): Ctrl-C reaches the parent, which
+        # stops the children with "cancel", never kills them. One that comes meanwhile is
         # noted (self.signals), and supervise() acts on it first.
         self.signals = StopSignals()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *STOP_SIGNALS})
         try:
             for child_args in args:
                 control_r, control_w = ctx.Pipe(duplex=False)
