@@ -36,6 +36,8 @@ refuses to run in an xdist worker (pytest-benchmark itself turns off there).
 from __future__ import annotations
 
 import math
+import signal
+import threading
 
 import pytest
 
@@ -181,6 +183,16 @@ def _merged(histograms: list):
     return out
 
 
+def _ctrl_c_interrupts(config) -> None:
+    """A suite started as a script's background job (`pytest ... &`) inherits SIGINT ignored, and a
+    Ctrl-C (a SIGINT to its process group) would pass over every measurement: the suite would pass.
+    From the first measurement on, SIGINT interrupts this session as pytest's own Ctrl-C does (as
+    `gdsbench` itself does); as it was, after the session."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        config.add_cleanup(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+
 def _benchmark(request):
     try:
         return request.getfixturevalue("benchmark")
@@ -200,6 +212,7 @@ def storage_bench(request):
     if hasattr(request.config, "workerinput"):
         pytest.fail("storage benchmarks under pytest-xdist would run at once and measure each other: "
                     "run them without -n", pytrace=False)
+    _ctrl_c_interrupts(request.config)
     repeats = request.config.getoption("gdsbench_repeat")
     unavailable = request.config.getoption("gdsbench_unavailable")
     used = []
