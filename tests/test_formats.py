@@ -1,5 +1,5 @@
 """The formats users already have: DLIO workload YAML in, read from the real
-files (every workload YAML DLIO 2.0 ships, from its wheel, which scripts/setup
+files (every workload YAML DLIO 2.0 ships, from its wheel, which scripts/setup --tests
 downloads; mlcommons/storage v2.0's configs, in tests/data)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gdsbench.train import dlio_yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DLIO_WHEEL = next(iter(glob.glob(os.path.join(ROOT, ".venv", "dlio", "dlio_benchmark-2.0.0-*.whl"))), None)
-needs_dlio = pytest.mark.skipif(DLIO_WHEEL is None, reason="DLIO 2.0's wheel is not in .venv/dlio (scripts/setup "
+needs_dlio = pytest.mark.skipif(DLIO_WHEEL is None, reason="DLIO 2.0's wheel is not in .venv/dlio (scripts/setup --tests "
                                                            "downloads it)")
 MLCOMMONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mlcommons-storage-v2.0")
 

