@@ -16,7 +16,7 @@ from gdsbench.commands.options import (
 from gdsbench.execution import mpi
 from gdsbench.execution.runner import resolve_engine, run
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
-from gdsbench.job.errors import EXIT_INTERRUPTED, VerifyFailure
+from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
 from gdsbench.job.spec import opens_target, spec_from_values
 from gdsbench.reporting import prom
 from gdsbench.reporting.display import run_summary
@@ -54,16 +54,18 @@ class RunCommand:
             return 0
         for note in result.warnings:
             print(f"gdsbench: warning: {note}", file=sys.stderr)
-        if args.metrics:
-            prom.write(prom.run_metrics(result), args.metrics)
         if args.json:
             json.dump(result.to_dict(), sys.stdout, indent=1)
             print()
         else:
             print(run_summary(result))
+        sys.stdout.flush()  # the measurement is out before anything else can fail
+        problem = prom.unwritten(prom.run_metrics(result), args.metrics) if args.metrics else None
+        if problem:
+            print(f"gdsbench: error: {problem}; the result is printed above", file=sys.stderr)
         if result.interrupted:
             return EXIT_INTERRUPTED
         if failure is not None:
             print(f"gdsbench: error: {failure}", file=sys.stderr)
             return failure.exit_code
-        return 0
+        return UsageError.exit_code if problem else 0  # a report that was not written is never a pass

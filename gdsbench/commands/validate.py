@@ -50,7 +50,11 @@ class ValidateCommand:
             v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "",
                          host=host)
             if args.metrics:  # this host's, where its node_exporter reads it
-                prom.write(prom.validate_metrics(v), args.metrics)
+                problem = prom.unwritten(prom.validate_metrics(v), args.metrics)
+                if problem:
+                    print(f"gdsbench: error: {f'{host}: ' if host else ''}{problem}; the checks are printed below",
+                          file=sys.stderr)
+                    v.report_unwritten(problem)
             return v
 
         def run_on_host(host: str) -> Validation:  # a host not ready is that host's verdict, not the fleet's end
@@ -64,17 +68,18 @@ class ValidateCommand:
         comm = mpi.world()
         if comm is not None:  # a fleet: each host validated by its first rank, reported by rank 0
             hosts = fleet.validate_fleet(comm, run_on_host)
-            code = comm.bcast(self._report(args, fleet.worst_exit(hosts), fleet.to_dict(hosts),
+            code = comm.bcast(self._report(args, lambda: fleet.worst_exit(hosts), lambda: fleet.to_dict(hosts),
                                            lambda color: output.fleet_table(hosts, color),
                                            [(h.host, h.validation) for h in hosts]) if hosts else None, root=0)
             return code
         v = run()
-        return self._report(args, v.exit_code, v.to_dict(), lambda color: output.table(v, color),
+        return self._report(args, lambda: v.exit_code, v.to_dict, lambda color: output.table(v, color),
                             [(os.uname().nodename, v)])
 
-    def _report(self, args, exit_code: int, record: dict, table, validations) -> int:
-        """Print the table (or JSON) and write the JUnit file; the exit code, or the usage code
-        where a passing report could not be written (a report that could not be written is never a pass)."""
+    def _report(self, args, exit_code, record, table, validations) -> int:
+        """Write the JUnit file, then print the table (or JSON: record()) with the exit code it ends
+        in (exit_code()); the exit code, or the usage code where a passing report could not be
+        written (a report that could not be written is never a pass)."""
         from gdsbench.validate import output
 
         written = True
@@ -82,11 +87,14 @@ class ValidateCommand:
             try:
                 output.junit_hosts(validations, args.junit)
             except OSError as e:
-                print(f"gdsbench: error: --junit {args.junit}: {e.strerror}; the checks are printed below", file=sys.stderr)
-                written = False
+                problem = f"--junit {args.junit}: not written: {e.strerror or e}"
+                print(f"gdsbench: error: {problem}; the checks are printed below", file=sys.stderr)
+                for _, v in validations:  # the file held every host's: the table and record say so, with the exit
+                    v.report_unwritten(problem)
+        exit_code = exit_code()
         try:
             if args.json:
-                json.dump(record, sys.stdout, indent=1, default=str)
+                json.dump(record(), sys.stdout, indent=1, default=str)
                 print()
             else:
                 from rich.console import Console

@@ -186,3 +186,13 @@ def write(metrics: Metrics, path: str) -> None:
         with open(tmp, "w") as f:
             f.write(metrics.text())
     output_files.write_whole(path, text)
+
+
+def unwritten(metrics: Metrics, path: str) -> str | None:
+    """write(), after the figures were shown: None, or why the file could not be written (a full
+    disk), in a few words naming --metrics; nothing is left beside it."""
+    try:
+        write(metrics, path)
+    except OSError as e:
+        return f"--metrics {path}: not written: {e.strerror or e}"
+    return None

@@ -43,4 +43,5 @@ def worst_exit(fleet: list[HostValidation]) -> int:
 
 def to_dict(fleet: list[HostValidation]) -> dict:
     return {"fleet": True, "exit_code": worst_exit(fleet), "hosts": [h.host for h in fleet],
-            "per_host": [dict(h.record, rank=h.rank) for h in fleet]}
+            "per_host": [dict(h.record, rank=h.rank, exit_code=h.validation.exit_code, notes=h.validation.notes)
+                         for h in fleet]}  # as they end: a report rank 0 could not write counts on every host

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
-from gdsbench.validate.measure import Measurement, describe_figures
+from gdsbench.validate.measure import Measurement, describe_figures, read_failed
 from gdsbench.validate.profile import METRIC_WORDS, METRICS, Limit, Profile, ProfileError
 
 # The figures a point is judged by where the profile does not say (spread, baseline)
@@ -36,6 +36,8 @@ def judge_limit(limit: Limit, measured: dict[str, Measurement], profile: Profile
     name = f"performance.{limit.point}.{limit.metric}"
     m = measured.get(limit.point)
     where = f"{profile.source} line {limit.line or '?'}"
+    if m is not None and m.read_failed and not m.runs:
+        return read_failed(name, m.error)
     if m is None or not m.runs:
         return skip(name, f"{limit.point} not measured: {(m.why_not or m.error) if m else 'not run'}", evidence=where)
     value = m.median(limit.metric)
@@ -67,6 +69,8 @@ def judge_limit(limit: Limit, measured: dict[str, Measurement], profile: Profile
 def measured_only(point: str, m: Measurement) -> Check:
     """A point the profile sets no limit on: its figures, for the record and for --baseline."""
     name = f"performance.{point}"
+    if m.read_failed and not m.runs:
+        return read_failed(name, m.error)
     if not m.runs:
         return skip(name, m.why_not or m.error or "not measured")
     return Check(name, INFO, describe_figures(m) + " (measured only: this profile sets no limit)", evidence=m.data_path)

@@ -62,7 +62,7 @@ def path_check(mode: str, target: Target, why_not: str | None, require_gds: bool
     except UsageError as e:  # cannot run this way here (O_DIRECT refused, ...): said, not failed
         return skip(name, str(e))
     except IoFailure as e:
-        return Check(name, FAIL, "the read failed", evidence=str(e), fix="check dmesg and the device: reads fail")
+        return read_failed(name, str(e))
     _stop_if_interrupted(result)
     evidence = f"gdsbench run --mode {mode} --bs 1M --runtime 300ms {target.path}"
     if MODES[mode].path_from == "engine":  # the engine's own reads: the path is what it is, by construction
@@ -84,15 +84,24 @@ def gpudirect_verdict(name: str, label: str, require_gds: bool, evidence: str) -
     return Check(name, FAIL if require_gds else WARN, label, threshold=threshold, evidence=evidence, fix=fix)
 
 
+def read_failed(name: str, evidence: str) -> Check:
+    """A check whose read failed (the device, or the server of a remote target): a FAIL, never the end of validate."""
+    return Check(name, FAIL, "the read failed", evidence=evidence,
+                 fix="check dmesg and the device, or the server and the network for a URL: reads fail")
+
+
 # ---- integrity ----
 
 
 def integrity_check(mode: str, prepared: str | None, why_not: str | None, point: Point, limit_bytes: int,
-                    file_size: int) -> Check:
-    """Read up to limit_bytes of a prepared file in `mode` and check every block where it landed."""
+                    file_size: int, unreadable: str | None = None) -> Check:
+    """Read up to limit_bytes of a prepared file in `mode` and check every block where it landed
+    (unreadable: why PATH's first block could not be read to look for a pattern, a FAIL)."""
     name = f"integrity.{mode}"
     if why_not:
         return skip(name, why_not)
+    if unreadable:
+        return read_failed(name, unreadable)
     if prepared is None:
         return skip(name, "no prepared file to check against (see the note on the target)")
     length = min(limit_bytes, file_size) // point.bs * point.bs
@@ -113,7 +122,7 @@ def integrity_check(mode: str, prepared: str | None, why_not: str | None, point:
     except UsageError as e:
         return skip(name, str(e), evidence=command)
     except IoFailure as e:
-        return Check(name, FAIL, "the read failed", evidence=f"{command}: {e}", fix="check dmesg and the device: reads fail")
+        return read_failed(name, f"{command}: {e}")
     _stop_if_interrupted(result)
     return Check(name, PASS, f"{result.verified_blocks} blocks ({format_size(result.bytes)}) intact, checked in {where}",
                  threshold="every block matches", value=0, evidence=command)
@@ -130,6 +139,7 @@ class Measurement:
     seconds: float = 0.0  # wall time of all its repeats
     data_path: str = ""
     error: str | None = None
+    read_failed: bool = False  # error is a read that failed (the device, a server): a FAIL, not a SKIP
 
     def median(self, metric: str) -> float | None:
         values = [r[metric] for r in self.runs]
@@ -163,7 +173,7 @@ def measure_once(m: Measurement, spec: JobSpec, progress=None) -> None:
     try:
         result = run(spec, record_environment=False, progress=progress)
     except (UsageError, IoFailure) as e:
-        m.error = str(e)
+        m.error, m.read_failed = str(e), isinstance(e, IoFailure)
         return
     finally:
         m.seconds += time.monotonic() - began

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 from gdsbench import __version__
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
-from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
+from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, IoFailure, UsageError
 from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
 from gdsbench.system import gpu, provenance
@@ -22,7 +22,7 @@ from gdsbench.system.prepare import created_by_gdsbench, prepare
 from gdsbench.system.targets import Target, target_for
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
-from gdsbench.validate.profile import Profile
+from gdsbench.validate.profile import Profile, ProfileError
 
 SCRATCH_NAME = "gdsbench-validate{host}.dat"  # the file validate prepares in a directory it is given, or beside PATH
 WRITE_NAME = "gdsbench-validate{host}-write.dat"  # the file the write point writes into, beside PATH, always removed
@@ -49,6 +49,13 @@ class Validation:
     interrupted: bool = False
     baseline: str | None = None
     options: dict = field(default_factory=dict)  # as given on the command line
+    unwritten: list[str] = field(default_factory=list)  # reports asked for (--junit, --metrics) and not written
+
+    def report_unwritten(self, problem: str) -> None:
+        """A report of this validation could not be written (a full disk): said in its notes, and never a pass."""
+        self.unwritten.append(problem)
+        self.notes.append(f"{problem}: a validation whose report was not written is not a pass (exit "
+                          f"{ProfileError.exit_code})")
 
     @property
     def measured_anything(self) -> bool:
@@ -59,12 +66,14 @@ class Validation:
     @property
     def exit_code(self) -> int:
         """gds-diag's: 1 on any FAIL, else 0 (WARN allowed); 2 (not ready) when nothing could be
-        measured; 130 after Ctrl-C."""
+        measured; 130 after Ctrl-C; and 3 (validate's usage code) for a pass whose report was not written."""
         if self.interrupted:
             return EXIT_INTERRUPTED
         if any(c.status == FAIL for c in self.checks):
             return 1
-        return 0 if self.measured_anything else NotReady.exit_code
+        if not self.measured_anything:
+            return NotReady.exit_code
+        return ProfileError.exit_code if self.unwritten else 0
 
     def ordered(self) -> list[Check]:
         return sorted(self.checks, key=lambda c: GROUPS.index(c.group))
@@ -102,6 +111,7 @@ class Targets:
             raise NotReady(f"PATH {path}: {format_size(self.target.size)}, too small to measure: the reference points "
                            f"read at least {format_size(least)}; give a larger file, or a directory validate may "
                            "write a test file in")
+        self.unreadable: str | None = None  # why PATH could not be read to look for a pattern (a server fault)
         self.prepared = self._pattern_file(self.target, size)
         self.size = size
         self._writable: str | None = None
@@ -128,7 +138,7 @@ class Targets:
     def _inspect(path: str) -> Target:
         try:
             return target_for(path)
-        except UsageError as e:
+        except (UsageError, IoFailure) as e:  # missing, refused, or a server that failed the first look
             raise NotReady(str(e)) from None
 
     def _make(self, path: str, size: int, fatal: bool = False, purpose: str = "to read") -> str | None:
@@ -152,8 +162,12 @@ class Targets:
         return path
 
     def _pattern_file(self, target: Target, size: int) -> str | None:
-        if target.kind != "block" and target.has_pattern(0):
-            return target.path
+        try:
+            if target.kind != "block" and target.has_pattern(0):
+                return target.path
+        except IoFailure as e:  # its integrity checks FAIL with it; the other checks read for themselves
+            self.unreadable = f"looking for a gdsbench pattern in {target.path}: {e}"
+            return None
         if target.OPENED_AS == "url":
             self.notes.append("integrity: PATH is a remote object without a gdsbench pattern; give one `gdsbench "
                               "prepare` wrote (`gdsbench prepare s3://BUCKET/KEY --size 1G`, or a prepared file served "
@@ -233,7 +247,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
         for mode, why_not in modes.items():
             progress.step(f"integrity: {mode}")
             v.checks += _timed(measure.integrity_check, mode, targets.prepared, why_not, _point_for(mode, profile),
-                               profile.integrity_bytes, size)
+                               profile.integrity_bytes, size, targets.unreadable)
         v.measurements = {name: measure.Measurement(p, why_not=modes[p.mode]) for name, p in points.items()}
         for r in range(rounds):  # A B C A B C: drift over the run falls on every point alike
             for name, m in v.measurements.items():
