@@ -58,7 +58,7 @@ class Toy:
         return name
 
     @classmethod
-    def open(cls, name, need=0):
+    def open(cls, name, need=0, asking=None):  # asking: how a server is asked (--timeout...); none here
         return cls(name, int(name.rsplit("size=", 1)[1]))
 
     @property

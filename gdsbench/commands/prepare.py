@@ -11,19 +11,37 @@ from gdsbench.system.prepare import prepare
 from gdsbench.train.dataset import SHAPE
 
 
-def writer_for(path: str):
+def writer_for(path: str, asking: dict | None = None):
     """What writes a pattern file or object at path: prepare() for a local file, an upload for
-    s3://; an HTTP server cannot be written to."""
+    s3:// (asking: its --timeout and --retries, remote_asking); an HTTP server cannot be written to."""
+    import functools
+
     from gdsbench.system import object_store
     from gdsbench.system.targets import is_url
 
     if object_store.is_s3(path):
-        return object_store.put_pattern
+        return functools.partial(object_store.put_pattern, s3=object_store.client(asking))
     if is_url(path):
         raise UsageError(f"PATH {path}: an HTTP server cannot be written to; prepare a local file and serve its "
                          "folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size 4G`, then "
                          "`rclone serve http DIR` or nginx), and read http://SERVER/data.dat")
     return prepare
+
+
+def remote_asking(args: argparse.Namespace) -> dict | None:
+    """How an s3:// PATH's server is asked: --timeout and --retries as given (parsed as run parses
+    them), object_store.WRITING for those not given; None for a local PATH, which refuses them."""
+    from gdsbench.job.spec import BY_NAME
+    from gdsbench.system import object_store
+
+    given = {name: BY_NAME[name].parse(value) for name, value in (("timeout_ns", args.timeout),
+                                                                   ("retries", args.retries)) if value is not None}
+    if not object_store.is_s3(args.path):
+        if given:
+            flag = "--timeout" if "timeout_ns" in given else "--retries"
+            raise UsageError(f"{flag}: only for an s3:// PATH (how its server is asked); drop it for a local file")
+        return None
+    return {**object_store.WRITING, **given}
 
 
 class PrepareCommand:
@@ -36,6 +54,12 @@ class PrepareCommand:
                                                          "create); with --workload, the dataset's directory")
         parser.add_argument("--size", help="file size, e.g. 4GiB (a multiple of 4K)")
         add_remote_arguments(parser)
+        parser.add_argument("--timeout", metavar="TIME", default=None,
+                            help="s3:// only: how long a request may wait for the server before prepare fails naming "
+                                 "it (default: 30s; 0: no limit)")
+        parser.add_argument("--retries", metavar="N", default=None,
+                            help="s3:// only: try a request again this many times after a timeout, a dropped "
+                                 "connection, HTTP 429 or 5xx (default: 3)")
         parser.add_argument("--seed", type=count_arg(0, 2**64 - 1), default=None,
                             help="seed of the payload (default: 1), or with --workload of the sample sizes (default: 123)")
         parser.add_argument("--force", action="store_true", help="rewrite even if an identical gdsbench file exists")
@@ -54,8 +78,9 @@ class PrepareCommand:
                 group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help + shape)
 
     def run(self, args: argparse.Namespace) -> int:
+        asking = remote_asking(args)
         if args.workload is not None:
-            return self.dataset(args)
+            return self.dataset(args, asking)
         if args.dry_run:
             raise UsageError("--dry-run: only with --workload (a single file's size is what --size says)")
         if args.size is None:
@@ -63,13 +88,13 @@ class PrepareCommand:
         size = parse_size(args.size, "--size")
         args.seed = 1 if args.seed is None else args.seed
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
-        write = writer_for(args.path)
+        write = writer_for(args.path, asking)
         for path in paths:
             done = write(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
             print(f"{'kept existing' if done.reused else 'wrote'} {path} ({format_size(done.size)})")
         return 0
 
-    def dataset(self, args: argparse.Namespace) -> int:
+    def dataset(self, args: argparse.Namespace, asking: dict | None) -> int:
         from gdsbench.train.dataset import plan_dataset, prepare_dataset
 
         if args.size is not None:
@@ -78,7 +103,7 @@ class PrepareCommand:
             raise UsageError("--force with --workload: a dataset keeps the files already complete; give a new directory "
                              "to write it all again")
         workload = workload_from_args(args, prepare=True)
-        plan = plan_dataset(workload, args.path)
+        plan = plan_dataset(workload, args.path, asking)
         if args.dry_run:
             print("would write " + plan.describe(), flush=True)
             return 0

@@ -28,13 +28,17 @@ def open_inputs(args: argparse.Namespace):
     what a DLIO YAML's keys were not emulated (said as it was translated), and where the dataset and
     the workload disagree (another workload's dataset, another shape). The notes, as said, go into
     --json's output too."""
+    from gdsbench.job.spec import spec_from_values
+    from gdsbench.system.targets.remote_object import asking_of
     from gdsbench.train.dataset import disagreements, open_dataset
     from gdsbench.train.session import reader_spec
 
     workload = workload_from_args(args)
     notes = list(getattr(args, "translation_notes", []))  # said by workload_from_args
-    dataset = open_dataset(args.path, workload.format)
-    spec = reader_spec(workload, dataset, job_values(args))
+    values = job_values(args)
+    asking = asking_of(spec_from_values({k: v for k, v in values.items() if k != "path"}))  # the listing's too
+    dataset = open_dataset(args.path, workload.format, asking)
+    spec = reader_spec(workload, dataset, values)
     for line in disagreements(dataset, workload):
         note(notes, line)
     return workload, dataset, spec, notes

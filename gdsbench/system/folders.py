@@ -25,6 +25,7 @@ BLOCK = _native.PATTERN_BLOCK
 
 class LocalFolder:
     remote = False
+    asking = None  # nothing here is asked of a server
 
     def __init__(self, name: str):
         self.name = name
@@ -104,23 +105,26 @@ class LocalFolder:
 
 
 class ObjectFolder:
-    """An S3 prefix: s3://BUCKET/PREFIX/ (the / is added where it is left out)."""
+    """An S3 prefix: s3://BUCKET/PREFIX/ (the / is added where it is left out). `asking`: how its
+    server is asked, listings and pattern blocks alike (remote_object.asking_of: the command's
+    --timeout and --retries; object_store.WRITING where None)."""
 
     remote = True
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, asking: dict | None = None):
         bucket, prefix = object_store.split(name)
         self.name = f"s3://{bucket}/{prefix.rstrip('/') + '/' if prefix.strip('/') else ''}"
+        self.asking = asking
         self._s3 = None
         self._listed: list[tuple[str, int]] | None = None
 
     def __getstate__(self) -> dict:  # sent to accelerator processes without its client, made again there
-        return {"name": self.name, "_s3": None, "_listed": self._listed}
+        return {"name": self.name, "asking": self.asking, "_s3": None, "_listed": self._listed}
 
     @property
     def s3(self):
         if self._s3 is None:
-            self._s3 = object_store.client()
+            self._s3 = object_store.client(self.asking)
         return self._s3
 
     def path(self, file: str) -> str:
@@ -158,7 +162,7 @@ class ObjectFolder:
     def has_pattern(self, path: str, offset: int) -> bool:
         from gdsbench.system.targets.remote_object import RemoteObject
 
-        return RemoteObject.open(path).has_pattern(offset)
+        return RemoteObject.open(path, asking={**object_store.WRITING, **(self.asking or {})}).has_pattern(offset)
 
     def free_bytes(self) -> int | None:
         return None  # a bucket's room cannot be asked
@@ -177,10 +181,11 @@ class ObjectFolder:
         return None
 
 
-def folder_for(name: str) -> LocalFolder | ObjectFolder:
-    """Where a dataset named so lives. An HTTP server cannot be listed or written to."""
+def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder:
+    """Where a dataset named so lives (asking: how a remote one's server is asked, ObjectFolder). An
+    HTTP server cannot be listed or written to."""
     if object_store.is_s3(name):
-        return ObjectFolder(name)
+        return ObjectFolder(name, asking)
     if is_url(name):
         raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
                          "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "

@@ -13,14 +13,26 @@ overwritten or deleted, and every write carries a condition (If-None-Match
 for a new object, If-Match for one of gdsbench's), so a server that keeps
 them writes nothing over an object that appeared since. Objects over
 MULTIPART are uploaded in parts, and an upload that fails or is interrupted
-is aborted, so no half-written object ever has the name.
+is aborted, so no half-written object ever has the name; an upload whose
+process was killed (nothing of it ran after) is aborted by the next prepare of
+that key, found by the note gdsbench keeps of each upload it starts (only
+those: another's upload of the same key is never touched).
+
+Every request has the timeouts and retries of the command (--timeout,
+--retries; WRITING where it has none), and every failure of boto3 or
+botocore is one line naming the object. The credentials are boto3's
+(botocore's chain: the environment, ~/.aws/credentials, a profile, an
+instance role), and share_credentials hands them to the native curl engine,
+so that a run reads with what prepare wrote with.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
+from glob import glob
 
 import numpy as np
 
@@ -30,6 +42,10 @@ from gdsbench.job.errors import UsageError
 MARK = "gdsbench-prepared"  # the metadata key (S3 sends it as x-amz-meta-gdsbench-prepared)
 MULTIPART = 64 * 1024 * 1024  # objects larger than this are uploaded in parts of this size
 BLOCK = _native.PATTERN_BLOCK
+SECOND = 1_000_000_000
+# How a command without --timeout and --retries asks S3 (prepare's default): a busy server's 503 is tried again
+WRITING = {"timeout_ns": 30 * SECOND, "retries": 3}
+CONNECT_AT_MOST_S = 10  # the connection's own share of --timeout, as the curl engine's
 
 
 def is_s3(name: str) -> bool:
@@ -54,51 +70,129 @@ def region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
 
-def client():
-    """A boto3 S3 client for the environment's credentials and endpoint."""
+CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")  # what the curl engine reads
+
+
+def share_credentials() -> None:
+    """The credentials boto3 finds outside the environment (botocore's chain: ~/.aws/credentials,
+    AWS_PROFILE's profile, SSO, a container or instance role) put into this process's environment,
+    where the native curl engine and the processes a run starts read them: a run reads with what
+    prepare wrote with. Credentials the environment names are its own, kept as they are."""
+    if any(os.environ.get(name) for name in CREDENTIALS[:2]):
+        return
+    try:
+        import botocore.session
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        return  # the curl engine then says which variables to set
+    try:
+        found = botocore.session.Session().get_credentials()
+        frozen = found.get_frozen_credentials() if found is not None else None
+    except BotoCoreError as e:
+        raise UsageError(f"AWS credentials: {one_line(e)}; fix the profile, or set AWS_ACCESS_KEY_ID and "
+                         "AWS_SECRET_ACCESS_KEY") from None
+    if frozen is None or not frozen.access_key or not frozen.secret_key:
+        return
+    for name, value in zip(CREDENTIALS, (frozen.access_key, frozen.secret_key, frozen.token)):
+        if value:
+            os.environ[name] = value
+
+
+def client(asking: dict | None = None):
+    """A boto3 S3 client for the environment's credentials and endpoint, asking as `asking` says
+    (remote_object.asking_of: timeout_ns, retries; WRITING where None): each wait for the server
+    at most --timeout, each request tried --retries more times after a timeout, a dropped
+    connection, a 5xx or a throttle (botocore's standard retries)."""
     try:
         import boto3
         from botocore.config import Config
     except ImportError:
         raise UsageError("writing or listing s3:// needs boto3, the AWS SDK for Python: pip install 'gdsbench[s3]'") \
             from None
+    asking = {**WRITING, **(asking or {})}
+    timeout_s = asking["timeout_ns"] / SECOND or None  # 0: no limit
     url = endpoint()
-    config = Config(s3={"addressing_style": "path"} if url else {}, retries={"max_attempts": 3, "mode": "standard"})
-    return boto3.client("s3", region_name=region(), endpoint_url=url, verify=os.environ.get("AWS_CA_BUNDLE") or None,
-                        config=config)
+    config = Config(s3={"addressing_style": "path"} if url else {}, connect_timeout=min(timeout_s or CONNECT_AT_MOST_S,
+                    CONNECT_AT_MOST_S), read_timeout=timeout_s,
+                    retries={"total_max_attempts": asking["retries"] + 1, "mode": "standard"})
+    session = boto3.session.Session()  # its own: boto3's default session keeps the credentials it first found
+    return session.client("s3", region_name=region(), endpoint_url=url, verify=os.environ.get("AWS_CA_BUNDLE") or None,
+                          config=config)
 
 
-def failure(url: str, error: Exception) -> UsageError:
-    """A boto3 failure as one line naming the object and the fix."""
-    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+def one_line(error: Exception, at_most: int = 300) -> str:
+    """An exception's text on one line, clipped."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= at_most else text[:at_most] + "..."
 
+
+def _tries(s3) -> str:
+    """What a client's --timeout and --retries are, as the user wrote them: '--timeout 2 s, 2 tries'."""
+    config = s3.meta.config
+    tries = (config.retries or {}).get("total_max_attempts", 1)
+    limit = "no --timeout" if config.read_timeout is None else f"--timeout {config.read_timeout:g} s"
+    return f"{limit}, {tries} {'try' if tries == 1 else 'tries'}"
+
+
+def failure(url: str, error: Exception, s3=None) -> UsageError:
+    """A boto3 failure as one line naming the object and the fix (s3: the client that failed, whose
+    --timeout and --retries are named)."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    server = endpoint() or "of AWS"
     if isinstance(error, NoCredentialsError):
-        return UsageError(f"PATH {url}: no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+        return UsageError(f"PATH {url}: no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a "
+                          "profile in ~/.aws/credentials (AWS_PROFILE)")
+    if isinstance(error, (ReadTimeoutError, ConnectTimeoutError)):
+        asked = f" ({_tries(s3)})" if s3 is not None else ""
+        return UsageError(f"PATH {url}: no answer from the S3 endpoint {server} within the time asked{asked}; raise "
+                          "--timeout, or find what stops the server")
     if isinstance(error, EndpointConnectionError):
-        return UsageError(f"PATH {url}: cannot connect to the S3 endpoint {endpoint() or 'of AWS'}; check "
-                          "--s3-endpoint or AWS_ENDPOINT_URL")
+        return UsageError(f"PATH {url}: cannot connect to the S3 endpoint {server}; check --s3-endpoint or "
+                          "AWS_ENDPOINT_URL")
     if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        why = {403: "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the "
-                    "bucket's permissions)",
-               404: "no such bucket (or object)"}.get(status, "the server failed the request")
-        return UsageError(f"PATH {url}: HTTP {status} {code}: {why}")
-    return UsageError(f"PATH {url}: {error}")
+        return UsageError(f"PATH {url}: {_refusal(error.response or {})}")
+    return UsageError(f"PATH {url}: {one_line(error)}")
 
 
-def _call(url: str, action, *args, **kw):
+def _refusal(response: dict) -> str:
+    """An S3 error answer in words: 'HTTP 403 SignatureDoesNotMatch: ...' (its code once: a HEAD's
+    answer has no body, and botocore then gives the status as its code)."""
+    code = str(response.get("Error", {}).get("Code", ""))
+    meta = response.get("ResponseMetadata", {})
+    status = meta.get("HTTPStatusCode")
+    named = f"HTTP {status}" + (f" {code}" if code and code != str(status) else "")
+    if status in (301, 302, 307, 308):
+        where = meta.get("HTTPHeaders", {}).get("location") or response.get("Error", {}).get("Endpoint")
+        return (f"{named}: the server redirects to {where or 'another endpoint'}: the bucket is in another region or "
+                "endpoint; set AWS_REGION, or --s3-endpoint")
+    why = {403: "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the bucket's "
+                "permissions)",
+           404: "no such bucket (or object)"}.get(status)
+    return f"{named}: {why or ('the server failed the request' if (status or 500) >= 500 else 'the server refused the request')}"
+
+
+def _call(s3, url: str, action, *args, **kw):
+    """action(*args, **kw), a request of client s3's; its failure one line (failure)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         return action(*args, **kw)
     except (BotoCoreError, ClientError) as e:
-        raise failure(url, e) from None
+        raise failure(url, e, s3) from None
 
 
 def _missing(error: Exception) -> bool:
-    """Whether a boto3 failure is a 404 (no such object): an answer, not an error."""
-    return getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
+    """Whether a boto3 failure is a 404 (no such object, no such upload): an answer, not an error.
+    A failure without an answer (a timeout, a lost connection) is not one."""
+    response = getattr(error, "response", None) or {}
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
 
 
 def head(s3, url: str) -> dict | None:
@@ -111,7 +205,7 @@ def head(s3, url: str) -> dict | None:
     except (BotoCoreError, ClientError) as e:
         if _missing(e):
             return None
-        raise failure(url, e) from None
+        raise failure(url, e, s3) from None
 
 
 def mark_of(answer: dict | None) -> dict | None:
@@ -173,28 +267,109 @@ def put_pattern(url: str, size: int, *, seed: int = 1, force: bool = False, prog
         raise UsageError(f"PATH {url}: name an object, s3://BUCKET/KEY (a prefix ending in / is for --workload)")
     s3 = s3 or client()
     seen = check_may_write(s3, url)
+    abort_leftovers(s3, url)
     mark = mark_of(seen)
     if mark is not None and not force and mark.get("size") == size and mark.get("seed") == seed:
         return Written(url, size, reused=True)
     metadata = {MARK: json.dumps({"size": size, "seed": seed})}
     if size <= MULTIPART:
-        _call(url, s3.put_object, Bucket=bucket, Key=key, Body=pattern_bytes(0, size, seed), Metadata=metadata,
+        _call(s3, url, s3.put_object, Bucket=bucket, Key=key, Body=pattern_bytes(0, size, seed), Metadata=metadata,
               **_only_if(seen))
         if progress:
             progress(size, size)
         return Written(url, size, reused=False)
-    upload = _call(url, s3.create_multipart_upload, Bucket=bucket, Key=key, Metadata=metadata)["UploadId"]
+    upload = _call(s3, url, s3.create_multipart_upload, Bucket=bucket, Key=key, Metadata=metadata)["UploadId"]
+    note = _note_upload(url, upload)
     try:
         parts = _upload_parts(s3, url, upload, size, seed, progress)
-        _call(url, s3.complete_multipart_upload, Bucket=bucket, Key=key, UploadId=upload,
+        _call(s3, url, s3.complete_multipart_upload, Bucket=bucket, Key=key, UploadId=upload,
               MultipartUpload={"Parts": parts}, **_only_if(seen))
     except BaseException:
         try:
             s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
-        except Exception:  # noqa: BLE001 - the first failure is the one to report
+            _forget(note)
+        except Exception:  # noqa: BLE001 - the first failure is the one to report; the note stays for the next
             pass
         raise
+    _forget(note)
     return Written(url, size, reused=False)
+
+
+# ---- uploads gdsbench started, noted until they end, so a killed prepare's is aborted by the next ----
+
+def _uploads_folder() -> str:
+    """Where the notes are: $XDG_STATE_HOME/gdsbench/uploads, else ~/.local/state/gdsbench/uploads."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "gdsbench", "uploads")
+
+
+def _key_tag(url: str) -> str:
+    """The notes' name for an object: its URL at its endpoint, hashed (a file name of any key)."""
+    return hashlib.sha256(f"{endpoint() or ''} {url}".encode()).hexdigest()[:24]
+
+
+def _process_start(pid: int) -> str | None:
+    """When process pid started (clock ticks after boot, /proc/PID/stat), None if there is none:
+    a pid and its start together name one process, whatever the pid is reused for later."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _note_upload(url: str, upload: str) -> str | None:
+    """A note of an upload this process started, until it is completed or aborted; its path
+    (None where no note can be written: the upload is still aborted if this process fails)."""
+    folder = _uploads_folder()
+    path = os.path.join(folder, f"{_key_tag(url)}-{hashlib.sha256(upload.encode()).hexdigest()[:16]}.json")
+    note = {"endpoint": endpoint() or "", "url": url, "upload": upload, "pid": os.getpid(),
+            "started": _process_start(os.getpid())}
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(note, f)
+    except OSError:
+        return None
+    return path
+
+
+def _forget(note: str | None) -> None:
+    if note:
+        try:
+            os.unlink(note)
+        except OSError:
+            pass
+
+
+def abort_leftovers(s3, url: str) -> None:
+    """Abort the uploads to url that gdsbench started and whose process is gone (a killed prepare's):
+    an incomplete upload holds the server's space (and is billed) until aborted. Only noted ones: an
+    upload of the same key by anyone else, or by a prepare still running, is left alone."""
+    bucket, key = split(url)
+    for path in sorted(glob(os.path.join(_uploads_folder(), f"{_key_tag(url)}-*.json"))):
+        try:
+            with open(path) as f:
+                note = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(note, dict) or note.get("url") != url or note.get("endpoint") != (endpoint() or ""):
+            continue
+        if note.get("started") is not None and _process_start(int(note.get("pid", 0))) == note["started"]:
+            continue  # its prepare is still running
+        _abort(s3, url, bucket, key, str(note.get("upload")))
+        _forget(path)
+
+
+def _abort(s3, url: str, bucket: str, key: str, upload: str) -> None:
+    """Abort an upload; one already gone (completed, aborted, expired) is no error."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+    except (BotoCoreError, ClientError) as e:
+        if not _missing(e):
+            raise failure(url, e, s3) from None
 
 
 PARALLEL_PARTS = 4  # parts in flight at once (each MULTIPART bytes of memory)
@@ -209,7 +384,7 @@ def _upload_parts(s3, url: str, upload: str, size: int, seed: int, progress) -> 
 
     def part(number: int, start: int) -> dict:
         body = pattern_bytes(start, min(MULTIPART, size - start), seed)
-        answer = _call(url, s3.upload_part, Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
+        answer = _call(s3, url, s3.upload_part, Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
         return {"PartNumber": number, "ETag": answer["ETag"]}
 
     out = []
@@ -226,7 +401,7 @@ def put_text(s3, url: str, text: str) -> None:
     """A small object of gdsbench's (a dataset's manifest), marked as its own."""
     bucket, key = split(url)
     seen = check_may_write(s3, url)
-    _call(url, s3.put_object, Bucket=bucket, Key=key, Body=text.encode(),
+    _call(s3, url, s3.put_object, Bucket=bucket, Key=key, Body=text.encode(),
           Metadata={MARK: json.dumps({"size": len(text.encode()), "seed": 0})}, **_only_if(seen))
 
 
@@ -240,7 +415,7 @@ def get_text(s3, url: str) -> str | None:
     except (BotoCoreError, ClientError) as e:
         if _missing(e):
             return None
-        raise failure(url, e) from None
+        raise failure(url, e, s3) from None
 
 
 def list_objects(s3, prefix_url: str) -> list[tuple[str, int]]:
@@ -248,6 +423,6 @@ def list_objects(s3, prefix_url: str) -> list[tuple[str, int]]:
     bucket, prefix = split(prefix_url)
     out = []
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    for page in _call(prefix_url, list, pages):
+    for page in _call(s3, prefix_url, list, pages):
         out.extend((f"s3://{bucket}/{o['Key']}", int(o["Size"])) for o in page.get("Contents", ()))
     return sorted(out)

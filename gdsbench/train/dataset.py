@@ -142,10 +142,10 @@ def _safe_name(name: str) -> bool:
     return bool(name) and name == os.path.basename(name) and not name.startswith(".")
 
 
-def plan_dataset(workload: Workload, directory: str) -> Plan:
+def plan_dataset(workload: Workload, directory: str, asking: dict | None = None) -> Plan:
     """Check that `directory` (a local directory or an S3 prefix) may hold this workload's
-    dataset, and what is there already."""
-    folder = folder_for(directory)
+    dataset, and what is there already (asking: how an S3 prefix's server is asked, folder_for)."""
+    folder = folder_for(directory, asking)
     folder.check_may_hold()
     record = _read_manifest(folder)
     if record is not None:
@@ -197,16 +197,16 @@ def prepare_dataset(plan: Plan, progress=None, started=None) -> Dataset:
         if progress:
             progress(done, plan.total)
     _write_manifest(plan, complete=True, files_done=plan.workload.files)
-    return open_dataset(plan.directory)
+    return open_dataset(plan.directory, asking=plan.folder.asking)
 
 
-def open_dataset(directory: str, fmt: str | None = None) -> Dataset:
+def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = None) -> Dataset:
     """The samples of a prepared dataset (its manifest); of a folder of TFRecord files, as DLIO
     generates them (every record a sample, from DLIO's index files or the records' own framing);
     or of any other directory (every file one sample, as DLIO's npz). `directory` is a local
     directory or an S3 prefix. `fmt`, the workload's format, refuses a folder whose files do not
-    fit it."""
-    folder = folder_for(directory)
+    fit it. `asking`: how an S3 prefix's server is asked (folder_for)."""
+    folder = folder_for(directory, asking)
     if not folder.exists():
         what, new = ("no objects under this prefix", directory) if folder.remote else ("not a directory", "NEW_DIR")
         raise UsageError(f"PATH {directory}: {what}; give the dataset's directory (make one with "

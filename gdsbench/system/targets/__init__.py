@@ -44,7 +44,8 @@ class Target(Protocol):
     def claims(cls, name: str) -> bool: ...  # whether a name is one of this kind (a URL scheme, or a plain path)
 
     @classmethod
-    def open(cls, name: str, need: int = 0) -> Target: ...  # look at it without reading its data (target_for)
+    def open(cls, name: str, need: int = 0, asking: dict | None = None) -> Target: ...  # look at it without reading
+    # its data (target_for); asking: how a remote kind asks its server (remote_object.asking_of), as the run will
 
     @classmethod
     def absolute(cls, name: str) -> str: ...  # the name as it reads from any directory (a resumed sweep's)
@@ -97,10 +98,12 @@ def is_url(name: str) -> bool:
     return bool(name) and kind_of(name).OPENED_AS == "url"
 
 
-def target_for(name: str, need: int = 0) -> Target:
+def target_for(name: str, need: int = 0, asking: dict | None = None) -> Target:
     """The target a name means, looked at (UsageError if it cannot be one). need: the bytes from
-    its start a job would use, so that a hint to make it suggests a size that holds them."""
-    return kind_of(name).open(name, need)
+    its start a job would use, so that a hint to make it suggests a size that holds them. asking:
+    how a remote target's server is asked (remote_object.asking_of(spec): the job's --timeout and
+    --retries), the look included; None: the defaults."""
+    return kind_of(name).open(name, need, asking)
 
 
 def size_to_prepare(need: int, least: int = 1 << 30) -> str:

@@ -34,7 +34,7 @@ class LocalFile:
         return os.path.abspath(name)
 
     @classmethod
-    def open(cls, name: str, need: int = 0) -> LocalFile:
+    def open(cls, name: str, need: int = 0, asking: dict | None = None) -> LocalFile:  # (asking: no server here)
         from gdsbench.system.targets import size_to_prepare
 
         path = name

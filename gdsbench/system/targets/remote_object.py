@@ -3,6 +3,10 @@ the AWS credentials and endpoint of the environment, as the AWS tools and
 kvikio read them). The native curl engine answers for it: it asks the server
 once (HEAD) when the target is looked at, so a missing object, refused
 credentials or a server that does not answer fail before anything runs.
+Every request, that look and a pattern block's read included, is asked as the
+run asks (asking_of: --timeout, --retries, --http2). Credentials the AWS tools
+find outside the environment (~/.aws/credentials, a profile, an instance role)
+are handed to the engine (object_store.share_credentials).
 
 There is no page cache to drop on this host, and a server's own cache cannot
 be seen: a held region measures nothing (None), and runs say so."""
@@ -14,12 +18,19 @@ from typing import ClassVar
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
-from gdsbench.job.spec import ENGINE_INFO
+from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
+from gdsbench.system import object_store
 
 SCHEMES = ("http://", "https://", "s3://")
 ENGINE = "curl"  # the engine that looks at and reads these targets
-# Looking at an object (its size, a pattern block) is not measured: a busy server's 503 is tried again
-LOOKING = {"retries": 3}
+
+
+def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
+    """How gdsbench asks a server, every request alike (a look, a pattern block, a listing, the
+    run's reads): the job's curl options (--timeout, --retries, --http2) as the user gave them;
+    for a command without a job, their defaults."""
+    spec = JobSpec() if spec is None else spec
+    return {o.name: int(getattr(spec, o.name)) for o in OPTIONS if o.engine == ENGINE}
 
 
 class NothingHeld:
@@ -42,6 +53,7 @@ class RemoteObject:
     kind: str  # "http" or "s3"
     size: int
     facts: dict = field(default_factory=dict)  # what the server said: url, protocol, HTTP version, address
+    asking: dict = field(default_factory=asking_of, repr=False, compare=False)  # how it is asked (asking_of)
     device: None = None
     mount: None = None
 
@@ -54,12 +66,16 @@ class RemoteObject:
         return name
 
     @classmethod
-    def open(cls, name: str, need: int = 0) -> RemoteObject:
+    def open(cls, name: str, need: int = 0, asking: dict | None = None) -> RemoteObject:
         unavailable = ENGINE_INFO[ENGINE]["unavailable"]
         if unavailable:
             raise UsageError(f"PATH {name}: reading URLs needs the {ENGINE} engine, not available here: {unavailable}")
-        facts = _native.probe_target(ENGINE, name, LOOKING)
-        return cls(path=name, kind=facts.get("protocol", "http"), size=int(facts.pop("size")), facts=facts)
+        if object_store.is_s3(name):
+            object_store.share_credentials()
+        asking = asking_of() if asking is None else asking
+        facts = _native.probe_target(ENGINE, name, asking)
+        return cls(path=name, kind=facts.get("protocol", "http"), size=int(facts.pop("size")), facts=facts,
+                   asking=asking)
 
     @property
     def where(self) -> str:
@@ -86,7 +102,7 @@ class RemoteObject:
         pass
 
     def has_pattern(self, offset: int) -> bool:
-        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, LOOKING)
+        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, self.asking)
         return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
 
     def created_by_gdsbench(self) -> bool:
