@@ -9,6 +9,10 @@ connections, and the first part of a request's path picks a fault:
                      whose answer is slow to start)
     /short/FILE      answer a range one 4 KiB block shorter than asked (a short body)
     /cut/FILE        promise the whole range, send half, and close (a dropped connection)
+    /offrange/FILE   answer a range 206 with the range one 4 KiB block later, its Content-Range saying so
+                     (a server that sends another range than asked)
+    /moved/FILE      answer 301, Location: /plain/FILE (a redirect)
+    /forbidden/FILE  answer 403 with no body (a plain HTTP server that refuses)
     /plain/FILE      no fault
 
 Usage: python fault_server.py PORT FOLDER
@@ -24,7 +28,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 RANGE = re.compile(r"bytes=(\d+)-(\d+)")
-FAULT = re.compile(r"/(slow-(\d+)|flaky-(\d+)|busy-(\d+)-(\d+)|short|cut|plain)(/.*)")
+FAULT = re.compile(r"/(slow-(\d+)|flaky-(\d+)|busy-(\d+)-(\d+)|short|cut|offrange|moved|forbidden|plain)(/.*)")
 BLOCK = 4096
 
 
@@ -53,6 +57,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         fault = m.group(1)
+        if fault in ("moved", "forbidden"):
+            self.refuse(fault, m.group(6))
+            return
         if m.group(2):
             time.sleep(int(m.group(2)) / 1000)
         if m.group(3) and body and count % int(m.group(3)) == 0:
@@ -81,6 +88,8 @@ class Handler(BaseHTTPRequestHandler):
         first, last = int(asked.group(1)), min(int(asked.group(2)), size - 1)
         if fault == "short" and last - first + 1 > BLOCK:
             last -= BLOCK
+        if fault == "offrange":
+            first, last = min(first + BLOCK, size - 1), min(last + BLOCK, size - 1)
         with open(path, "rb") as f:
             f.seek(first)
             data = f.read(last - first + 1)
@@ -97,6 +106,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.wfile.write(data)
+
+    def refuse(self, fault: str, rest: str) -> None:
+        self.send_response(301 if fault == "moved" else 403)
+        if fault == "moved":
+            self.send_header("Location", f"/plain{rest}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def slow_down(self) -> None:
         message = b"<Error><Code>SlowDown</Code></Error>"

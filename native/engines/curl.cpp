@@ -8,9 +8,11 @@
 // AWS_DEFAULT_REGION (or AWS_REGION), AWS_ENDPOINT_URL (path-style) and
 // AWS_CA_BUNDLE (a private CA's certificates, for https).
 //
-// A ranged answer counts as 206, or as 200 with a Content-Range naming the
-// range asked (rclone answers so); a 200 without one means the server ignored
-// Range, an error. Every body's length is checked: a short one is an error too,
+// A ranged answer counts as 206 or 200 with a Content-Range naming the range
+// asked (rclone answers 200 so); a 200 without one means the server ignored
+// Range, and a 206 naming another range (or none) is the server's fault: both
+// errors, their data never taken. A redirect is not followed: its error says
+// where it points. Every body's length is checked: a short one is an error too,
 // as is a request that takes longer than --timeout. A failure of the connection
 // or of the server (HTTP 429, 5xx) is tried again up to --retries times, after a
 // backoff (100 ms, doubling, at most 2 s), counted apart; nothing else is retried. Opening the engine asks for
@@ -38,6 +40,7 @@ const std::vector<EngineOption> kCurlOptions = {
 #ifdef GDSBENCH_HAVE_LIBCURL
 #include <curl/curl.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -101,8 +104,10 @@ Remote resolve(const std::string& name) {
   r.url = endpoint.empty() ? "https://" + bucket + ".s3." + region + ".amazonaws.com/" + key
                            : endpoint + "/" + bucket + "/" + key;  // a custom endpoint: path-style
   const std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY");
-  if (id.empty() || secret.empty())
-    throw InputError("PATH " + name + ": no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+  if (id.empty() || secret.empty())  // (gdsbench.system.object_store hands down what boto3 finds elsewhere)
+    throw InputError("PATH " + name +
+                     ": no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in "
+                     "~/.aws/credentials (read through boto3: pip install 'gdsbench[s3]')");
   r.sigv4 = "aws:amz:" + region + ":s3";
   r.userpwd = id + ":" + secret;
   r.token = env("AWS_SESSION_TOKEN");
@@ -119,6 +124,8 @@ struct Transfer {
   uint64_t body_ns = 0;    // now_ns() when this try's first body byte came (0: none yet)
   uint64_t got = 0;
   bool range_matches = false;  // a Content-Range naming the range asked
+  bool wrong_range = false;    // 206 without the Content-Range asked: another range's data
+  std::string content_range;   // the answer's Content-Range, as sent (for the message)
   bool too_long = false;
   bool ignores_range = false;  // 200 without the Content-Range asked: the whole object is coming
   std::string error_body;      // the start of an error answer (S3's <Code>)
@@ -133,11 +140,16 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   const std::string line(data, size * n);
   if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100-continue): start over
     t->range_matches = false;
+    t->content_range.clear();
   } else if (strncasecmp(line.c_str(), kMarkHeader, sizeof kMarkHeader - 1) == 0) {
     t->mark = line.substr(sizeof kMarkHeader - 1);
     while (!t->mark.empty() && (t->mark.back() == '\r' || t->mark.back() == '\n')) t->mark.pop_back();
     t->mark.erase(0, t->mark.find_first_not_of(' '));
   } else if (t->request && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
+    t->content_range = line.substr(14, 100);
+    while (!t->content_range.empty() && std::isspace(static_cast<unsigned char>(t->content_range.back())))
+      t->content_range.pop_back();
+    t->content_range.erase(0, t->content_range.find_first_not_of(' '));
     unsigned long long first = 0, last = 0;
     const IoRequest& r = *t->request;
     if (std::sscanf(line.c_str() + 14, " bytes %llu-%llu", &first, &last) == 2)
@@ -159,6 +171,10 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     t->ignores_range = true;
     return 0;  // aborts the transfer: do not read the whole object
   }
+  if (status == 206 && !t->range_matches) {
+    t->wrong_range = true;
+    return 0;  // aborts the transfer: another range's bytes are not the ones asked
+  }
   if (!t->request || t->got + bytes > t->request->length) {
     t->too_long = true;
     return 0;  // aborts the transfer: the server sent more than was asked
@@ -174,14 +190,33 @@ std::string s3_code(const std::string& body) {
   return a != std::string::npos && b != std::string::npos && b > a ? body.substr(a + 6, b - a - 6) : "";
 }
 
-std::string http_failure(long status, const std::string& body) {
-  std::string code = s3_code(body);
-  std::string why = status == 403 ? "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-                                    " (or the object's permissions)"
-                    : status == 404 ? "no such object (or bucket)"
-                    : status == 416 ? "the range is past the object's end"
-                                    : "the server failed the request";
-  return "HTTP " + std::to_string(status) + (code.empty() ? "" : " " + code) + ": " + why;
+// An error answer in words: its status, S3's code (once), and what to do. `signed`: an S3 request,
+// whose 403 is about its credentials; `location`: where a redirect points (not followed).
+std::string http_failure(long status, const std::string& body, bool is_signed, const char* location) {
+  const std::string code = s3_code(body);
+  std::string why;
+  if (status >= 300 && status < 400)
+    why = "the server redirects to " + std::string(location && *location ? location : "an address it does not give") +
+          (is_signed ? "; gdsbench does not follow redirects: the bucket is in another region or endpoint, set "
+                       "AWS_REGION or --s3-endpoint"
+                     : "; gdsbench does not follow redirects: read that URL instead");
+  else if (status == 403)
+    why = is_signed ? "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the "
+                      "object's permissions)"
+                    : "the server refused the request (the object's permissions, or the server's access rules)";
+  else
+    why = status == 404   ? "no such object (or bucket)"
+          : status == 416 ? "the range is past the object's end"
+          : status < 500  ? "the server refused the request"
+                          : "the server failed the request";
+  const bool named = !code.empty() && code != std::to_string(status);
+  return "HTTP " + std::to_string(status) + (named ? " " + code : "") + ": " + why;
+}
+
+// Where a URL's server is, for messages: scheme://host[:port].
+std::string server_of(const std::string& url) {
+  const size_t host = url.find("://");
+  return url.substr(0, url.find('/', host == std::string::npos ? 0 : host + 3));
 }
 
 constexpr long kReceiveBuffer = 512 * 1024;
@@ -337,30 +372,36 @@ class CurlEngine final : public Engine {
     curl_easy_setopt(t.easy, CURLOPT_NOBODY, 1L);
     CURLcode rc;
     long status = 0, version = 0;
-    for (unsigned tries = 0;; ++tries) {  // as a request of the run is tried again (--retries)
+    unsigned tries = 1;
+    for (;; ++tries) {  // as a request of the run is tried again (--retries)
       t.error[0] = 0;
       t.error_body.clear();
       rc = curl_easy_perform(t.easy);
       curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-      if (tries >= asking_.retries || !may_retry(rc, status)) break;
-      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries + 1)));
+      if (tries > asking_.retries || !may_retry(rc, status)) break;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
     }
     curl_off_t length = -1;
-    char* ip = nullptr;
+    char *ip = nullptr, *location = nullptr;
     curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     curl_easy_getinfo(t.easy, CURLINFO_HTTP_VERSION, &version);
     curl_easy_getinfo(t.easy, CURLINFO_PRIMARY_IP, &ip);
+    curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
     const std::string server_ip = ip ? ip : "";
-    const std::string error = transport_failure(rc, t.error, asking_);
-    curl_easy_cleanup(t.easy);
+    const std::string asked = " (HEAD, " + std::to_string(tries) + (tries == 1 ? " try)" : " tries)");
+    const std::string error = rc != CURLE_OK ? transport_failure(rc, t.error, asking_)
+                                             : http_failure(status, t.error_body, !remote_.sigv4.empty(), location);
+    curl_easy_cleanup(t.easy);  // (location, ip: the handle's own, read above)
     curl_slist_free_all(t.headers);
-    if (rc != CURLE_OK) throw InputError("PATH " + remote_.name + ": " + error);
-    if (status != 200) throw InputError("PATH " + remote_.name + ": " + http_failure(status, t.error_body) + " (HEAD)");
+    if (rc != CURLE_OK || status != 200) throw InputError("PATH " + remote_.name + ": " + error + asked);
     if (length < 0) throw InputError("PATH " + remote_.name + ": the server gives no Content-Length for it");
     size_ = uint64_t(length);
+    const bool granted = version == CURL_HTTP_VERSION_2_0;
     facts_ = {{"url", remote_.url},
               {"protocol", remote_.sigv4.empty() ? "http" : "s3"},
-              {"http_version", version == CURL_HTTP_VERSION_2_0 ? "HTTP/2" : "HTTP/1.1"},
+              {"http_version", granted         ? "HTTP/2"
+                               : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
+                                               : "HTTP/1.1"},
               {"server_ip", server_ip},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
     if (!t.mark.empty()) facts_["gdsbench_mark"] = t.mark;
@@ -416,7 +457,7 @@ class CurlEngine final : public Engine {
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
     connections_ += uint64_t(connects);
-    const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long;
+    const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long && !t.wrong_range;
     if (ranged_ok && (rc != CURLE_OK || status >= 300) && may_retry(rc, status) && t.attempts <= asking_.retries) {
       ++retries_;
       backing_off_.emplace_back(now_ns() + backoff_ns(t.attempts), &t);  // started again by reap once due
@@ -427,11 +468,20 @@ class CurlEngine final : public Engine {
     const std::string where = " reading " + std::to_string(r->length) + " bytes at offset " +
                               std::to_string(r->offset) + " of " + remote_.name +
                               (t.attempts > 1 ? " (try " + std::to_string(t.attempts) + ")" : "");
+    if (t.wrong_range)
+      throw IoError("the server at " + server_of(remote_.url) + " answered another range than asked (Content-Range: " +
+                    (t.content_range.empty() ? "none" : t.content_range) + ", for bytes " + std::to_string(r->offset) +
+                    "-" + std::to_string(r->offset + r->length - 1) + "): a fault of the server, its data not taken" +
+                    where);
     if (t.ignores_range || (status == 200 && !t.range_matches))
       throw IoError("the server ignores Range: it answered 200 without the Content-Range asked" + where);
     if (t.too_long) throw IoError("the server sent more than the range asked" + where);
     if (rc != CURLE_OK) throw IoError(transport_failure(rc, t.error, asking_) + where);
-    if (status >= 300) throw IoError(http_failure(status, t.error_body) + where);
+    if (status >= 300) {
+      char* location = nullptr;
+      curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
+      throw IoError(http_failure(status, t.error_body, !remote_.sigv4.empty(), location) + where);
+    }
     const bool at_end = size_ != UINT64_MAX && r->offset + t.got == size_;  // a range asked past the end, cut there
     if (t.got < r->length && !at_end)
       throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
