@@ -10,6 +10,7 @@ import struct
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
+from gdsbench.system import writable
 
 
 def evict(path: str, offset: int, length: int) -> None:
@@ -43,7 +44,13 @@ class HeldFileRegion:
     read one another is writing: the other is refused in one line."""
 
     def __init__(self, path: str, offset: int, length: int, lock: str | None = None):
-        self.fd: int | None = os.open(path, (os.O_RDWR | os.O_NOFOLLOW if lock == "write" else os.O_RDONLY) | os.O_CLOEXEC)
+        try:
+            self.fd: int | None = os.open(path, (os.O_RDWR | os.O_NOFOLLOW if lock == "write" else os.O_RDONLY) |
+                                          os.O_CLOEXEC)
+        except OSError as e:
+            if lock != "write":
+                raise
+            raise UsageError(f"PATH {path}: cannot open it for writing: {writable.why_not(path, e)}") from None
         self.offset, self.length = offset, length
         if lock:
             try:

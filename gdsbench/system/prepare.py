@@ -27,7 +27,7 @@ import numpy as np
 from gdsbench import _native
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.units import format_size
-from gdsbench.system import pagecache
+from gdsbench.system import pagecache, writable
 from gdsbench.system.pattern import has_pattern, scan
 
 CHUNK = 8 * 1024 * 1024
@@ -147,6 +147,8 @@ def prepare(
     exists = _check_may_write(path)
     if exists and not force and _is_complete(path, size):
         return Prepared(path, size, reused=True)
+    if exists:  # before writing a new one: it could not be put in this one's place
+        writable.refuse_locked(path, "replace it")
     directory = _check_room(path, size, exists, size_flag)
     _remove_leftovers(path)
     tmp = f"{path}{PARTIAL}{os.getpid()}"
