@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 
 from gdsbench.commands.options import (
@@ -15,6 +17,14 @@ from gdsbench.commands.options import (
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 from gdsbench.job.spec import BY_KEY, opens_target
+
+
+def run_argument(store, results: str) -> str:
+    """How a later command names this run, as printed in a hint: its id and --results where they
+    find it, else its path (a run resumed by path may lie outside --results)."""
+    if os.path.abspath(os.path.join(results, store.run_id)) == os.path.abspath(store.path):
+        return f"{shlex.quote(store.run_id)} --results {shlex.quote(results)}"
+    return shlex.quote(os.path.abspath(store.path))
 
 
 class SweepCommand:
@@ -78,11 +88,12 @@ class SweepCommand:
             print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)
         for problem in store.problems if store else []:
             print(f"gdsbench: warning: {problem}", file=sys.stderr)
-        resume_hint = f"gdsbench sweep --resume {store.run_id} --results {args.results}" if store else ""
+        resume_hint = f"gdsbench sweep --resume {run_argument(store, args.results)}" if store else ""
         try:
             outcome = sweep.run(store, grid, plans)
         except GdsbenchError as e:
-            if store:  # what was measured is saved: say how to go on
+            if store and store.holder() is None:  # what was measured is saved: say how to go on (unless another
+                # gdsbench writes this run now: it was refused, and a resume would be refused too)
                 e.args = (f"{e}; the points measured before it are saved, finish with: {resume_hint}",)
             raise
         if store is None:  # an MPI rank other than 0
@@ -96,7 +107,7 @@ class SweepCommand:
                 built = report.build(store.path)
             except KeyboardInterrupt:
                 print(f"gdsbench: interrupted while writing the report; the run is complete. Write it with: "
-                      f"gdsbench report {store.run_id} --results {args.results}", file=sys.stderr)
+                      f"gdsbench report {run_argument(store, args.results)}", file=sys.stderr)
                 return EXIT_INTERRUPTED
             for what in (report.SIMULATED, "best bandwidth", "best IOPS"):
                 if what in built.summary:
