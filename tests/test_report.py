@@ -448,3 +448,22 @@ def test_out_never_overwrites_files_gdsbench_did_not_write(gdsbench, null_run, t
     if (old / "report" / ".gdsbench-report").exists():
         os.unlink(old / "report" / ".gdsbench-report")
     assert gdsbench("report", old).code == 0 and (old / "report" / ".gdsbench-report").exists()
+
+
+def test_compare_leads_with_a_short_headline_and_says_once_how_tiers_differ(gdsbench, null_run, tmp_path):
+    """Two tiers compared on purpose: one short line a person quotes, the clause behind each figure
+    under it, and what makes them tiers (storage, engine, O_DIRECT, data path) said once, as a note."""
+    other = faster_copy(null_run, str(tmp_path / "flash"), 3.0, 2.0)
+    info = json.load(open(os.path.join(other, RUN_FILE)))
+    info["environment"]["targets"] = {"s3://bucket/key": {"kind": "s3", "protocol": "s3"}}  # null_run reads no target
+    json.dump(info, open(os.path.join(other, RUN_FILE), "w"))
+    res = gdsbench("compare", null_run, other, "--out", tmp_path / "cmp")
+    assert res.code == 0, res.err
+    first, *rest = res.out.splitlines()
+    assert first.startswith("flash/base: 3.0x bandwidth at 64 KiB, 3.0x IOPS at 4 KiB, 2.0x lower p99") and len(first) < 160
+    assert rest[0].startswith("  3.0x bandwidth at 64 KiB, best to best (")
+    tiers = [line for line in res.err.splitlines() if "tiers differ" in line]
+    assert len(tiers) == 1 and "storage kind:" in tiers[0]
+    assert not any("runs differ: storage" in line for line in res.err.splitlines())
+    page = (tmp_path / "cmp" / "compare.html").read_text()
+    assert '<p class="headline">flash/base: 3.0x bandwidth at 64 KiB, 3.0x IOPS' in page

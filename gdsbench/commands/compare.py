@@ -23,8 +23,10 @@ class CompareCommand:
         c = compare.compare(dirs)
         out = args.out or os.path.join(args.results, "compare-" + "-vs-".join(r.label for r in c.runs))
         path = compare.write(c, out, chosen=bool(args.out))
-        for line in c.headlines:
-            print(line)
+        for summary, details in zip(c.summaries, c.details):
+            print(summary)
+            for clause in details:
+                print(f"  {clause}")
         print(compare.HEADLINE_RULE)
         for run in c.runs:
             for note in run.df.attrs.get("notes", []):
@@ -33,6 +35,8 @@ class CompareCommand:
                 print(f"gdsbench: warning: {problem}", file=sys.stderr)
         if c.coverage:
             print(f"gdsbench: note: {c.coverage}", file=sys.stderr)
+        if c.tiers:  # two tiers compared on purpose: what makes them tiers, said once
+            print(f"gdsbench: note: the compared tiers differ in: {'; '.join(c.tiers)}", file=sys.stderr)
         for d in c.differences:
             print(f"gdsbench: warning: runs differ: {d}", file=sys.stderr)
         header, rows = compare.text_table(c)

@@ -48,11 +48,14 @@ class Comparison:
     runs: list[Run]
     keys: list[str]  # columns the points are aligned on
     table: pd.DataFrame  # one row per aligned point: keys, each run's figures, ratios
-    headlines: list[str]
+    headlines: list[str]  # per run after the first: its full account, clause by clause (headline())
     differences: list[str]  # ranked: those that can change the figures most first
     notices: list[str] = field(default_factory=list)  # those, shown beside the headline
     coverage: str = ""  # where the grids differ: the points each run has that were left out (coverage())
     html_path: str | None = None
+    summaries: list[str] = field(default_factory=list)  # per run after the first: its short headline
+    details: list[list[str]] = field(default_factory=list)  # per run after the first: the clauses behind it
+    tiers: list[str] = field(default_factory=list)  # differences that make the runs different tiers (tier_differences)
 
 
 def times(ratio: float) -> str:
@@ -127,6 +130,18 @@ def differences(runs: list[Run], keys: list[str]) -> tuple[list[str], list[str]]
     return first, rest
 
 
+TIER_DIFFERENCES = ("engine:", "direct (O_DIRECT):", "data path:", "storage ")
+
+
+def tier_differences(found: list[str]) -> list[str]:
+    """Of the differences found, those that make the runs different tiers, where their storage differs:
+    its kind, file system and device, and the engine, O_DIRECT and data path that go with them. Two
+    tiers compared on purpose differ so; said once, as what was compared, not as warnings."""
+    if not any(d.startswith("storage ") for d in found):
+        return []
+    return [d for d in found if d.startswith(TIER_DIFFERENCES)]
+
+
 HEADLINE_RULE = ("Headline rule: each figure sets each tier's best point against the other's best point (named), "
                  "then gives the range of the same ratio over the points both tiers measured. p99 reads one way in "
                  "both: N times lower or higher (N >= 1), the second tier's against the first's; where the best-IOPS "
@@ -163,15 +178,16 @@ def _differ_in_depth(pa, pb) -> bool:
     return any(c in pa.index and c in pb.index and pa[c] != pb[c] for c in DEPTHS)
 
 
-def _p99_clause(pa, pb, gains: pd.Series, keys: list[str], left_out: str) -> str:
+def _p99_clause(pa, pb, gains: pd.Series, keys: list[str], left_out: str) -> tuple[str, str]:
     """p99 at the best-IOPS points and over the matched points, in one set of words (p99_words). Best
     points at different depths are not like for like (latency grows with depth): the matched range leads."""
     words = p99_words(pa["lat_p99_ns"] / pb["lat_p99_ns"])
     both = f"{format_duration(pb['lat_p99_ns'])} vs {format_duration(pa['lat_p99_ns'])}"
     if not _differ_in_depth(pa, pb):
-        return f"{words} p99 at those best-IOPS points ({both}; {p99_range(gains)} over matched points{left_out})"
-    return (f"{p99_range(gains)} p99 over matched points{left_out} ({words} at those best-IOPS points, which differ "
-            f"in depth: {both})")
+        return (f"{words} p99", f"{words} p99 at those best-IOPS points ({both}; {p99_range(gains)} over matched "
+                                f"points{left_out})")
+    return (f"{p99_range(gains)} p99 over matched points", f"{p99_range(gains)} p99 over matched points{left_out} "
+            f"({words} at those best-IOPS points, which differ in depth: {both})")
 
 
 def _point(row, keys: list[str]) -> str:
@@ -226,11 +242,12 @@ def _trusted(merged: pd.DataFrame, a: str, b: str) -> tuple[pd.DataFrame, str]:
     return merged, ", every one flagged"
 
 
-def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
-    """'shm/disk: 3.4x bandwidth best to best (4.85 GiB/s at bs=1M qd=4 vs 1.42 GiB/s at bs=1M qd=32; 2.4x to 6.4x
-    over matched points), ...': bandwidth at the largest block size, IOPS and p99 at the smallest. Each best
-    point is one whose repeats agree where there is one, and a point that is flagged, or was measured once,
-    is said to be (analysis.best_point)."""
+def headline_parts(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> list[tuple[str, str]]:
+    """Each figure of the headline as (its short form, its whole clause), such as ('3.4x bandwidth at
+    1 MiB', '3.4x bandwidth at 1 MiB, best to best (4.85 GiB/s at qd=1 vs 1.42 GiB/s at qd=32; 2.4x to
+    6.4x over matched points)'): bandwidth at the largest block size, IOPS and p99 at the smallest.
+    Each best point is one whose repeats agree where there is one, and a point that is flagged, or
+    was measured once, is said to be (analysis.best_point)."""
     a, b = base.label, other.label
     parts = []
     largest = merged["bs_bytes"].max()
@@ -239,25 +256,39 @@ def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> st
     if len(sa) and len(sb):
         (pa, note_a), (pb, note_b) = (analysis.best_point(s, "bandwidth_bytes_per_s") for s in (sa, sb))
         matched, left_out = _trusted(merged[merged["bs_bytes"] == largest], a, b)
-        parts.append(f"{times(pb['bandwidth_bytes_per_s'] / pa['bandwidth_bytes_per_s'])} bandwidth at "
-                     f"{format_size(largest)}, best to best ({format_rate(pb['bandwidth_bytes_per_s'])} at "
+        short = f"{times(pb['bandwidth_bytes_per_s'] / pa['bandwidth_bytes_per_s'])} bandwidth at {format_size(largest)}"
+        parts.append((short, f"{short}, best to best ({format_rate(pb['bandwidth_bytes_per_s'])} at "
                      f"{_point(pb, keys)}{_unmatched(pb, base, keys)} vs {format_rate(pa['bandwidth_bytes_per_s'])} "
                      f"at {_point(pa, keys)}{_unmatched(pa, other, keys)}; "
                      f"{_ratio_range(matched[f'bandwidth_bytes_per_s ratio {b}'])} over matched points{left_out})"
-                     + _notes(a, note_a, b, note_b))
+                     + _notes(a, note_a, b, note_b)))
     smallest = merged["bs_bytes"].min()
     sa = base.summary[base.summary["bs_bytes"] == smallest]
     sb = other.summary[other.summary["bs_bytes"] == smallest]
     if len(sa) and len(sb):
         (pa, note_a), (pb, note_b) = (analysis.best_point(s, "iops") for s in (sa, sb))
         small, left_out = _trusted(merged[merged["bs_bytes"] == smallest], a, b)
-        parts.append(f"{times(pb['iops'] / pa['iops'])} IOPS at {format_size(smallest)}, best to best "
+        short = f"{times(pb['iops'] / pa['iops'])} IOPS at {format_size(smallest)}"
+        parts.append((short, f"{short}, best to best "
                      f"({pb['iops']:,.0f} at {_point(pb, keys)}{_unmatched(pb, base, keys)} vs {pa['iops']:,.0f} at "
                      f"{_point(pa, keys)}{_unmatched(pa, other, keys)}; "
                      f"{_ratio_range(small[f'iops ratio {b}'])} over matched points{left_out})"
-                     + _notes(a, note_a, b, note_b))
+                     + _notes(a, note_a, b, note_b)))
         parts.append(_p99_clause(pa, pb, 1 / small[f"lat_p99_ns ratio {b}"], keys, left_out))
-    return f"{b}/{a}: " + "; ".join(parts)
+    return parts
+
+
+def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
+    """The whole account in one line: 'shm/disk: ' and every clause of headline_parts."""
+    return f"{other.label}/{base.label}: " + "; ".join(clause for _, clause in headline_parts(base, other, merged, keys))
+
+
+def short_headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
+    """'shm/disk: 3.4x bandwidth at 1 MiB, 6.0x IOPS at 4 KiB, 12x lower p99': what a person quotes, on
+    one short line; the clauses behind each figure follow it (headline_parts)."""
+    once = [r.label for r in (other, base) if "repeats" in r.summary and len(r.summary) and (r.summary["repeats"] <= 1).all()]
+    return (f"{other.label}/{base.label}: " + ", ".join(short for short, _ in headline_parts(base, other, merged, keys))
+            + (f" ({' and '.join(once)}: one sample a point, spread not measured)" if once else ""))
 
 
 def compare(run_dirs: list[str]) -> Comparison:
@@ -290,10 +321,14 @@ def compare(run_dirs: list[str]) -> Comparison:
     for run in runs[1:]:
         for f in figures:
             merged[f"{f} ratio {run.label}"] = merged[f"{f} {run.label}"] / merged[f"{f} {base.label}"]
-    headlines = [headline(base, run, merged, keys) for run in runs[1:]]
+    parts = [headline_parts(base, run, merged, keys) for run in runs[1:]]
     first, rest = differences(runs, keys)
-    return Comparison(runs, keys, merged, headlines, first + rest, notices=first,
-                      coverage=coverage(runs, keys, merged))
+    tiers = tier_differences(first + rest)
+    return Comparison(runs, keys, merged, [headline(base, run, merged, keys) for run in runs[1:]],
+                      [d for d in first + rest if d not in tiers], notices=[n for n in first if n not in tiers],
+                      coverage=coverage(runs, keys, merged),
+                      summaries=[short_headline(base, run, merged, keys) for run in runs[1:]],
+                      details=[[clause for _, clause in p] for p in parts], tiers=tiers)
 
 
 def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
@@ -356,7 +391,11 @@ def _write(c: Comparison, out_dir: str) -> str:
                                              label_depths=base_curves),
     }
     header, rows = text_table(c)
-    top = "".join(f'<p class="headline">{html.esc(h)}</p>' for h in c.headlines)
+    top = "".join(f'<p class="headline">{html.esc(h)}</p>'
+                  + "<ul>" + "".join(f"<li>{html.esc(d)}</li>" for d in details) + "</ul>"
+                  for h, details in zip(c.summaries, c.details))
+    if c.tiers:
+        top += f'<p class="rule">Compared tiers differ in: {html.esc("; ".join(c.tiers))}.</p>'
     top += "".join(f'<p class="notice">{html.esc(n)}</p>' for n in c.notices + [c.coverage] if n)
     top += f'<p class="rule">{html.esc(HEADLINE_RULE)} Knees: {html.esc(analysis.KNEE_RULE)}.</p>'
     sections = [("", top)]
