@@ -89,6 +89,22 @@ def test_page_loads_clean_and_is_readable(browser, pages, which, width):
     page.close()
 
 
+@pytest.mark.parametrize("which", ["report", "compare", "train"])
+def test_on_a_phone_charts_keep_a_readable_width_and_what_scrolls_says_so(browser, pages, which):
+    """A chart's labels are drawn for about 990 px: shrunk to a phone's width they were about 4 px.
+    It keeps at least 760 px and scrolls sideways, and everything that scrolls shows an edge shadow."""
+    page, problems = open_page(browser, pages[which], WIDTHS["phone"])
+    widths = page.evaluate("[...document.querySelectorAll('img')].map(i => i.getBoundingClientRect().width)")
+    assert widths and min(widths) >= 760, widths
+    scrollers = page.evaluate("""[...document.querySelectorAll('img, table')].map(el => {
+        const box = el.closest('.scroll');
+        return box ? getComputedStyle(box).backgroundImage : 'none'; })""")
+    assert all("gradient" in s for s in scrollers), scrollers
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 1 and not problems, (overflow, problems)
+    page.close()
+
+
 def test_screenshots(browser, pages, tmp_path):
     """Both pages at both widths, full page (kept under results/ by benchmarks/pages.py)."""
     for which in pages:

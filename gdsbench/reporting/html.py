@@ -16,7 +16,16 @@ STYLE = """
 body { font-family: system-ui, sans-serif; font-size: 16px; line-height: 1.4; margin: 1.5em auto; max-width: 1100px;
        padding: 0 12px; color: #222; overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; }
-.scroll { overflow-x: auto; max-width: 100%; }
+/* what scrolls sideways shows a shadow at the edge where more is hidden (the shadows scroll away
+   with the content: background-attachment local over scroll) */
+.scroll { overflow-x: auto; max-width: 100%;
+  background: linear-gradient(to right, #fff 30%, #fff0), linear-gradient(to left, #fff 30%, #fff0) 100% 0,
+    radial-gradient(farthest-side at 0 50%, #0003, #0000), radial-gradient(farthest-side at 100% 50%, #0003, #0000) 100% 0;
+  background-repeat: no-repeat; background-size: 40px 100%, 40px 100%, 14px 100%, 14px 100%;
+  background-attachment: local, local, scroll, scroll; }
+/* a chart keeps a width its text can be read at (its labels are drawn for about 990 px): on a
+   phone it scrolls sideways, as a wide table does, and links to its full-size PNG */
+.chart img { min-width: 760px; }
 table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }
 td, th { overflow-wrap: normal; }  /* a table scrolls sideways (.scroll): never break inside a word */
@@ -76,8 +85,8 @@ def image(png_path: str, alt: str) -> str:
     """The chart embedded (the page stands alone), linked to its PNG file beside the page for full size."""
     with open(png_path, "rb") as f:
         data = base64.b64encode(f.read()).decode()
-    return (f'<a href="{esc(os.path.basename(png_path))}"><img alt="{esc(alt)}" '
-            f'src="data:image/png;base64,{data}"></a>')
+    return (f'<div class="scroll chart"><a href="{esc(os.path.basename(png_path))}"><img alt="{esc(alt)}" '
+            f'src="data:image/png;base64,{data}"></a></div>')
 
 
 _QUANTITY = re.compile(r"^([-\d.,]+) ([A-Za-zµ/%]+)$")
