@@ -17,19 +17,29 @@ clocks differ, each from the barrier's end as it saw it.
 
 Crash safety. A checkpoint's folder holds a manifest, gdsbench-checkpoint.json,
 written before any of its files (complete: false) and again after every rank
-has written and fsync'd them (complete: true). A checkpoint without a complete
-manifest is never read back. A run names the incomplete ones it finds, and
-removes a folder only where its manifest says gdsbench wrote it and every
-file in it is one gdsbench made; anything else in the directory is refused
-and left as it is.
+has written and fsync'd them (complete: true, with each file's size, inode and
+modification time). A checkpoint without a complete manifest is never read
+back. A run names the incomplete ones it finds, and removes a folder only
+where its manifest says gdsbench wrote it and every file in it is one gdsbench
+made and nobody changed since: the same size, inode and modification time as
+recorded, or, in an incomplete checkpoint (nothing recorded yet), the size it
+was made with and gdsbench's pattern or a hole at its start. Anything else is
+refused, naming the file, and left as it is; every folder the run will replace
+is checked before the first is written.
+
+One run at a time writes a directory: it holds an exclusive lock (flock on
+DIR/.gdsbench-checkpoint-lock, which names its pid and run) from before its
+checks to its end, and a second is refused naming the first.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 
@@ -44,8 +54,10 @@ from gdsbench.job.units import format_size
 from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
+from gdsbench.system.pattern import has_pattern
 
 MANIFEST = "gdsbench-checkpoint.json"
+LOCK = ".gdsbench-checkpoint-lock"
 PHASES = ("write", "read")
 
 
@@ -244,10 +256,15 @@ def read_manifest(folder: str) -> dict | None:
 
 
 def write_manifest(run: CheckpointRun, checkpoint: int, complete: bool) -> None:
+    """The folder's manifest: the files each rank writes, and once complete, what each file was
+    left as (`written`: its size, inode and modification time), the proof that it is still ours."""
     folder = run.folder(checkpoint)
     record = {"gdsbench_checkpoint": 1, "complete": complete, "checkpoint": checkpoint,
               "model": run.model.to_dict(), "scale": run.scale,
               "files": {r: [[f.name, f.size] for f in run.files(r)] for r in range(run.ranks)}}
+    if complete:
+        record["written"] = {f.name: proof for r in range(run.ranks) for f in run.files(r)
+                             if (proof := _identity(os.path.join(folder, f.name))) is not None}
     tmp = os.path.join(folder, f".{MANIFEST}.partial-{os.getpid()}")
     with open(tmp, "w") as f:
         json.dump(record, f)
@@ -261,21 +278,69 @@ def write_manifest(run: CheckpointRun, checkpoint: int, complete: bool) -> None:
         os.close(fd)
 
 
-def ours(folder: str) -> bool:
-    """Whether a checkpoint folder is wholly gdsbench's: its manifest (written before any file),
-    and nothing in it but regular files the manifest names (each created new by gdsbench, whole
-    or not: a run stopped part-way leaves some short or unwritten) and the manifest's leftovers."""
+def _identity(path: str) -> dict | None:
+    """What a file is now, as the manifest records it (None: not there, as a rank's file on another
+    host's local disk may not be)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+
+
+def _planned_sizes(manifest: dict) -> dict[str, int] | None:
+    """The manifest's files, name -> size (None: a manifest damaged by hand)."""
+    try:
+        return {name: int(size) for files in manifest.get("files", {}).values() for name, size in files}
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _starts_as_ours(path: str) -> bool:
+    """Its first block is gdsbench's pattern, or a hole its rank had not yet written."""
+    with open(path, "rb") as f:
+        head = f.read(models.BLOCK)
+    return head == bytes(len(head)) or has_pattern(path, 0)
+
+
+def _changed(path: str, size: int, proof: dict | None) -> str | None:
+    """Why a file named in a manifest is no longer the one gdsbench made (None: it is)."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if isinstance(proof, dict):  # a complete checkpoint: what each file was left as
+        now = _identity(path)
+        differ = [f"{k} {proof.get(k)} then, {now[k]} now" for k in now if proof.get(k) != now[k]]
+        return f"changed since gdsbench wrote it ({'; '.join(differ)})" if differ else None
+    if st.st_size == 0:  # made, not yet sized
+        return None
+    if st.st_size != size:
+        return f"{st.st_size} bytes, and gdsbench made it {size}"
+    return None if _starts_as_ours(path) else "does not start with gdsbench's pattern (another program wrote it)"
+
+
+def foreign(folder: str) -> str | None:
+    """Why a checkpoint folder is not wholly gdsbench's, naming what (None: it is). Wholly gdsbench's:
+    its manifest (written before any file), and nothing in it but the manifest's leftovers and
+    regular files the manifest names, each the one gdsbench made (_changed): a run stopped part-way
+    leaves some short or unwritten."""
+    if os.path.islink(folder) or not os.path.isdir(folder):
+        return f"{folder}: there already, and not a checkpoint gdsbench wrote (not a directory)"
     manifest = read_manifest(folder)
-    if manifest is None:
-        return False
-    named = {name for files in manifest.get("files", {}).values() for name, _ in files}
-    for name in os.listdir(folder):
+    sizes = _planned_sizes(manifest) if manifest is not None else None
+    if sizes is None:
+        return f"{folder}: there already, and not a checkpoint gdsbench wrote (no manifest of gdsbench's in it)"
+    written = manifest.get("written") if isinstance(manifest.get("written"), dict) else {}
+    for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
         if name == MANIFEST or name.startswith(f".{MANIFEST}.partial-"):
             continue
-        if name not in named or os.path.islink(path) or not os.path.isfile(path):
-            return False
-    return True
+        if name not in sizes:
+            return f"{folder}: not a checkpoint gdsbench wrote: it holds {name}, which gdsbench did not make"
+        why = _changed(path, sizes[name], written.get(name))
+        if why:
+            return f"{path}: {why}"
+    return None
 
 
 def complete(run: CheckpointRun, checkpoint: int) -> bool:
@@ -297,20 +362,98 @@ def incomplete_folders(directory: str) -> list[str]:
     return out
 
 
+def _refuse(why: str) -> UsageError:
+    return UsageError(f"{why}; gdsbench removes only what it wrote, so it is left as it is: give another directory, "
+                      "or remove it yourself")
+
+
+def check_folders(run: CheckpointRun) -> None:
+    """UsageError where a folder this run would replace is not wholly gdsbench's: every one is
+    checked before the first checkpoint is written."""
+    for k in range(1, run.checkpoints + 1):
+        folder = run.folder(k)
+        why = foreign(folder) if os.path.lexists(folder) else None
+        if why:
+            raise _refuse(why)
+
+
 def make_room(run: CheckpointRun, checkpoint: int) -> str | None:
     """A new, empty folder for checkpoint k. One of gdsbench's already there is removed first (said
     in the returned note); anything else under the name is refused, and left as it is."""
     folder = run.folder(checkpoint)
     note = None
     if os.path.lexists(folder):
-        if os.path.islink(folder) or not os.path.isdir(folder) or not ours(folder):
-            raise UsageError(f"{folder}: there already, and not a checkpoint gdsbench wrote; gdsbench replaces only "
-                             "its own: give another directory, or remove it yourself")
+        why = foreign(folder)
+        if why:
+            raise _refuse(why)
         state = "complete" if read_manifest(folder).get("complete") is True else "INCOMPLETE"
         shutil.rmtree(folder)
         note = f"removed {folder}, an earlier {state} checkpoint gdsbench wrote"
     os.makedirs(folder)
     return note
+
+
+class DirectoryLock:
+    """This process's hold on a checkpoint directory (a flock on DIR/.gdsbench-checkpoint-lock): a
+    second run into it would remove the first's folders as incomplete. The file says who holds
+    it: {"gdsbench_checkpoint_lock": 1, "pid": ..., "run": ...}; it stays, as a run's lock does
+    (removing it could let two runs lock two files of one name)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.path = os.path.join(directory, LOCK)
+        self.fd: int | None = None
+
+    def __enter__(self) -> DirectoryLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise UsageError(f"DIR {self.directory}: cannot make its lock file {LOCK} ({e.strerror}); give a "
+                             "directory you may write") from None
+        try:
+            self._take(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.say(None)
+        return self
+
+    def _take(self, fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_record(fd) or {}  # {}: caught while its holder writes it
+            raise UsageError(f"DIR {self.directory}: another gdsbench checkpoint (pid {holder.get('pid', '?')}, run "
+                             f"{holder.get('run') or '?'}) is writing checkpoints there now; wait for it to end, or give "
+                             "another directory") from None
+        if _lock_record(fd) is None:  # a file of that name that is not ours: never written over
+            raise UsageError(f"DIR {self.directory}: its {LOCK} was not written by gdsbench; remove it, or give another "
+                             "directory")
+
+    def say(self, run_path: str | None) -> None:
+        """Name this process, and its run folder once made, in the lock file."""
+        record = json.dumps({"gdsbench_checkpoint_lock": 1, "pid": os.getpid(), "run": run_path}) + "\n"
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, record.encode(), 0)
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the description releases the flock
+            self.fd = None
+
+
+def _lock_record(fd: int) -> dict | None:
+    """The holder a lock file names ({} where it is empty: made, not yet written), None where it is
+    not gdsbench's."""
+    text = os.pread(fd, 4096, 0).decode(errors="replace")
+    if not text.strip():
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and record.get("gdsbench_checkpoint_lock") == 1 else None
 
 
 # ---- the whole run ----

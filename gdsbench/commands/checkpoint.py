@@ -64,8 +64,6 @@ class CheckpointCommand:
         from gdsbench.execution.runner import runnable_here
         from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.job.units import format_size
-        from gdsbench.reporting import checkpoint_report
-        from gdsbench.results.store import RunStore
         from gdsbench.system.targets import is_url
 
         if is_url(args.path):
@@ -77,6 +75,9 @@ class CheckpointCommand:
         base = JobSpec(path=os.path.join(os.path.abspath(args.path), "probe.pt"))
         spec = runnable_here(spec_from_values(values, base))
         spec = spec.replace(direct=spec.uses_o_direct)
+        if not spec.opens_target:
+            raise UsageError(f"--engine {spec.engine}: opens no file and moves no bytes, so checkpoint would write no "
+                             "checkpoint and time no storage; use psync or io_uring (or leave --engine out)")
         comm = mpi.world()
         ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)
         if ranks > model.ranks:
@@ -99,13 +100,28 @@ class CheckpointCommand:
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
-        if mpi.is_root():
-            session.make_directory(run)
-        session.check_room(run)
+        if not mpi.is_root():
+            session.check_room(run)
+            return self._write_and_read(args, run, None)
+        session.make_directory(run)
+        with session.DirectoryLock(run.directory) as lock:  # one run at a time: a second would remove our folders
+            session.check_folders(run)  # every folder this run replaces, before the first is written
+            session.check_room(run)
+            return self._write_and_read(args, run, lock)
+
+    def _write_and_read(self, args: argparse.Namespace, run, lock) -> int:
+        """The run itself: its run folder (rank 0), every checkpoint written then read, the page."""
+        from gdsbench.checkpoint import session
+        from gdsbench.execution import mpi
+        from gdsbench.reporting import checkpoint_report
+        from gdsbench.results.store import RunStore
+
+        info = run.info()
         store = None
         if mpi.is_root():
-            store = RunStore.create(args.results, args.name or f"checkpoint-{model.name}", info)
+            store = RunStore.create(args.results, args.name or f"checkpoint-{run.model.name}", info)
             store.lock()
+            lock.say(store.path)
             if not args.json:
                 print(checkpoint_report.header({**info, "name": store.path}), flush=True)
         status = "failed"
