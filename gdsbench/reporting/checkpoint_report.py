@@ -6,15 +6,17 @@ times spread, and which rank was slowest."""
 from __future__ import annotations
 
 import os
+import textwrap
 
 import numpy as np
 
 from gdsbench.job.errors import UsageError
-from gdsbench.job.units import format_rate, format_size
+from gdsbench.job.units import format_size
 from gdsbench.reporting import charts, html
 from gdsbench.results.store import load, require_kind
 
 GIB = 1 << 30
+CHART_LINE = 90  # characters of the chart's 11 pt subtitle that fit across it
 
 
 def _gib_s(row: dict) -> str:
@@ -55,6 +57,11 @@ def verdict(rows: list[dict]) -> str:
                      f"over {m['checkpoints']} checkpoints" for phase, m in means(rows).items())
 
 
+def chart_subtitle(info: dict) -> str:
+    """The header's first line, wrapped to the chart's width (its data paths are in the page's table)."""
+    return "\n".join(textwrap.wrap(header(info).splitlines()[0], CHART_LINE))
+
+
 def _ranks_chart(rows: list[dict], path: str, title: str, sub: str) -> str:
     """Every rank's time in every checkpoint, by phase: the spread MLPerf's figures hide."""
     fig, ax = charts._figure()
@@ -79,10 +86,10 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
         raise UsageError(f"run {run_dir}: no checkpoint was written")
     with html.run_pages(run_dir, out_dir) as out:
         png = _ranks_chart(rows, os.path.join(out, "rank_times.png"), f"{info['name']}: every rank's time",
-                           header(info))
-        table = [[r["phase"], r["checkpoint"], f"{r['duration_s']:.3f} s", _gib_s(r), format_rate(r["throughput_bytes_per_s"]),
-                  f"{r['rank_median_s']:.3f} s", f"{r['rank_min_s']:.3f} s", f"rank {r['slowest_rank']} ({r['slowest_host']})",
-                  format_size(r["bytes"]), f"{r['verified_blocks']:,}" if r["phase"] == "read" else "-"]
+                           chart_subtitle(info))
+        table = [[r["phase"], r["checkpoint"], f"{r['duration_s']:.3f} s", _gib_s(r), f"{r['rank_median_s']:.3f} s",
+                  f"{r['rank_min_s']:.3f} s", f"rank {r['slowest_rank']} ({r['slowest_host']})", format_size(r["bytes"]),
+                  f"{r['verified_blocks']:,}" if r["phase"] == "read" else "-"]
                  for r in rows]
         m = info["model"]
         sections = [
@@ -91,11 +98,12 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                        "file closed, fsync'd when written), its throughput its bytes over that duration, the minimum "
                        "over ranks; figures are means over checkpoints.</p>"),
             ("Every rank", html.image(png, "every rank's time")),
-            ("Every checkpoint", html.table(["phase", "checkpoint", "duration", "throughput", "", "rank median",
+            ("Every checkpoint", html.table(["phase", "checkpoint", "duration", "throughput", "rank median",
                                              "fastest rank", "slowest rank", "bytes", "blocks checked"], table)),
             ("Model", html.table(["", ""], [[k, v] for k, v in m.items()] + [
                 ["scale", info["scale"]], ["ranks", info["ranks"]], ["read shift", info["read_shift"]],
-                ["per checkpoint", format_size(info["checkpoint_bytes"])], ["directory", info["directory"]]])),
+                ["per checkpoint", format_size(info["checkpoint_bytes"])], ["directory", info["directory"]],
+                ["writes", info["data_path"]["write"]], ["reads", info["data_path"]["read"]]])),
         ] + html.left_out(df.attrs["problems"])
         if info.get("notes"):
             sections.append(("Notes", "".join(f"<p class='notice'>{html.esc(n)}</p>" for n in info["notes"])))
