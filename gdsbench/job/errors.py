@@ -4,6 +4,31 @@ Every message is one line that names the parameter at fault and the fix. The
 native core raises the same classes (its bindings translate C++ exceptions).
 """
 
+import reprlib
+
+# how much of a user's value an error quotes: enough to recognise it, one line whatever the input
+QUOTE_LIMIT = 80
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 2 * QUOTE_LIMIT  # then clipped at the end
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+_REPR.maxlevel = 3
+
+
+def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """Text a user wrote, as an error shows it: on one line (line breaks shown as \\n), cut to `limit`
+    characters with "…" (never megabytes)."""
+    text = str(text).replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def quoted(value, limit: int = QUOTE_LIMIT) -> str:
+    """A user's value as an error quotes it (its repr), clipped; bounded in time and memory too, where
+    repr() of a YAML alias bomb would build gigabytes (reprlib stops at a few items and levels)."""
+    try:
+        return clip(_REPR.repr(value), limit)
+    except ValueError:  # an int past Python's 4,300 digits for str()
+        return "a number of more than 4,300 digits"
+
 
 class GdsbenchError(Exception):
     """Base of every error gdsbench reports to a user; never shown as a traceback."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from gdsbench import _native
 from gdsbench.job import units
-from gdsbench.job.errors import IncompatibleOptions, UsageError
+from gdsbench.job.errors import IncompatibleOptions, UsageError, clip, quoted
 from gdsbench.job.modes import MODES, PYTHON_ENGINES, mode_help
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -88,23 +88,24 @@ class Option:
         if text is None:
             return None
         if self.kind in ("size", "duration") and isinstance(text, bool):
-            raise UsageError(f"{self.flag} {text!r}: write a {self.kind} such as {'4K' if self.kind == 'size' else '10s'}")
+            example = "4K" if self.kind == "size" else "10s"
+            raise UsageError(f"{self.flag} {quoted(text)}: write a {self.kind} such as {example}")
         if self.kind == "size":
             value = units.parse_size(text, self.flag)
         elif self.kind == "duration":
             value = units.parse_duration(text, self.flag)
         elif self.kind == "int":
             if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
-                raise UsageError(f"{self.flag} {text!r}: not a whole number")
+                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number")
             try:
                 value = int(text)
             except (TypeError, ValueError, OverflowError):
-                raise UsageError(f"{self.flag} {text!r}: not a whole number") from None
+                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number") from None
         elif self.kind in ("seconds", "number"):
             value = self._parse_float(text)
         elif self.kind == "choice":
             if text not in self.choices:
-                raise UsageError(f"{self.flag} {text}: unknown; choose one of {', '.join(self.choices)}")
+                raise UsageError(f"{self.flag} {clip(text)}: unknown; choose one of {', '.join(self.choices)}")
             value = text
         elif self.kind == "bool":
             value = parse_bool(self.flag, text)
@@ -117,15 +118,15 @@ class Option:
     def _parse_float(self, text: Any) -> float:
         """A finite number; for "seconds" also a duration written with a unit ("112ms")."""
         if isinstance(text, bool):
-            raise UsageError(f"{self.flag} {text!r}: not a number")
+            raise UsageError(f"{self.flag} {quoted(text)}: not a number")
         if self.kind == "seconds" and isinstance(text, str):
             return units.parse_duration(text, self.flag) / 1e9
         try:
             value = float(text)
         except (TypeError, ValueError):
-            raise UsageError(f"{self.flag} {text!r}: not a number") from None
+            raise UsageError(f"{self.flag} {quoted(text)}: not a number") from None
         if not math.isfinite(value):
-            raise UsageError(f"{self.flag} {text!r}: not a finite number")
+            raise UsageError(f"{self.flag} {quoted(text)}: not a finite number")
         return value
 
     def check(self, value: Any) -> None:
@@ -135,7 +136,8 @@ class Option:
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             low = "1 byte" if self.kind == "size" and self.low == 1 else self.format(self.low)
             limit = f"at least {low}" if self.high is None else f"between {low} and {self.format(self.high)}"
-            raise UsageError(f"{self.flag} {self.format(value)}: must be {limit}")
+            shown = clip(self.format(value)) if abs(value) < 1e300 else quoted(value)  # beyond a float: as written
+            raise UsageError(f"{self.flag} {shown}: must be {limit}")
 
     def format(self, value: Any) -> str:
         """A value in the unit a person would write it in."""
@@ -166,14 +168,14 @@ def parse_bool(flag: str, text: Any) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise UsageError(f"{flag} {text!r}: write true or false")
+    raise UsageError(f"{flag} {quoted(text)}: write true or false")
 
 
 def parse_gpus(text: Any) -> tuple[int, ...]:
     """--gpu as written ("0", "0,1", 1, [0, 1]) -> (0,) or (0, 1): the one place it is parsed."""
     items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
     if not items or not all(str(i).strip().isdigit() for i in items):
-        raise UsageError(f"--gpu {text}: give GPU indexes such as 0 or 0,1")
+        raise UsageError(f"--gpu {clip(text)}: give GPU indexes such as 0 or 0,1")
     return tuple(int(str(i).strip()) for i in items)
 
 

@@ -29,6 +29,10 @@ def read(path: str, flag: str, error=UsageError) -> tuple[dict[str, Any], str]:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as e:  # its message ends "(at line N, column M)"
         raise error(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:  # arrays in arrays, thousands deep
+        raise error(f"{flag} {path}: nested too deeply (its values are a level or two deep)") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise error(f"{flag} {path}: a number of more than 4,300 digits; no setting is that large") from None
 
 
 def decode(raw: bytes, where: str, kind: str, error=UsageError) -> str:

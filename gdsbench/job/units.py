@@ -8,9 +8,10 @@ is seconds, as in fio's runtime.
 
 from __future__ import annotations
 
+import math
 import re
 
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, quoted
 
 _SIZE_FACTORS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgtp", start=1):
@@ -32,23 +33,28 @@ _DURATION_FACTORS = {
 _NUMBER = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
 
 
-def _split(text: str, name: str, what: str, example: str) -> tuple[float, str]:
+def _amount(text: str, name: str, what: str, example: str, factors: dict[str, int], units: str) -> float:
+    """The number text writes times its unit's factor; UsageError naming `name` if it is not one, or too
+    large for a float (a number of 400 digits: int() of it would be a traceback)."""
     m = _NUMBER.match(str(text))
     if not m:
-        raise UsageError(f"{name} {text!r}: not a {what}; write it like {example}")
-    return float(m.group(1)), m.group(2).lower()
+        raise UsageError(f"{name} {quoted(text)}: not a {what}; write it like {example}")
+    unit = m.group(2).lower()
+    if unit not in factors:
+        raise UsageError(f"{name} {quoted(text)}: unknown unit {quoted(unit)}; use {units}")
+    amount = float(m.group(1)) * factors[unit]
+    if math.isinf(amount):
+        raise UsageError(f"{name} {quoted(text)}: too large a {what}")
+    return amount
 
 
 def parse_size(text: str | int, name: str = "size") -> int:
     """'4K' -> 4096. Raises UsageError naming `name` on bad input."""
     if isinstance(text, int):
         return text
-    value, unit = _split(text, name, "size", "4K, 1MiB or 10G")
-    if unit not in _SIZE_FACTORS:
-        raise UsageError(f"{name} {text!r}: unknown unit {unit!r}; use B, K, M, G, T or P (binary: 4K = 4096 bytes)")
-    n = value * _SIZE_FACTORS[unit]
+    n = _amount(text, name, "size", "4K, 1MiB or 10G", _SIZE_FACTORS, "B, K, M, G, T or P (binary: 4K = 4096 bytes)")
     if n != int(n):
-        raise UsageError(f"{name} {text!r}: not a whole number of bytes")
+        raise UsageError(f"{name} {quoted(text)}: not a whole number of bytes")
     return int(n)
 
 
@@ -56,10 +62,7 @@ def parse_duration(text: str | int | float, name: str = "duration") -> int:
     """'500ms' -> 500_000_000 ns; a bare number, written or numeric, is seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         text = repr(text)
-    value, unit = _split(text, name, "duration", "500ms, 10s or 2m")
-    if unit not in _DURATION_FACTORS:
-        raise UsageError(f"{name} {text!r}: unknown unit {unit!r}; use ns, us, ms, s, m or h")
-    return int(round(value * _DURATION_FACTORS[unit]))
+    return int(round(_amount(text, name, "duration", "500ms, 10s or 2m", _DURATION_FACTORS, "ns, us, ms, s, m or h")))
 
 
 def _digits(x: float) -> str:
