@@ -15,12 +15,13 @@ so rather than guess.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gdsbench.job import tomlfile
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, clip, quoted
 from gdsbench.job.spec import Option
 from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
@@ -79,7 +80,9 @@ WARNED_SECTIONS = {
     "hydra": "DLIO's configuration framework",
 }
 LOADERS = {"npz": "pytorch", "tfrecord": "tensorflow"}  # the loader whose rules gdsbench emulates for each format
+ROUNDED = ("record_bytes", "record_stdev")  # sizes DLIO writes with a fraction
 SHUFFLES = ("seed", "random")  # npz samples shuffled either way; "off" (DLIO's default) reads them in order
+MAX_VALUES = 10_000  # values in a workload YAML, its aliases written out (DLIO's own hold under 100)
 
 
 @dataclass
@@ -87,6 +90,7 @@ class Translation:
     workload: Workload
     run: dict[str, int] = field(default_factory=dict)  # train's own settings: epochs, steps
     mapped: list[str] = field(default_factory=list)  # "dataset.num_files_train -> files 168"
+    keys: dict[str, str] = field(default_factory=dict)  # workload field -> the key that set it, as errors name it
     warnings: list[str] = field(default_factory=list)  # one line per key not emulated that changes nothing measured
 
 
@@ -98,30 +102,95 @@ def read(path: str) -> dict:
     """The YAML document, or one UsageError naming the file and why."""
     import yaml
 
+    where = f"--workload {path}"
     try:
         with open(path, "rb") as f:
-            data = yaml.safe_load(tomlfile.decode(f.read(), f"--workload {path}", "YAML"))
+            text = tomlfile.decode(f.read(), where, "YAML")
     except OSError as e:
-        raise UsageError(f"--workload {path}: cannot read it ({e.strerror})") from None
+        raise UsageError(f"{where}: cannot read it ({e.strerror})") from None
+    try:
+        data = _load(text, where)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise UsageError(f"--workload {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        line = f" line {mark.line + 1}" if mark else ""
+        raise UsageError(f"{where}{line}: not valid YAML ({clip(getattr(e, 'problem', None) or e)})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: nested too deeply for a DLIO workload (a section of settings, a level or two "
+                         "deep)") from None
+    except ValueError:  # PyYAML's int() of a number past Python's 4,300 digits
+        raise UsageError(f"{where}: a number of more than 4,300 digits; no DLIO setting is that large") from None
     if not isinstance(data, dict):
-        raise UsageError(f"--workload {path}: a DLIO workload is a YAML mapping (dataset:, reader:, train:, ...)")
+        raise UsageError(f"{where}: a DLIO workload is a YAML mapping (dataset:, reader:, train:, ...)")
     for section, key in SHAPING.items():
         content = data.get(section, {})
         if content is None:  # "reader:" with nothing under it
             data[section] = {}
         elif not isinstance(content, dict):
-            raise UsageError(f"--workload {path}: {section}: must be a mapping of settings ({section}: {{{key}: ...}}), "
-                             f"not {content!r}")
+            raise UsageError(f"{where}: {section}: must be a mapping of settings ({section}: {{{key}: ...}}), "
+                             f"not {quoted(content)}")
     return data
 
 
+def _load(text: str, where: str) -> Any:
+    """safe_load, once the document's nodes are checked (_count): PyYAML keeps the last of a key given
+    twice and writes aliases out without a bound."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _count(node, where, "", {}, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _count(node, where: str, key: str, counted: dict[int, int], inside: set[int]) -> int:
+    """The values node holds with its aliases written out (each node counted once: a bomb of aliases costs
+    its size in nodes, not its expansion); UsageError for a key given twice, an alias inside its own anchor,
+    or more than MAX_VALUES values."""
+    import yaml
+
+    if id(node) in counted:
+        return counted[id(node)]
+    if id(node) in inside:
+        raise UsageError(f"{where} line {node.start_mark.line + 1}: {clip(key or 'the document')} refers to itself "
+                         "(an alias inside its own anchor): write the values out")
+    inside.add(id(node))
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            scalar = isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge"
+            name = key_node.value if scalar else "?"
+            dotted = f"{key}.{name}" if key else name
+            if scalar and name in lines:
+                raise UsageError(f"{where} line {key_node.start_mark.line + 1}: {clip(dotted)} is given twice (first "
+                                 f"on line {lines[name]}; YAML would keep the last without a word): keep one")
+            lines[name] = key_node.start_mark.line + 1
+            total += _count(key_node, where, key, counted, inside) + _count(value_node, where, dotted, counted, inside)
+    elif isinstance(node, yaml.SequenceNode):
+        total += sum(_count(item, where, key, counted, inside) for item in node.value)
+    inside.discard(id(node))
+    if total > MAX_VALUES:
+        raise UsageError(f"{where}: more than {MAX_VALUES:,} values once its aliases (*name) expand; a DLIO workload "
+                         "holds a few dozen settings: write them out")
+    counted[id(node)] = total
+    return total
+
+
 def _value(option: Option, value: Any, where: str) -> Any:
-    """A YAML value as the option reads it, within its bounds; UsageError naming the key (where) if not."""
+    """A YAML value as the option reads it, within its bounds; UsageError naming the key (where) if not.
+    A number is checked as written: finite, and in bounds before a fractional size is rounded."""
     option = dataclasses.replace(option, flag=where)
+    if isinstance(value, float):
+        if not (math.isfinite(value) and option.low <= value <= option.high):
+            raise UsageError(f"{where} {value:g}: {'must be' if math.isfinite(value) else 'not a finite number; give'} "
+                             f"a number between {option.format(option.low)} and {option.format(option.high)}")
+        if option.name in ROUNDED:
+            value = round(value)  # DLIO's record_length may be fractional (resnet50's 114660.07)
     value = option.convert(value)
     option.check(value)
     return value
@@ -149,9 +218,9 @@ def translate(path: str, prepare: bool = False) -> Translation:
     dataset, reader = data.get("dataset") or {}, data.get("reader") or {}
     fmt = dataset.get("format", "tfrecord")  # DLIO's default
     if not isinstance(fmt, str) or fmt not in LOADERS:
-        raise _refuse(path, "dataset.format", f"{fmt!r} (gdsbench reads {' and '.join(LOADERS)})")
+        raise _refuse(path, "dataset.format", f"{quoted(fmt)} (gdsbench reads {' and '.join(LOADERS)})")
     if dataset.get("compression", "none") not in ("none", None):
-        raise _refuse(path, "dataset.compression", f"{dataset['compression']!r}: compressed samples read and inflated")
+        raise _refuse(path, "dataset.compression", f"{quoted(dataset['compression'])}: compressed samples read and inflated")
     if not prepare:  # how the dataset is read: not a question for making it
         _check_reader(path, fmt, reader, data)
     model = data.get("model")
@@ -161,13 +230,12 @@ def translate(path: str, prepare: bool = False) -> Translation:
     for section, content in data.items():
         items = content.items() if isinstance(content, dict) else [(None, content)]
         for key, value in items:
-            dotted = section if key is None else f"{section}.{key}"
+            dotted = clip(section if key is None else f"{section}.{key}")
             if (section, key) in TO_FIELD:
                 target = TO_FIELD[section, key]
-                if target in ("record_bytes", "record_stdev") and isinstance(value, float):
-                    value = round(value)  # DLIO's record_length may be fractional (resnet50's 114660.07)
                 values[target] = _value(OPTIONS[target], value, f"--workload {path}: {dotted}")
                 out.mapped.append(f"{dotted} -> {target} {values[target]}")
+                out.keys[target] = dotted
             elif (section, key) in TO_RUN:
                 option = TO_RUN[section, key]
                 out.run[option.name] = _value(option, value, f"--workload {path}: {dotted}")
@@ -211,17 +279,17 @@ def _check_reader(path: str, fmt: str, reader: dict, data: dict) -> None:
     """UsageError for a way of reading that gdsbench does not emulate and that changes what is measured."""
     loader = reader.get("data_loader", LOADERS[fmt])
     if loader != LOADERS[fmt]:
-        raise _refuse(path, "reader.data_loader", f"{loader!r} for {fmt} (gdsbench emulates {LOADERS[fmt]}'s rules "
+        raise _refuse(path, "reader.data_loader", f"{quoted(loader)} for {fmt} (gdsbench emulates {LOADERS[fmt]}'s rules "
                                                   f"for {fmt})")
     if fmt == "npz" and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
-        raise _refuse(path, "reader.sample_shuffle", f"{reader.get('sample_shuffle', 'off')!r}"
+        raise _refuse(path, "reader.sample_shuffle", f"{quoted(reader.get('sample_shuffle', 'off'))}"
                       f"{'' if 'sample_shuffle' in reader else ' (DLIO default)'}: samples read in order, where "
                       "gdsbench deals them shuffled as PyTorch's sampler does")
     total_steps = (data.get("train") or {}).get("total_training_steps", -1)
-    if not isinstance(total_steps, (int, float)):
-        raise UsageError(f"--workload {path}: train.total_training_steps {total_steps!r}: not a number")
+    if not isinstance(total_steps, (int, float)) or math.isnan(total_steps):
+        raise UsageError(f"--workload {path}: train.total_training_steps {quoted(total_steps)}: not a number")
     if total_steps > 0:
         raise _refuse(path, "train.total_training_steps", "a cap on steps counted over the whole run (gdsbench's "
                       "--steps caps each epoch: give it instead)")
     if reader.get("read_type", "on_demand") != "on_demand":
-        raise _refuse(path, "reader.read_type", f"{reader['read_type']!r}: the dataset read once into memory")
+        raise _refuse(path, "reader.read_type", f"{quoted(reader['read_type'])}: the dataset read once into memory")

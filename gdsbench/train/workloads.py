@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from gdsbench.job import tomlfile
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, clip, quoted
 from gdsbench.job.spec import Option
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -75,26 +75,35 @@ class Workload:
         """Bytes one accelerator consumes at 100% utilisation."""
         return self.batch * self.record_bytes / self.compute_s
 
-    def check(self) -> Workload:
-        """UsageError naming the field's flag unless every field is in its bounds (finite, and small
-        enough for the arrays and sleeps it makes)."""
+    def check(self, names: dict[str, str] | None = None) -> Workload:
+        """UsageError naming the field as the user wrote it (names: field -> a file's key; its flag
+        otherwise) unless every field is in its bounds (finite, and small enough for the arrays and
+        sleeps it makes)."""
+        names = names or {}
+
+        def said(field: str) -> str:
+            return names.get(field, OPTIONS[field].flag)
+
         if not NAME.fullmatch(self.name):
-            raise UsageError(f"workload name {self.name!r}: its files are named after it, so use letters, digits, '.', "
-                             "'_' and '-' only, starting with a letter or digit")
+            raise UsageError(f"workload name {quoted(self.name)}: its files are named after it, so use letters, digits, "
+                             "'.', '_' and '-' only, starting with a letter or digit")
         for name, option in OPTIONS.items():
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value)):
-                raise UsageError(f"{option.flag} {value!r}: not a finite number")
-            option.check(value)
+            if not (isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))):  # an int may pass floats
+                raise UsageError(f"{said(name)} {quoted(value)}: not a finite number")
+            replace(option, flag=said(name)).check(value)
         if self.samples > MAX_SAMPLES:
-            raise UsageError(f"--files {self.files} x --samples-per-file {self.samples_per_file}: {self.samples:,} samples, "
-                             f"more than {MAX_SAMPLES:,} (the index of every sample is held in memory); use fewer files")
+            raise UsageError(f"{said('files')} {self.files} x {said('samples_per_file')} {self.samples_per_file}: "
+                             f"{self.samples:,} samples, more than {MAX_SAMPLES:,} (the index of every sample is held "
+                             "in memory); use fewer files")
         if self.format not in FORMATS:
-            raise UsageError(f"--format {self.format}: choose {' or '.join(FORMATS)}")
+            raise UsageError(f"--format {quoted(self.format)}: choose {' or '.join(FORMATS)}")
         if self.compute_s <= 0:
-            raise UsageError(f"--compute-time {self.compute_s:g}: must be more than 0 (AU is compute time over wall time)")
+            raise UsageError(f"{said('compute_s')} {self.compute_s:g}: must be more than 0 (AU is compute time over "
+                             "wall time)")
         if self.transfer_size % 4096:
-            raise UsageError(f"--transfer-size {self.transfer_size}: must be a multiple of 4 KiB (O_DIRECT and the pattern)")
+            raise UsageError(f"{said('transfer_size')} {self.transfer_size}: must be a multiple of 4 KiB (O_DIRECT and "
+                             "the pattern)")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,14 +148,14 @@ def load(name_or_file: str) -> Workload:
     data, text = tomlfile.read(name_or_file, "--workload")
     base = BUILT_IN.get(str(data.get("base", "")))
     if "base" in data and base is None:
-        raise UsageError(f"{name_or_file} line {tomlfile.line_of(text, 'base')}: base {data['base']!r}: choose one of "
-                         f"{', '.join(BUILT_IN)}")
+        raise UsageError(f"{name_or_file} line {tomlfile.line_of(text, 'base')}: base {quoted(data['base'])}: choose "
+                         f"one of {', '.join(BUILT_IN)}")
     known = {f.name for f in fields(Workload)}
     values: dict[str, Any] = {"name": os.path.splitext(os.path.basename(name_or_file))[0]}
     for key, value in data.items():
         if key == "base":
             continue
-        where = f"{name_or_file} line {tomlfile.line_of(text, key)}: {key}"
+        where = f"{name_or_file} line {tomlfile.line_of(text, key)}: {clip(key)}"
         if key not in known:
             raise UsageError(f"{where}: unknown field; known: {', '.join(sorted(known))}")
         values[key] = parse_field(key, value, where)
@@ -159,11 +168,12 @@ def load(name_or_file: str) -> Workload:
     return with_overrides(base, values)  # as the flags: a new record_bytes scales the base's spread
 
 
-def with_overrides(workload: Workload, overrides: dict[str, Any]) -> Workload:
+def with_overrides(workload: Workload, overrides: dict[str, Any], names: dict[str, str] | None = None) -> Workload:
     """The workload with command-line values (already parsed) in place of its own. A new
     record_bytes without a record_stdev scales the workload's spread with it, so that
-    unet3d at --record-bytes 4M keeps its shape rather than its 65 MiB spread."""
+    unet3d at --record-bytes 4M keeps its shape rather than its 65 MiB spread. names: how
+    errors name the fields a file set (Workload.check)."""
     changes = {k: v for k, v in overrides.items() if v is not None}
     if "record_bytes" in changes and "record_stdev" not in changes and workload.record_bytes:
         changes["record_stdev"] = round(workload.record_stdev * changes["record_bytes"] / workload.record_bytes)
-    return replace(workload, **changes).check() if changes else workload.check()
+    return (replace(workload, **changes) if changes else workload).check(names)
