@@ -67,7 +67,7 @@ def test_sweep_file(tmp_path):
     ('bs = ["4K"]\niodepth = [1, 2]\n', 2, "unknown option 'iodepth'"),
     ('qd = [1]\n\nbs = ["4K", "8Q"]\n', 3, "unknown unit"),
     ('bs = ["4K"]\nqd = []\n', 2, "empty list"),
-    ('runtime = "soon"\n', 1, "--runtime 'soon'"),
+    ('runtime = "soon"\n', 1, ": runtime 'soon'"),  # the file's key, not the flag
     ('repeat = 0\nbs = ["4K"]\n', 1, "repeat must be"),
 ])
 def test_bad_sweep_files_name_the_line(tmp_path, text, line, message):

@@ -53,6 +53,7 @@ class SweepCommand:
             spec.fixed.pop(key, None)
         for key in fixed:
             spec.grid.pop(key, None)
+        file_keys = tuple({*spec.grid, *spec.fixed} - {*grid, *fixed})  # messages name these as the file does
         grid = {**spec.grid, **grid}
         fixed = {**spec.fixed, **fixed}
         if args.path:
@@ -61,7 +62,7 @@ class SweepCommand:
             ensure_scratch()
             fixed["path"] = SCRATCH_PATH
         repeat = args.repeat if args.repeat is not None else spec.repeat
-        return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name)
+        return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name, file_keys=file_keys)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
@@ -70,7 +71,10 @@ class SweepCommand:
         from gdsbench.results.store import resolve_run
 
         args = with_fio_job(args, "sweep")  # its options fixed, any list given here swept
-        if args.resume:
+        if args.resume is not None:
+            if not args.resume.strip():  # "" would otherwise start a new sweep
+                raise UsageError("--resume: give the id of the run to finish (its folder's name under --results, or "
+                                 "its path), as the interrupted sweep printed it")
             found = resolve_run(args.resume, args.results) if mpi.is_root() else None  # a run that is not there first
             given = [flag for flag, value in (("PATH", args.path), ("--file", args.file), ("--repeat", args.repeat),
                                               ("--name", args.name)) if value is not None]

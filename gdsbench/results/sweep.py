@@ -21,13 +21,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gdsbench.execution import mpi, runner
 from gdsbench.job import tomlfile
-from gdsbench.job.errors import IncompatibleOptions, UsageError
+from gdsbench.job.errors import IncompatibleOptions, UsageError, quoted
 from gdsbench.job.result import Result
 from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
 from gdsbench.job.units import format_rate
@@ -47,6 +48,7 @@ class SweepSpec:
     fixed: dict[str, Any] = field(default_factory=dict)  # user key -> value as written
     repeat: int = 1
     name: str = "sweep"
+    file_keys: tuple[str, ...] = ()  # keys a sweep file set (not the command line): messages name them so
 
     def to_dict(self) -> dict[str, Any]:
         return {"grid": self.grid, "fixed": self.fixed, "repeat": self.repeat, "name": self.name}
@@ -61,7 +63,7 @@ class SweepSpec:
             return self
         grid = {k: v for k, v in DEFAULT_GRID.items() if k not in self.fixed}
         fixed = {**{k: v for k, v in DEFAULT_FIXED.items() if k not in self.fixed}, **self.fixed}
-        return SweepSpec(grid=grid, fixed=fixed, repeat=self.repeat, name=self.name)
+        return replace(self, grid=grid, fixed=fixed)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class Grid:
 def _dimension_option(key: str, where: str, also: tuple[str, ...] = ()) -> Option:
     """The job option a sweep key names; `also`: the other keys the caller reads (a file's name, repeat)."""
     if key not in BY_KEY:
-        raise UsageError(f"{where}: unknown option {key!r}; known: {', '.join([*also, *BY_KEY])}")
+        raise UsageError(f"{where}: unknown option {quoted(key)}; known: {', '.join([*also, *BY_KEY])}")
     return BY_KEY[key]
 
 
@@ -107,7 +109,7 @@ def expand(sweep: SweepSpec) -> Grid:
             raise UsageError(f"{opt.flag}: empty list; give at least one value")
         parsed[key] = [opt.parse(v) for v in values]
         if len(set(map(repr, parsed[key]))) != len(parsed[key]):
-            raise UsageError(f"{opt.flag}: a value is listed twice in {values}")
+            raise UsageError(f"{opt.flag}: a value is listed twice in {quoted(values)}")
         for value in parsed[key]:  # each value on its own, against the fixed options
             try:
                 with_parsed({key: value}, base).validate()
@@ -120,13 +122,20 @@ def expand(sweep: SweepSpec) -> Grid:
         try:
             spec.validate()
         except IncompatibleOptions as e:
-            skipped.append({"values": values, "reason": str(e)})
+            skipped.append({"values": values, "reason": as_written(str(e), sweep.file_keys)})
             continue
         points.append(Point(len(points), values, spec))
     if not points:
         raise UsageError("the sweep has no runnable point: every combination was skipped ("
                          + "; ".join(sorted({s["reason"] for s in skipped})) + ")")
     return Grid(points, skipped)
+
+
+def as_written(message: str, file_keys: tuple[str, ...]) -> str:
+    """A job's message with the flags of options a sweep file set named by the file's keys (qd, not --qd)."""
+    for key in file_keys:
+        message = re.sub(rf"(?<![\w-]){re.escape(BY_KEY[key].flag)}(?![\w-])", key, message)
+    return message
 
 
 def opt_flag(key: str) -> str:
@@ -150,14 +159,15 @@ def load_sweep_file(path: str) -> SweepSpec:
             if key == "name":
                 name = str(value)
                 continue
-            opt = _dimension_option(key, "option", also=("name", "repeat"))
+            opt = replace(_dimension_option(key, "option", also=("name", "repeat")), flag=key)  # errors name the key
             if isinstance(value, list):
                 if not value:
                     raise UsageError(f"{key} is an empty list; give at least one value")
                 if not opt.sweep:
                     raise UsageError(f"{key} cannot be a sweep dimension; give one value")
-                for v in value:
-                    opt.parse(v)
+                parsed = [opt.parse(v) for v in value]
+                if len(set(map(repr, parsed))) != len(parsed):
+                    raise UsageError(f"{key}: a value is listed twice in {quoted(value)}")
                 grid[key] = value
             elif isinstance(value, dict):
                 raise UsageError(f"[{key}]: tables are not sweep options; write key = value at the top level")
@@ -246,8 +256,7 @@ def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, li
     sweep = sweep.with_defaults()
     name = sweep.fixed.get("path")
     if isinstance(name, str) and name:  # a resume from elsewhere reads the same target
-        sweep = SweepSpec(grid=sweep.grid, fixed={**sweep.fixed, "path": kind_of(name).absolute(name)},
-                          repeat=sweep.repeat, name=sweep.name)
+        sweep = replace(sweep, fixed={**sweep.fixed, "path": kind_of(name).absolute(name)})
     grid = expand(sweep)
     plans = [runner.plan(p.spec) for p in grid.points]
     if not mpi.is_root():
