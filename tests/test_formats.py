@@ -113,7 +113,7 @@ def test_a_yaml_s_bad_bytes_sections_and_numbers_are_refused_in_one_line_naming_
         b"dataset: [1, 2]\n": "dataset: must be a mapping of settings (dataset: {num_files_train: ...}), not [1, 2]",
         f"{ok}train: {{epochs: -3}}\n".encode(): "train.epochs -3: must be between 1 and 100000",
         f"{ok}train: {{epochs: many}}\n".encode(): "train.epochs 'many': not a whole number",
-        f"{ok}reader: {{batch_size: 0, sample_shuffle: seed}}\n".encode(): "reader.batch_size 0: must be between 1",
+        b"dataset: {format: npz}\nreader: {batch_size: 0, sample_shuffle: seed}\n": "reader.batch_size 0: must be between 1",
         b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz and tfrecord)",
         f"{ok}train: {{total_training_steps: abc}}\n".encode(): "train.total_training_steps 'abc': not a number",
     }
@@ -227,6 +227,8 @@ def test_every_job_of_fios_own_examples_is_translated_or_refused_naming_the_opti
                 assert t.flags or t.path, path
             except UsageError as e:
                 text = str(e)
+                if text.startswith(f"--fio-job {path} line ") and "is not set (fio would read " in text:
+                    continue  # a ${VAR} of fio's example, unset here, in an option whose value is used
                 assert "\n" not in text and text.startswith(f"--fio-job {path}: ") and "changes what is measured" in text
                 option = text.split(": ")[1].split("=")[0]
                 assert option in dict(fio_job.read(path).items(job)), (path, job, text)
