@@ -77,8 +77,9 @@ def verdict(rows: list[dict], name: str, threshold: float) -> str:
 def prediction_text(p) -> str:
     """The prediction, and every figure it used, to check by hand."""
     w = p.workload
+    caveats = f"; uncertain: {len(p.warnings)} reason(s) below" if p.warnings else ""
     lines = [f"prediction for {w.name}: at most {p.max_accelerators} accelerator(s) keep AU >= {w.au_threshold:.0%} "
-             f"({p.seconds:.0f} s: probe and model)",
+             f"({p.seconds:.0f} s: probe and model{caveats})",
              f"  demand per accelerator at 100% AU: {format_rate(p.demand_bytes_per_s)} "
              f"(batch {w.batch} x mean sample / compute {_s(w.compute_s)}); {p.steps} steps simulated",
              "  probe (readers reading as train reads, as fast as they can; spread: between repeats"
@@ -87,7 +88,8 @@ def prediction_text(p) -> str:
                          f"accelerators, spread {q.spread:.0%})" for q in p.curve.points),
              "  predicted AU: " + ", ".join(f"{a['accelerators']}: {a['au_percent']:.1f}%"
                                             + (f" ({', '.join(a['flags'])})" if a.get("flags") else "") for a in p.au)]
-    lines += [f"  out of its depth: {x}" for x in p.warnings]
+    if p.warnings:  # the answer first, on one line; why it may be off, one reason a line, under it
+        lines += ["  out of its depth:", *(f"    - {x}" for x in p.warnings)]
     return "\n".join(lines)
 
 

@@ -1,0 +1,21 @@
+"""What a newcomer reads first, as text: answers lead, on one line, and the reasons to doubt them follow."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from gdsbench.reporting.train_report import prediction_text
+
+
+def test_a_prediction_leads_with_its_answer_and_lists_its_doubts_under_it():
+    workload = SimpleNamespace(name="unet3d", au_threshold=0.9, batch=7, compute_s=0.323)
+    curve = SimpleNamespace(points=[SimpleNamespace(readers=1, rate=356 * 2**20, spread=0.02)])
+    p = SimpleNamespace(workload=workload, max_accelerators=1, seconds=8.0, demand_bytes_per_s=3.18 * 2**30, steps=2,
+                        hosts=1, curve=curve, au=[{"accelerators": 1, "au_percent": 100.0, "flags": ["few steps"]}],
+                        warnings=["only 2 steps per epoch", "the probe read few samples per reader"])
+    first, *rest = prediction_text(p).splitlines()
+    assert first.startswith("prediction for unet3d: at most 1 accelerator(s) keep AU >= 90%")
+    assert first.endswith("uncertain: 2 reason(s) below)")
+    assert rest[-3:] == ["  out of its depth:", "    - only 2 steps per epoch", "    - the probe read few samples per reader"]
+    sure = prediction_text(SimpleNamespace(**{**vars(p), "warnings": []}))
+    assert "uncertain" not in sure and "out of its depth" not in sure
