@@ -80,7 +80,8 @@ def test_every_value_a_yaml_error_quotes_is_clipped(tmp_path, gdsbench):
         f"dataset: {{format: tfrecord}}\ntrain: {{computation_time: {long}}}\n": "train.computation_time 'zzz",
         f"reader: {long}\n": "reader: must be a mapping",
         f"model: {{name: {long}}}\n{OK_YAML}": "workload name 'zzz",
-        f"dataset: {{format: tfrecord, record_length: 1{'0' * 4000}}}\ntrain: {{computation_time: 1}}\n": "dataset.record_length 1000",
+        f"dataset: {{format: tfrecord, record_length: 1{'0' * 4000}}}\ntrain: {{computation_time: 1}}\n":
+            "dataset.record_length 1000",
     }
     for i, (text, says) in enumerate(cases.items()):
         path = write(tmp_path, f"w{i}.yaml", text)
