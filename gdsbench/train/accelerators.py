@@ -5,6 +5,7 @@ the caller (rank 0)."""
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import resource
@@ -102,19 +103,49 @@ def _child(rank: int, config: TrainConfig, barrier_path: str, control, report, p
 
 
 BARRIER_PREFIX = "gdsbench-barrier-"
+SHARED_MEMORY = "/dev/shm"  # where the step barrier's file is made, where writable (else the temporary directory)
+
+
+def _barrier_folder() -> str:
+    writable = os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK)
+    return SHARED_MEMORY if writable else tempfile.gettempdir()
+
+
+def _new_barrier_file(folder: str) -> tuple[str, int]:
+    """A new file for the barrier, its page allocated now: on a full filesystem a mapping of a page
+    with nothing behind it is a SIGBUS at its first touch, with no message; here it is one line."""
+    fd, path = None, None
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"{BARRIER_PREFIX}{os.getpid()}-", dir=folder)
+        os.posix_fallocate(fd, 0, mmap.PAGESIZE)
+    except OSError as e:
+        if fd is not None:
+            os.close(fd)
+            _unlink(path)
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise UsageError(f"{folder}: {'full' if full else 'unusable'} ({e.strerror}): the accelerators' step barrier "
+                         f"needs a {mmap.PAGESIZE}-byte file there; free some space in {folder}, or emulate one "
+                         "accelerator (--accelerators 1 needs none)") from None
+    return path, fd
+
+
+def check_barrier_room() -> None:
+    """UsageError where the barrier's file cannot be made (a full /dev/shm): before anything runs."""
+    path, fd = _new_barrier_file(_barrier_folder())
+    os.close(fd)
+    _unlink(path)
 
 
 def _barrier_file(parties: int) -> tuple[str, mmap.mmap, object]:
     """A fresh file in /dev/shm (else the temporary directory), mapped, holding an initialised
     barrier. Its name carries this process's id, so that one a killed run left is removed."""
-    folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    folder = _barrier_folder()
     for name in os.listdir(folder):  # left by a run killed while its accelerators started
         owner = name[len(BARRIER_PREFIX):].split("-")[0]
         if name.startswith(BARRIER_PREFIX) and owner.isdigit() and not _alive(int(owner)):
             _unlink(os.path.join(folder, name))
-    fd, path = tempfile.mkstemp(prefix=f"{BARRIER_PREFIX}{os.getpid()}-", dir=folder)
+    path, fd = _new_barrier_file(folder)
     try:
-        os.ftruncate(fd, mmap.PAGESIZE)
         memory = mmap.mmap(fd, mmap.PAGESIZE)
     finally:
         os.close(fd)

@@ -81,6 +81,8 @@ def check_counts(run: TrainRun) -> None:
         why = too_few_steps(run.dataset.samples, run.workload.batch, n, run.max_steps)
         if why:
             raise UsageError(why)
+    if comm is None and max(run.counts) > 1:  # processes held in step by a barrier in /dev/shm
+        accelerators.check_barrier_room()
 
 
 def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
