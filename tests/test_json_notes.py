@@ -33,7 +33,7 @@ def test_predict_json_carries_the_notes_it_prints_and_its_provenance(small_datas
     text = gdsbench(*args)
     assert text.code == 0, text.err
     notes = said(text.err)
-    assert "the workload's files is 168, the dataset's 40" in notes  # the note that was on stderr only
+    assert any("was prepared with --files 40 (the workload's: 168)" in n for n in notes)  # the note that was on stderr only
     assert any(n.startswith(f"{YAML}: model.name: not emulated") for n in notes)  # the YAML's
     assert any("--allow-cached; its pages are dropped" in n for n in notes)  # the page cache's, now said here too
     res = gdsbench(*args, "--json")
@@ -49,7 +49,7 @@ def test_train_json_rows_and_run_json_carry_the_notes_it_prints(small_dataset, g
     text = gdsbench(*args, "--results", tmp_path / "text")
     assert text.code == 0, text.err
     notes = said(text.err)
-    assert "the workload's files is 168, the dataset's 40" in notes
+    assert any("was prepared with --files 40 (the workload's: 168)" in n for n in notes)
     res = gdsbench(*args, "--accelerators", "1,2", "--results", tmp_path / "json", "--json")
     assert res.code == 0, res.err
     rows = json.loads(res.out)

@@ -24,7 +24,7 @@ from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
 from gdsbench.system.folders import LocalFolder, ObjectFolder, folder_for
 from gdsbench.system.prepare import BLOCK
-from gdsbench.train.workloads import Workload
+from gdsbench.train.workloads import OPTIONS, Workload
 
 MANIFEST = "gdsbench-dataset.json"
 TFRECORD = ".tfrecord"  # DLIO's TFRecord files, img_N_of_M.tfrecord
@@ -311,25 +311,31 @@ def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:
 
 
 def disagreements(dataset: Dataset, workload: Workload) -> list[str]:
-    """Where the dataset and the workload it is read as disagree, one line each: the dataset
+    """Where the dataset and the workload it is read as disagree, each said once: the dataset
     is what is read, but DLIO's MB/s counts the workload's record size per sample."""
     out = []
     made = dataset.workload
     if made is not None and made.get("name") != workload.name:
         out.append(f"{dataset.directory} was prepared for workload {made.get('name')}, and is read as {workload.name}")
-    if made is not None:
-        for key in SHAPE:
-            if key != "seed" and made.get(key) != getattr(workload, key):
-                out.append(f"the workload's {key} is {getattr(workload, key)}, the dataset's {made.get(key)}")
+    shape = [k for k in SHAPE if k != "seed" and made is not None and made.get(k) != getattr(workload, k)]
+    if shape:  # the prepare flags that made it so, then what follows for the steps (said here, once)
+        out.append(f"{dataset.directory} was prepared with " + ", ".join(
+            f"{OPTIONS[k].flag} {_shown(k, made.get(k))} (the workload's: {_shown(k, getattr(workload, k))})"
+            for k in shape) + (f": steps come from the dataset's {dataset.samples} samples"
+                               if workload.samples != dataset.samples else ""))
+    elif workload.samples != dataset.samples:
+        out.append(f"the workload has {workload.samples} samples ({workload.files} files x {workload.samples_per_file}), "
+                   f"the dataset {dataset.samples}: steps come from the dataset")
     mean = float(dataset.length.mean())
     if not 0.5 <= mean / workload.record_bytes <= 2:
         out.append(f"samples average {format_size(mean)}, the workload's record_bytes is "
                    f"{format_size(workload.record_bytes)}: train reads the dataset's samples, and MiB/s (as DLIO's MB/s) "
                    "counts the workload's record size per sample; 'read' is what was read")
-    if workload.samples != dataset.samples:
-        out.append(f"the workload has {workload.samples} samples ({workload.files} files x {workload.samples_per_file}), "
-                   f"the dataset {dataset.samples}: steps come from the dataset")
     return out
+
+
+def _shown(key: str, value) -> str:
+    return format_size(value) if OPTIONS[key].kind == "size" and isinstance(value, int) else str(value)
 
 
 def shard(samples: int, rank: int, ranks: int, epoch: int, seed: int) -> np.ndarray:
