@@ -52,6 +52,11 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def distribution_version(*names: str) -> str | None:
+    """"NAME VERSION" of the first of these installed Python distributions, or None."""
+    return next((f"{name} {version}" for name in names if (version := _version(name))), None)
+
+
 def host_environment() -> dict:
     clocksource = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
     return {

@@ -21,7 +21,7 @@ from pathlib import Path
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.provenance import distribution_version
+from gdsbench.system.environment import distribution_version
 from gdsbench.system.storage import pci_placement, read_sysfs
 
 NO_GPU = "no NVIDIA GPU on the PCI bus"  # why every GPU mode, check and test is skipped on a machine without one

@@ -21,9 +21,9 @@ import functools
 import os
 import subprocess
 import sys
-from importlib import metadata
 
 from gdsbench import __version__
+from gdsbench.system.environment import distribution_version
 
 RUN_TOOLS = ("python", "libcurl")  # beside gdsbench in every run: its interpreter, the curl engine's library
 GPU_TOOLS = ("cuda", "cufile", "kvikio", "cupy")  # and in a run on a GPU
@@ -83,16 +83,6 @@ def _first_line(command: list[str]) -> str | None:
         return None
     text = (out.stdout.strip() or out.stderr.strip()).splitlines()
     return text[0].strip() if out.returncode == 0 and text else None
-
-
-def distribution_version(*names: str) -> str | None:
-    """"NAME VERSION" of the first of these installed Python distributions, or None."""
-    for name in names:
-        try:
-            return f"{name} {metadata.version(name)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def _libcurl() -> str | None:
