@@ -19,3 +19,17 @@ def test_a_prediction_leads_with_its_answer_and_lists_its_doubts_under_it():
     assert rest[-3:] == ["  out of its depth:", "    - only 2 steps per epoch", "    - the probe read few samples per reader"]
     sure = prediction_text(SimpleNamespace(**{**vars(p), "warnings": []}))
     assert "uncertain" not in sure and "out of its depth" not in sure
+
+
+def test_a_sweep_says_first_what_each_point_measures_and_whose_defaults_those_are(gdsbench, tmp_path):
+    """The default grid reads rand for 2 s after a 500 ms ramp; give a list and a point reads as
+    `run` does (seq, no ramp): either way the first line says so, and that one sample has no spread."""
+    res = gdsbench("sweep", "--engine", "null", "--bs", "4K,64K", "--runtime", "50ms", "--results", tmp_path, "--no-report")
+    assert res.code == 0, res.err
+    first = res.err.splitlines()[0]
+    assert first == ("gdsbench: sweep of 2 point(s) (bs 2): seq reads, 50 ms each, no ramp (run's defaults; set by "
+                     "--pattern, --ramp); each point measured once: one sample, no spread (--repeat 3 gives a spread)")
+    res = gdsbench("sweep", "--engine", "null", "--qd", "1", "--bs", "4K", "--pattern", "rand", "--runtime", "50ms",
+                   "--ramp", "10ms", "--repeat", "2", "--results", tmp_path, "--no-report")
+    assert res.code == 0, res.err
+    assert res.err.splitlines()[0].endswith("rand reads, 50 ms each, after a 10 ms ramp; each point measured 2 times")

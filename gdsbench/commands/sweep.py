@@ -86,7 +86,10 @@ class SweepCommand:
         else:
             if args.repeat is not None and args.repeat < 1:
                 raise UsageError(f"--repeat {args.repeat}: must be at least 1")
-            store, grid, plans = sweep.start(self._spec(args), args.results)
+            given = self._spec(args)
+            store, grid, plans = sweep.start(given, args.results)
+            if store and grid.points:
+                print(f"gdsbench: {sweep.plan_line(given, grid)}", file=sys.stderr)
         for s in grid.skipped if mpi.is_root() else []:
             values = " ".join(f"{k}={v}" for k, v in s["values"].items())
             print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)

@@ -31,7 +31,7 @@ from gdsbench.job import tomlfile
 from gdsbench.job.errors import IncompatibleOptions, UsageError, quoted
 from gdsbench.job.result import Result
 from gdsbench.job.spec import BY_KEY, JobSpec, Option, spec_from_values, with_parsed
-from gdsbench.job.units import format_rate
+from gdsbench.job.units import format_duration, format_rate
 from gdsbench.results.store import RunStore, record, require_kind
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import kind_of, target_for
@@ -248,6 +248,44 @@ def _same_files(info: dict[str, Any]) -> None:
         if changed:
             raise UsageError(f"--resume: {path} is not the file this run measured ({', '.join(changed)}); "
                              "start a new sweep for it")
+
+
+def plan_line(given: SweepSpec, grid: Grid) -> str:
+    """What every point of a new sweep measures, said before the first: the pattern, direction and
+    timing each point takes (and whose defaults they are: the default grid's, or a job's, where a
+    list was given), and how often each is measured: one sample means no spread."""
+    specs = [p.spec for p in grid.points]
+
+    def one(values, say) -> str:
+        values = set(values)
+        return say(values.pop()) if len(values) == 1 else "as the grid sets"
+
+    pattern = one((s.pattern for s in specs), str)
+    direction = one((s.direction for s in specs), lambda d: f"{d}s")
+    runtime = one((s.runtime_ns for s in specs), lambda ns: "until --io-size" if ns is None else format_duration(ns))
+    ramp = one((s.ramp_ns for s in specs), lambda ns: f"after a {format_duration(ns)} ramp" if ns else "no ramp")
+    unset = [flag for key, flag in (("pattern", "--pattern"), ("runtime", "--runtime"), ("ramp", "--ramp"))
+             if key not in given.grid and key not in given.fixed]
+    whose = "the default grid's" if not given.grid else "run's defaults"
+    dims = " x ".join(f"{BY_KEY[k].flag.lstrip('-')} {len(v)}" for k, v in grid_dimensions(grid).items())
+    line = f"sweep of {len(grid.points)} point(s) ({dims or 'one point'}): {pattern} {direction}, {runtime} each, {ramp}"
+    if unset:
+        line += f" ({whose}; set by {', '.join(unset)})"
+    if given.repeat == 1:
+        line += "; each point measured once: one sample, no spread (--repeat 3 gives a spread)"
+    else:
+        line += f"; each point measured {given.repeat} times"
+    return line
+
+
+def grid_dimensions(grid: Grid) -> dict[str, list]:
+    """Each dimension of the grid and its values, in order."""
+    dims: dict[str, list] = {}
+    for p in grid.points:
+        for k, v in p.values.items():
+            if v not in dims.setdefault(k, []):
+                dims[k].append(v)
+    return dims
 
 
 def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
