@@ -90,18 +90,20 @@ def _ranks_agree(args: argparse.Namespace) -> None:
 
 def described_arguments(args: argparse.Namespace) -> dict[str, str]:
     """The command and each argument given, by flag, a job option's value in one spelling (4096
-    and 4K are one size): what the ranks of one job compare."""
+    and 4K are one size): what the ranks of one job compare. Not those the command takes per host
+    (its `per_host`: validate's PATH, each host its own storage)."""
     from gdsbench.job.spec import BY_NAME
 
     described = {"COMMAND": args.command}
     for action in args.command_parser._actions:
         value = getattr(args, action.dest, None)
-        if value is None or action.dest in ("help", "handler", "command_parser"):
+        flag = action.option_strings[0] if action.option_strings else action.metavar or action.dest
+        if value is None or flag in getattr(args.handler, "per_host", ()):
             continue
         option = BY_NAME.get(action.dest)
         if option is not None and option.kind != "bool":
             value = ",".join(_one_spelling(option, part) for part in str(value).split(","))
-        described[action.option_strings[0] if action.option_strings else action.metavar or action.dest] = str(value)
+        described[flag] = str(value)
     return described
 
 

@@ -13,6 +13,7 @@ class ValidateCommand:
     help = ("install-time validation: platform, the path each mode takes, integrity and speed, each PASS, WARN, FAIL "
             "or SKIP with its evidence and a fix; exit 0 pass, 1 a FAIL, 2 not ready, 3 usage")
     usage_exit_code = 3  # gds-diag's: a bad flag or profile is 3, so 2 means only "not ready"
+    per_host = ("PATH", "--metrics")  # under mpirun each host validates its own (mpirun's `A : B` may give each its own)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", nargs="?", metavar="PATH",
