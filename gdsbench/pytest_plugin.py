@@ -59,6 +59,9 @@ MAX_ROUNDS = 1_000
 UNENDING_ROUND = 2**62  # --round-reads for a warm-up: every read counted, no round ever complete
 
 
+REGRESSED = pytest.StashKey[bool]()  # the comparison failed --benchmark-compare-fail: the session fails
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("gdsbench", "gdsbench storage benchmarks (the storage_bench fixture)")
     for key in SESSION_OPTIONS:  # declared from the option table: the same help as `gdsbench run`
@@ -81,6 +84,30 @@ def pytest_configure(config):
         raise pytest.UsageError(f"{PREFIX}{str(e).lstrip('-')}") from None
     if config.getoption("gdsbench_repeat") < 1:
         raise pytest.UsageError(f"{PREFIX}repeat {config.getoption('gdsbench_repeat')}: must be at least 1")
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    """pytest-benchmark ends a session whose comparison fails --benchmark-compare-fail by raising
+    from its summary, after listing the regressed tests: a traceback, and pytest's own summary
+    line lost. Here it is a failed build instead: the list, one line, the summary, exit 1."""
+    outcome = yield
+    try:
+        from pytest_benchmark.session import PerformanceRegression
+    except ImportError:
+        return
+    if isinstance(outcome.excinfo and outcome.excinfo[1], PerformanceRegression):
+        outcome.force_result(None)
+        terminalreporter.config.stash[REGRESSED] = True
+        terminalreporter.write_line("gdsbench: the build fails: performance regressed beyond --benchmark-compare-fail "
+                                    "(the tests are listed above)", red=True, bold=True)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_sessionfinish(session):
+    yield
+    if session.config.stash.get(REGRESSED, False) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _defaults(request) -> dict:

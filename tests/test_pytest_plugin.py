@@ -32,8 +32,11 @@ def test_a_real_regression_fails_the_build_and_names_the_test(tmp_path, disk_fil
     slow = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "--benchmark-compare=0001",
                      f"--benchmark-compare-fail={THRESHOLD}", throttle=throttle)
     out = slow.stdout + slow.stderr
-    assert slow.returncode != 0, out
+    assert slow.returncode == 1, out  # a failed build, as a failed test is: not pytest's internal error
     assert "Performance has regressed" in out and "test_sequential[1M]" in out, out[-3000:]
+    # the regression list, then one line and pytest's own summary: no traceback from pytest-benchmark
+    assert "Traceback" not in out and "gdsbench: the build fails: performance regressed" in out, out[-3000:]
+    assert " passed" in slow.stdout.strip().splitlines()[-1], out[-3000:]
 
 
 def test_no_false_alarm_when_nothing_changed(tmp_path, disk_file, throttle):
