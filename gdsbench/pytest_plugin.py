@@ -90,17 +90,34 @@ def pytest_configure(config):
 def pytest_terminal_summary(terminalreporter):
     """pytest-benchmark ends a session whose comparison fails --benchmark-compare-fail by raising
     from its summary, after listing the regressed tests: a traceback, and pytest's own summary
-    line lost. Here it is a failed build instead: the list, one line, the summary, exit 1."""
+    line lost. Here it is a failed build instead: the list, one line, the summary, exit 1. With
+    --gdsbench-repeat, it also says how far the session's own repeats moved (repeat_spread_line)."""
     outcome = yield
     try:
         from pytest_benchmark.session import PerformanceRegression
     except ImportError:
         return
+    spread = repeat_spread_line(terminalreporter.config._benchmarksession.benchmarks)
+    if spread:
+        terminalreporter.write_line(spread)
     if isinstance(outcome.excinfo and outcome.excinfo[1], PerformanceRegression):
         outcome.force_result(None)
         terminalreporter.config.stash[REGRESSED] = True
         terminalreporter.write_line("gdsbench: the build fails: performance regressed beyond --benchmark-compare-fail "
                                     "(the tests are listed above)", red=True, bold=True)
+
+
+def repeat_spread_line(benchmarks) -> str | None:
+    """One line saying how far the session's own repeats moved (--gdsbench-repeat 2 or more): the
+    smallest --benchmark-compare-fail=mean threshold this machine might honour, or None."""
+    spreads = [(b.extra_info["repeat_spread"], b.name) for b in benchmarks
+               if b.extra_info.get("repeat_spread") is not None]
+    if not spreads:
+        return None
+    spread, name = max(spreads)
+    return (f"gdsbench: this session's repeats moved up to {spread:.0%} ({name}): a --benchmark-compare-fail "
+            f"threshold below that fires with nothing changed; set it above the spread of your own no-change "
+            "sessions, which may be larger (docs/pytest.md)")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -190,6 +207,10 @@ def _extra_info(runs: list[Result], reads_per_round: int, repeats: int) -> dict:
         "round_reads": reads_per_round,
         "round_bytes": reads_per_round * whole.spec.bs,
         "repeats": repeats,
+        # how far this session's repeats of the test moved (max/min - 1 of their seconds per read):
+        # a --benchmark-compare-fail threshold under it fires with nothing changed
+        "repeat_spread": (max(per_read) / min(per_read) - 1) if len(per_read := [
+            sum(r.round_ns) / len(r.round_ns) for r in runs if r.round_ns]) > 1 and min(per_read) > 0 else None,
         **_figures(whole, total_s, reads_per_round * len(rounds), _merged([r.latency for r in runs])),
         "cpu_s_per_gb": whole.cpu_s_per_gb,
         "cached_fraction": max((r.cached_fraction for r in runs if r.cached_fraction is not None), default=None),

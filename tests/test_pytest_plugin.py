@@ -251,3 +251,26 @@ def test_a_bad_session_option_is_one_usage_error(tmp_path):
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_x.py",
                           "--gdsbench-repeat", "0"], cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
     assert res.returncode == 4 and "--gdsbench-repeat 0" in res.stderr
+
+
+def test_a_session_with_repeats_says_how_far_they_moved(tmp_path, disk_file):
+    """With --gdsbench-repeat 2 or more the suite says the most its own repeats moved: a
+    --benchmark-compare-fail threshold under that cries wolf on an unchanged machine."""
+    res = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "-k", "sequential", "--gdsbench-repeat", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (line,) = [line for line in res.stdout.splitlines() if "this session's repeats moved up to" in line]
+    assert "test_sequential[" in line and "--benchmark-compare-fail" in line
+    once = run_suite(tmp_path, "--gdsbench-path", disk_file[0], "-k", "sequential")
+    assert once.returncode == 0 and "repeats moved" not in once.stdout, once.stdout[-2000:]
+
+
+def test_the_repeat_spread_is_the_largest_over_the_session():
+    from types import SimpleNamespace
+
+    from gdsbench.pytest_plugin import repeat_spread_line
+
+    benchmarks = [SimpleNamespace(name="a", extra_info={"repeat_spread": 0.05}),
+                  SimpleNamespace(name="b", extra_info={"repeat_spread": 0.26}),
+                  SimpleNamespace(name="c", extra_info={"repeat_spread": None}), SimpleNamespace(name="d", extra_info={})]
+    assert repeat_spread_line(benchmarks).startswith("gdsbench: this session's repeats moved up to 26% (b)")
+    assert repeat_spread_line(benchmarks[2:]) is None
