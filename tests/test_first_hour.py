@@ -33,3 +33,23 @@ def test_a_sweep_says_first_what_each_point_measures_and_whose_defaults_those_ar
                    "--ramp", "10ms", "--repeat", "2", "--results", tmp_path, "--no-report")
     assert res.code == 0, res.err
     assert res.err.splitlines()[0].endswith("rand reads, 50 ms each, after a 10 ms ramp; each point measured 2 times")
+
+
+def test_too_many_processes_for_a_file_say_each_ones_share_not_0_b(gdsbench, tmp_path):
+    path = tmp_path / "small.dat"
+    assert gdsbench("prepare", path, "--size", "1M").code == 0
+    res = gdsbench("run", path, "--procs", "64", "--bs", "64K", "--runtime", "100ms")
+    assert res.code == 2 and res.err.count("\n") == 1, res.err
+    assert "each process's share of" in res.err and "(16 KiB) holds less than one --bs 64 KiB block" in res.err
+
+
+def test_a_run_whose_every_point_line_is_damaged_says_so_not_finish_it(gdsbench, tmp_path):
+    res = gdsbench("sweep", "--engine", "null", "--bs", "4K,8K", "--runtime", "20ms", "--results", tmp_path, "--no-report")
+    assert res.code == 0, res.err
+    (run,) = tmp_path.iterdir()
+    (run / "points.jsonl").write_text("garbage\n{bad\n")
+    for derived in ("points.parquet", "points.csv"):
+        (run / derived).unlink(missing_ok=True)
+    res = gdsbench("report", run)
+    assert res.code == 2 and res.err.count("\n") == 1, res.err
+    assert "every line of its points file is damaged (2; the first:" in res.err and "--resume" not in res.err

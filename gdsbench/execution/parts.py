@@ -51,9 +51,11 @@ def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
             f"({format_size(target.size)}); lower --size or --procs, or use --layout shared-all"
         )
     if size < spec.bs * spec.threads:
+        share = spec.size or room // nparts  # what each process would get before whole blocks: say that, not "0 B"
         raise UsageError(
-            f"--procs {nparts}: each process's part of {spec.path} ({format_size(size)}) holds less than one "
-            f"--bs block per thread; use fewer processes, a smaller --bs or a larger file"
+            f"--procs {nparts}: each process's share of {spec.path} ({format_size(share)}) holds less than one "
+            f"--bs {format_size(spec.bs)} block per thread ({spec.threads}); use fewer processes, a smaller --bs or "
+            "a larger file"
         )
     return size
 

@@ -120,6 +120,10 @@ def build(run_dir: str, out_dir: str | None = None, timeline_point: int | None =
     """The run's HTML page and charts, in out_dir (default: the run's report/)."""
     df = load(run_dir)
     if df.empty:
+        damaged = df.attrs.get("problems", [])
+        if damaged:  # every line was damaged: a resume would measure again what was lost, not find it
+            raise UsageError(f"run {run_dir}: no point to report: every line of its points file is damaged "
+                             f"({len(damaged)}; the first: {damaged[0]})")
         raise UsageError(f"run {run_dir}: no completed points yet; finish it with `gdsbench sweep --resume`")
     with html.run_pages(run_dir, out_dir) as out:
         return _build(df, out, timeline_point)
