@@ -53,3 +53,11 @@ def test_a_run_whose_every_point_line_is_damaged_says_so_not_finish_it(gdsbench,
     res = gdsbench("report", run)
     assert res.code == 2 and res.err.count("\n") == 1, res.err
     assert "every line of its points file is damaged (2; the first:" in res.err and "--resume" not in res.err
+
+
+def test_prepare_of_several_files_refuses_a_strangers_before_writing_any(gdsbench, tmp_path):
+    (tmp_path / "pp.2").write_text("someone else's\n")
+    res = gdsbench("prepare", tmp_path / "pp", "--files", "4", "--size", "1M")
+    assert res.code == 2 and "pp.2: refusing to overwrite a file gdsbench did not create" in res.err, res.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pp.2"]  # none written before the refusal
+    assert (tmp_path / "pp.2").read_text() == "someone else's\n"

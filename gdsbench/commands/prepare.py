@@ -28,6 +28,21 @@ def writer_for(path: str, asking: dict | None = None):
     return prepare
 
 
+def refuse_any_not_ours(paths: list[str], asking: dict | None = None) -> None:
+    """Every file or object of several, looked at before the first is written: one gdsbench may
+    not replace is refused with nothing written (not after writing the ones before it)."""
+    from gdsbench.system import object_store
+    from gdsbench.system.prepare import check_may_write
+
+    if object_store.is_s3(paths[0]):
+        s3 = object_store.client(asking)
+        for path in paths:
+            object_store.check_may_write(s3, path)
+    else:
+        for path in paths:
+            check_may_write(path)
+
+
 def remote_asking(args: argparse.Namespace) -> dict | None:
     """How an s3:// PATH's server is asked: --timeout and --retries as given (parsed as run parses
     them), object_store.WRITING for those not given; None for a local PATH, which refuses them."""
@@ -89,6 +104,8 @@ class PrepareCommand:
         args.seed = 1 if args.seed is None else args.seed
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
         write = writer_for(args.path, asking)
+        if len(paths) > 1:
+            refuse_any_not_ours(paths, asking)
         for path in paths:
             done = write(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
             print(f"{'kept existing' if done.reused else 'wrote'} {path} ({format_size(done.size)})")

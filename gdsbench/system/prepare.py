@@ -107,7 +107,7 @@ def _is_complete(path: str, size: int) -> bool:
     return os.stat(path).st_size == size and has_pattern(path, size - BLOCK)
 
 
-def _check_may_write(path: str) -> bool:
+def check_may_write(path: str) -> bool:
     """True if `path` exists and is ours to replace; False if it does not exist."""
     try:
         st = os.lstat(path)
@@ -144,7 +144,7 @@ def prepare(
     except UnicodeDecodeError:
         raise UsageError(f"PATH {path!r}: not a UTF-8 name; gdsbench's results record paths as text, so choose "
                          "another name") from None
-    exists = _check_may_write(path)
+    exists = check_may_write(path)
     if exists and not force and _is_complete(path, size):
         return Prepared(path, size, reused=True)
     if exists:  # before writing a new one: it could not be put in this one's place
