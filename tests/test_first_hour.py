@@ -61,3 +61,15 @@ def test_prepare_of_several_files_refuses_a_strangers_before_writing_any(gdsbenc
     assert res.code == 2 and "pp.2: refusing to overwrite a file gdsbench did not create" in res.err, res.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pp.2"]  # none written before the refusal
     assert (tmp_path / "pp.2").read_text() == "someone else's\n"
+
+
+def test_a_train_line_leads_with_what_was_read_where_dlios_figure_parts_from_it():
+    from gdsbench.reporting.train_report import point_line
+
+    row = {"accelerators": 1, "au_percent": 95.0, "passed": True, "samples_per_s": 10.0, "mib_per_s": 1400.0,
+           "read_mib_per_s": 1.0, "step_time_p50_s": 0.1, "step_time_p99_s": 0.2, "wait_p50_s": 0.0, "wait_p99_s": 0.0,
+           "steps_per_epoch": 4}
+    line = point_line(row, None)
+    assert "10.0 samples/s, read 1 MiB/s (DLIO's MB/s would say 1400: the workload's record size per sample, " \
+           "1.4e+03x what was read)" in line
+    assert "1400 MiB/s (read 1400)" in point_line({**row, "read_mib_per_s": 1400.0}, None)

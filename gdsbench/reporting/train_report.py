@@ -38,14 +38,24 @@ def header(run) -> str:
             f"AU needed {w.au_threshold:.0%}")
 
 
+def _throughput(row: dict) -> str:
+    """DLIO's MB/s (samples times the workload's record size) beside what was read; where the two
+    part (a dataset whose samples are not the workload's size), what was read leads and the gap is said."""
+    nominal, read = row["mib_per_s"], row["read_mib_per_s"]
+    if read and 0.5 <= nominal / read <= 2:
+        return f"{nominal:.0f} MiB/s (read {read:.0f})"
+    gap = f", {nominal / read:.3g}x what was read" if read else ""
+    return f"read {read:.0f} MiB/s (DLIO's MB/s would say {nominal:.0f}: the workload's record size per sample{gap})"
+
+
 def point_line(row: dict, workload) -> str:
     """One emulated count, as it completes."""
     verdict = "PASS" if row["passed"] else "FAIL"
     predicted = row.get("predicted_au_percent")
     return (f"{row['accelerators']:>4} accelerators: AU {row['au_percent']:5.1f}% {verdict}"
             + (f" (predicted {predicted:.1f}%)" if predicted is not None else "")
-            + f" | {row['samples_per_s']:.1f} samples/s, {row['mib_per_s']:.0f} MiB/s"
-            f" (read {row['read_mib_per_s']:.0f}) | step p50 {_s(row['step_time_p50_s'])} p99 {_s(row['step_time_p99_s'])}"
+            + f" | {row['samples_per_s']:.1f} samples/s, {_throughput(row)}"
+            f" | step p50 {_s(row['step_time_p50_s'])} p99 {_s(row['step_time_p99_s'])}"
             f" | wait for data p50 {_s(row['wait_p50_s'])} p99 {_s(row['wait_p99_s'])}"
             + (f" | stragglers: mean {_s(row['straggler_mean_s'])}, p99 {_s(row['straggler_p99_s'])}"
                f" ({row['straggler_share']:.1%} of the time)" if row.get("straggler_share") is not None
@@ -160,7 +170,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                                f"{info['name']}: distribution of step times", sub)
         rows = [[int(r["accelerators"]), r["repeat"], f"{r['au_percent']:.1f} %", "PASS" if r["passed"] else "FAIL",
                  f"{r['predicted_au_percent']:.1f} %" if pd.notna(r.get("predicted_au_percent", None)) else "-",
-                 f"{r['samples_per_s']:.1f}", f"{r['mib_per_s']:.0f} MiB/s", _s(r["step_time_p50_s"]),
+                 f"{r['samples_per_s']:.1f}", _throughput(r), _s(r["step_time_p50_s"]),
                  _s(r["step_time_p99_s"]), _s(r["wait_p99_s"]), _s(r["straggler_mean_s"]),
                  f"{r['cached_fraction']:.0%}" if pd.notna(r["cached_fraction"]) else "remote: unseen"]
                 for _, r in df.sort_values(["accelerators", "repeat"]).iterrows()]
@@ -178,7 +188,7 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
             ("Utilisation by accelerators", html.image(au_png, "AU by accelerators")),
             ("Utilisation over time", html.image(time_png, "AU over time")),
             ("Step times", html.image(step_png, "step time distribution")),
-            ("Every run", html.table(["accelerators", "repeat", "AU", "", "predicted", "samples/s", "MiB/s (DLIO's)",
+            ("Every run", html.table(["accelerators", "repeat", "AU", "verdict", "predicted", "samples/s", "MiB/s: DLIO's (read)",
                                       "step p50", "step p99", "wait p99", "stragglers (mean)", "cached"], rows)),
             ("Workload", html.table(["", ""], workload_rows)),
         ] + html.left_out(df.attrs["problems"])
