@@ -73,3 +73,21 @@ def test_a_train_line_leads_with_what_was_read_where_dlios_figure_parts_from_it(
     assert "10.0 samples/s, read 1 MiB/s (DLIO's MB/s would say 1400: the workload's record size per sample, " \
            "1.4e+03x what was read)" in line
     assert "1400 MiB/s (read 1400)" in point_line({**row, "read_mib_per_s": 1400.0}, None)
+
+
+def test_validate_on_a_full_directory_names_no_flag_it_does_not_take(gdsbench, tmp_path):
+    """validate has no --size: its test file's size is its own, and the message says so."""
+    import subprocess
+
+    import pytest
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        res = gdsbench("validate", small)
+    finally:
+        subprocess.run(["umount", str(small)])
+    assert res.code == 2 and "cannot write a test file there (a test file of " in res.err, res.err
+    assert "--size" not in res.err

@@ -31,7 +31,8 @@ def ensure_scratch(path: str = SCRATCH_PATH, size: int | None = None) -> None:
         if not os.path.exists(path) or os.path.getsize(path) != size:  # said on a log too, not only by a bar
             print(f"gdsbench: writing a {format_size(size)} scratch file to read, {path} (once; later runs reuse it)",
                   file=sys.stderr, flush=True)
-        prepare(path, size, progress=progress_printer("preparing scratch target " + path))
+        prepare(path, size, progress=progress_printer("preparing scratch target " + path),
+                size_flag="gdsbench's scratch file of")  # a size no flag gave: not named as --size
     mpi.barrier()
 
 

@@ -179,8 +179,8 @@ def _check_room(path: str, size: int, exists: bool, size_flag: str) -> str:
     vfs = os.statvfs(directory)
     free = vfs.f_bavail * vfs.f_frsize + (os.stat(path).st_size if exists else 0)
     if size > free:
-        raise UsageError(f"{size_flag} {format_size(size)}: only {format_size(free)} free in {directory}; choose a "
-                         "smaller size")
+        fix = "; choose a smaller size" if size_flag.startswith("-") else ""  # a size the user gave, by its flag
+        raise UsageError(f"{size_flag} {format_size(size)}: only {format_size(free)} free in {directory}{fix}")
     return directory
 
 

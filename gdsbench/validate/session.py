@@ -147,7 +147,7 @@ class Targets:
         leftover = existed and os.path.basename(path) in (self.scratch_name, self.write_name) and os.path.isfile(path) and \
             created_by_gdsbench(path)
         try:
-            prepare(path, size, progress=progress_printer(f"preparing {path}"))
+            prepare(path, size, progress=progress_printer(f"preparing {path}"), size_flag="a test file of")
         except UsageError as e:
             if fatal:
                 raise NotReady(f"PATH {os.path.dirname(path)}: cannot write a test file there ({e}); give a file "
