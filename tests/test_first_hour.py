@@ -91,3 +91,11 @@ def test_validate_on_a_full_directory_names_no_flag_it_does_not_take(gdsbench, t
         subprocess.run(["umount", str(small)])
     assert res.code == 2 and "cannot write a test file there (a test file of " in res.err, res.err
     assert "--size" not in res.err
+
+
+def test_a_dataset_of_another_shape_says_it_cannot_grow_in_place(gdsbench, tmp_path):
+    common = ("--workload", "unet3d", "--record-bytes", "64K", "--record-stdev", "0")
+    assert gdsbench("prepare", tmp_path / "ds", *common, "--files", "4").code == 0
+    res = gdsbench("prepare", tmp_path / "ds", *common, "--files", "8")
+    assert res.code == 2 and "holds a dataset of another shape" in res.err, res.err
+    assert "cannot grow or change in place" in res.err and res.err.count("\n") == 1

@@ -152,8 +152,9 @@ def plan_dataset(workload: Workload, directory: str, asking: dict | None = None)
         before = record["workload"]
         if any(before.get(k) != getattr(workload, k) for k in ("name",) + SHAPE):
             raise UsageError(f"{folder.name}: holds a dataset of another shape ({before.get('name')}: "
-                             + ", ".join(f"{k} {before.get(k)}" for k in SHAPE) + f", see {MANIFEST}); give another "
-                             "directory")
+                             + ", ".join(f"{k} {before.get(k)}" for k in SHAPE) + f", see {MANIFEST}); a dataset "
+                             "cannot grow or change in place (its sample sizes are drawn for its whole shape): give "
+                             "another directory, or remove this one to write it anew")
     sizes = record_sizes(workload, workload.samples).reshape(workload.files, workload.samples_per_file)
     present = sum(int(row.sum()) for i, row in enumerate(sizes)
                   if folder.complete(folder.path(_file_name(workload, i)), int(row.sum())))
