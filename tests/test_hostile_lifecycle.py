@@ -202,19 +202,26 @@ def _started(command: str, tmp_path, pattern_file) -> tuple[subprocess.Popen, st
     return p, results
 
 
-@pytest.mark.parametrize("command", ["run", "run --procs 2", "sweep", "train", "checkpoint"])
-def test_sighup_ends_a_command_as_sigterm_does(tmp_path, pattern_file, command):
-    p, results = _started(command, tmp_path, pattern_file)
+def signalled(p: subprocess.Popen, sig: int, group: bool = False, ready=None) -> tuple[str, str]:
+    """Once ready() returns (the command measures), send sig to it (to its whole process group with
+    group), then its output; a command still there after a generous hang guard is killed, never
+    left behind."""
     try:
-        if command == "run --procs 2":
-            os.killpg(p.pid, signal.SIGHUP)  # as a closed SSH session: the workers get it too
-        else:
-            p.send_signal(signal.SIGHUP)
-        out, err = p.communicate(timeout=120)  # a hang guard
+        if ready is not None:
+            ready()
+        os.killpg(p.pid, sig) if group else p.send_signal(sig)
+        return p.communicate(timeout=120)  # a hang guard, not a measure
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("command", ["run", "run --procs 2", "sweep", "train", "checkpoint"])
+def test_sighup_ends_a_command_as_sigterm_does(tmp_path, pattern_file, command):
+    p, results = _started(command, tmp_path, pattern_file)
+    # as a closed SSH session does, to the whole group where the workers are in it too
+    out, err = signalled(p, signal.SIGHUP, group=command == "run --procs 2")
     assert p.returncode == 130 and "Traceback" not in err, (p.returncode, err)
     if command.startswith("run"):
         assert json.loads(out)["interrupted"] is True  # the measurement is kept
@@ -228,14 +235,7 @@ def test_sigquit_ends_a_run_as_sigterm_does_even_where_it_was_ignored(pattern_fi
     background job (SIGQUIT ignored), keeping what was measured."""
     p = gdsbench_process("run", pattern_file, "--runtime", "120s", "--json",
                          preexec_fn=lambda: signal.signal(signal.SIGQUIT, signal.SIG_IGN))
-    try:
-        wait_for_workers(p.pid)
-        p.send_signal(signal.SIGQUIT)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, err = signalled(p, signal.SIGQUIT, ready=lambda: wait_for_workers(p.pid))
     assert p.returncode == 130 and json.loads(out)["interrupted"] is True, err
 
 
@@ -243,14 +243,7 @@ def test_sighup_under_nohup_is_still_ignored(pattern_file):
     """nohup's promise holds: a run started with SIGHUP ignored goes on to its end."""
     p = gdsbench_process("run", pattern_file, "--runtime", "1s", "--json",
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    try:
-        wait_for_workers(p.pid)
-        p.send_signal(signal.SIGHUP)
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, err = signalled(p, signal.SIGHUP, ready=lambda: wait_for_workers(p.pid))
     assert p.returncode == 0 and json.loads(out)["interrupted"] is False, err
 
 
