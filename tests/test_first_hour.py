@@ -99,3 +99,26 @@ def test_a_dataset_of_another_shape_says_it_cannot_grow_in_place(gdsbench, tmp_p
     res = gdsbench("prepare", tmp_path / "ds", *common, "--files", "8")
     assert res.code == 2 and "holds a dataset of another shape" in res.err, res.err
     assert "cannot grow or change in place" in res.err and res.err.count("\n") == 1
+
+
+def test_sweep_resume_looks_at_a_remote_target_with_the_runs_own_timeout():
+    """The look --resume takes at a run's URL honours the run's --timeout (not the 30 s default)."""
+    import socket
+    import time
+
+    import pytest
+
+    from gdsbench.job.errors import UsageError
+    from gdsbench.job.spec import spec_from_values
+    from gdsbench.results.sweep import _same_files
+    from gdsbench.system.targets.remote_object import asking_of
+
+    with socket.socket() as silent:  # accepts, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/data.dat"
+        started = time.monotonic()
+        with pytest.raises(UsageError, match="1 s") as refused:
+            _same_files({"target_files": {url: {"size": 1}}}, asking_of(spec_from_values({"timeout": "1s"})))
+        assert time.monotonic() - started < 25, "the default 30 s timeout was used"  # a bound, far from 1 s
+        assert refused.value.args[0].startswith("--resume: ")

@@ -237,11 +237,12 @@ class SweepOutcome:
     skipped: list[dict[str, Any]]
 
 
-def _same_files(info: dict[str, Any]) -> None:
-    """UsageError unless every target of the run is still the file it measured."""
+def _same_files(info: dict[str, Any], asking: dict | None = None) -> None:
+    """UsageError unless every target of the run is still the file it measured (a remote one asked
+    as the run asks its server: asking)."""
     for path, was in info.get("target_files", {}).items():
         try:
-            now = target_for(path).identity() or {}
+            now = target_for(path, asking=asking).identity() or {}
         except (OSError, UsageError) as e:
             raise UsageError(f"--resume: {path}, the run's target, cannot be read now ({e}); the run cannot go on") from None
         changed = [f"{k} {was[k]} -> {now[k]}" for k in ("device", "inode", "size", "mtime_ns") if k in was and was[k] != now[k]]
@@ -320,9 +321,11 @@ def resume(run_dir: str | None) -> tuple[RunStore | None, Grid, list[runner.Plan
         require_kind(store.info(), run_dir, "sweep", "sweep --resume")
         for note in store.notes:
             print(f"gdsbench: note: {note}", file=sys.stderr)
-    if store:
-        _same_files(store.info())
     sweep = SweepSpec.from_dict(mpi.broadcast(store.info()["sweep"] if store else None))
+    if store:  # the look at each target honours the run's own --timeout and --retries
+        from gdsbench.system.targets.remote_object import asking_of
+
+        _same_files(store.info(), asking_of(spec_from_values(sweep.fixed)))
     grid = expand(sweep)
     return store, grid, [runner.plan(p.spec) for p in grid.points]
 
