@@ -28,7 +28,14 @@ MiB = 1 << 20
 
 # ---- helpers: gdsbench as a process, a tmpfs of the test's own ----
 
+def _hangup_as_a_terminal_leaves_it() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def gdsbench_process(*args, cwd=ROOT, **kw) -> subprocess.Popen:
+    """gdsbench started as from a terminal: SIGHUP at its default, even where this suite itself runs
+    under nohup (which every child inherits, and gdsbench rightly honours); preexec_fn to differ."""
+    kw.setdefault("preexec_fn", _hangup_as_a_terminal_leaves_it)
     return subprocess.Popen([sys.executable, "-m", "gdsbench", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
