@@ -278,16 +278,19 @@ def headline_parts(base: Run, other: Run, merged: pd.DataFrame, keys: list[str])
     return parts
 
 
-def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
-    """The whole account in one line: 'shm/disk: ' and every clause of headline_parts."""
-    return f"{other.label}/{base.label}: " + "; ".join(clause for _, clause in headline_parts(base, other, merged, keys))
+def headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str], parts=None) -> str:
+    """The whole account in one line: 'shm/disk: ' and every clause of headline_parts (parts: those
+    already computed)."""
+    parts = headline_parts(base, other, merged, keys) if parts is None else parts
+    return f"{other.label}/{base.label}: " + "; ".join(clause for _, clause in parts)
 
 
-def short_headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str]) -> str:
+def short_headline(base: Run, other: Run, merged: pd.DataFrame, keys: list[str], parts=None) -> str:
     """'shm/disk: 3.4x bandwidth at 1 MiB, 6.0x IOPS at 4 KiB, 12x lower p99': what a person quotes, on
-    one short line; the clauses behind each figure follow it (headline_parts)."""
+    one short line; the clauses behind each figure follow it (headline_parts; parts: those already computed)."""
+    parts = headline_parts(base, other, merged, keys) if parts is None else parts
     once = [r.label for r in (other, base) if "repeats" in r.summary and len(r.summary) and (r.summary["repeats"] <= 1).all()]
-    return (f"{other.label}/{base.label}: " + ", ".join(short for short, _ in headline_parts(base, other, merged, keys))
+    return (f"{other.label}/{base.label}: " + ", ".join(short for short, _ in parts)
             + (f" ({' and '.join(once)}: one sample a point, spread not measured)" if once else ""))
 
 
@@ -321,14 +324,14 @@ def compare(run_dirs: list[str]) -> Comparison:
     for run in runs[1:]:
         for f in figures:
             merged[f"{f} ratio {run.label}"] = merged[f"{f} {run.label}"] / merged[f"{f} {base.label}"]
-    parts = [headline_parts(base, run, merged, keys) for run in runs[1:]]
+    parts = {run.label: headline_parts(base, run, merged, keys) for run in runs[1:]}  # each figure found once
     first, rest = differences(runs, keys)
     tiers = tier_differences(first + rest)
-    return Comparison(runs, keys, merged, [headline(base, run, merged, keys) for run in runs[1:]],
+    return Comparison(runs, keys, merged, [headline(base, run, merged, keys, parts[run.label]) for run in runs[1:]],
                       [d for d in first + rest if d not in tiers], notices=[n for n in first if n not in tiers],
                       coverage=coverage(runs, keys, merged),
-                      summaries=[short_headline(base, run, merged, keys) for run in runs[1:]],
-                      details=[[clause for _, clause in p] for p in parts], tiers=tiers)
+                      summaries=[short_headline(base, run, merged, keys, parts[run.label]) for run in runs[1:]],
+                      details=[[clause for _, clause in p] for p in parts.values()], tiers=tiers)
 
 
 def text_table(c: Comparison) -> tuple[list[str], list[list[str]]]:
