@@ -268,7 +268,7 @@ def plan_line(given: SweepSpec, grid: Grid) -> str:
     unset = [flag for key, flag in (("pattern", "--pattern"), ("runtime", "--runtime"), ("ramp", "--ramp"))
              if key not in given.grid and key not in given.fixed]
     whose = "the default grid's" if not given.grid else "run's defaults"
-    dims = " x ".join(f"{BY_KEY[k].flag.lstrip('-')} {len(v)}" for k, v in grid_dimensions(grid).items())
+    dims = " x ".join(f"{BY_KEY[k].flag.lstrip('-')} {len(v)}" for k, v in given.with_defaults().grid.items())
     line = f"sweep of {len(grid.points)} point(s) ({dims or 'one point'}): {pattern} {direction}, {runtime} each, {ramp}"
     if unset:
         line += f" ({whose}; set by {', '.join(unset)})"
@@ -277,16 +277,6 @@ def plan_line(given: SweepSpec, grid: Grid) -> str:
     else:
         line += f"; each point measured {given.repeat} times"
     return line
-
-
-def grid_dimensions(grid: Grid) -> dict[str, list]:
-    """Each dimension of the grid and its values, in order."""
-    dims: dict[str, list] = {}
-    for p in grid.points:
-        for k, v in p.values.items():
-            if v not in dims.setdefault(k, []):
-                dims[k].append(v)
-    return dims
 
 
 def start(sweep: SweepSpec, results_dir: str) -> tuple[RunStore | None, Grid, list[runner.Plan]]:
