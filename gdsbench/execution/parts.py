@@ -44,14 +44,14 @@ def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
     room = target.size - spec.offset
     if spec.layout != "shared":
         return spec.size or room
-    size = spec.size or room // nparts // spec.bs * spec.bs
+    share = spec.size or room // nparts  # each process's, before whole blocks
+    size = spec.size or share // spec.bs * spec.bs
     if spec.offset + size * nparts > target.size:
         raise UsageError(
             f"--size {format_size(size)} x --procs {nparts}: the parts run past the end of {spec.path} "
             f"({format_size(target.size)}); lower --size or --procs, or use --layout shared-all"
         )
     if size < spec.bs * spec.threads:
-        share = spec.size or room // nparts  # what each process would get before whole blocks: say that, not "0 B"
         raise UsageError(
             f"--procs {nparts}: each process's share of {spec.path} ({format_size(share)}) holds less than one "
             f"--bs {format_size(spec.bs)} block per thread ({spec.threads}); use fewer processes, a smaller --bs or "
