@@ -46,8 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    usage_code = UsageError.exit_code
     try:
         args, extra = parser.parse_known_args(argv)
+        usage_code = getattr(getattr(args, "command_parser", None), "usage_exit_code", usage_code)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # as given (run --fio-job reads its own again)
         if extra:  # reported by the command's parser, so it exits with that command's usage code
             getattr(args, "command_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
@@ -60,10 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     except GdsbenchError as e:
         from gdsbench.execution import mpi
 
+        # a plain usage error ends with its command's usage code (validate's bad --timeout: 3, as a bad flag)
+        code = usage_code if type(e) is UsageError else e.exit_code
         if mpi.world_or_none() is not None:  # one rank failing ends them all, naming itself
-            mpi.abort(str(e), e.exit_code)
+            mpi.abort(str(e), code)
         print(f"gdsbench: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return code
     except KeyboardInterrupt:
         print("gdsbench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -62,6 +62,32 @@ def test_the_pattern_block_read_before_verify_honours_timeout(gdsbench, faulty):
     assert_one_line_error(res, "--timeout 2 s", "4096 bytes at offset 0", code=3)
 
 
+def test_validate_and_info_honour_timeout_for_the_first_look(gdsbench, faulty):
+    url = f"{faulty}/slow-600000/bucket/data.dat"  # the HEAD waits 10 minutes
+    for args in (("validate", url, "--quick"), ("info", "--path", url)):
+        res, took = timed(gdsbench, *args, "--timeout", "2s", "--retries", "1")
+        assert took < BOUND_S, (args, took)  # before: validate and info had no --timeout (30 s a try)
+        assert_one_line_error(res, "--timeout 2 s", "2 tries")
+
+
+def test_every_read_of_validate_honours_timeout_and_each_is_a_fail_not_the_end(gdsbench, faulty):
+    """The HEAD is answered at once, every first GET of a range waits 10 minutes: the pattern look,
+    the path read and each reference point fail at --timeout, each its own FAIL in the table."""
+    url = f"{faulty}/busy-600000-0/bucket/data.dat"
+    res, took = timed(gdsbench, "validate", url, "--quick", "--timeout", "2s")
+    assert took < 3 * BOUND_S, took
+    assert res.code == 1 and "Traceback" not in res.err, res.err
+    failed = [line for line in res.out.splitlines() if line.startswith("FAIL")]
+    assert {line.split()[1] for line in failed} >= {"path.cpu", "integrity.cpu", "performance.storage_seq"}, res.out
+    assert res.out.count("--timeout 2 s") >= len(failed), res.out
+
+
+def test_validate_and_info_refuse_timeout_for_a_local_path(gdsbench, tmp_path):
+    for args, code in ((("validate", tmp_path), 3), (("info", "--path", tmp_path), 2)):  # validate's usage code: 3
+        assert_one_line_error(gdsbench(*args, "--retries", "2"), "--retries", "URL", code=code)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
 # ---- High 2: boto3 (prepare s3://, train/predict listings) with timeouts, one-line errors, same credentials ----
 
 @pytest.fixture

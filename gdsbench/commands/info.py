@@ -3,13 +3,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from gdsbench.commands.options import add_asking_arguments, asking_from_args
 
-def _o_direct(path: str) -> str:
+
+def _o_direct(target) -> str:
     from gdsbench.job.errors import UsageError
-    from gdsbench.system.targets import target_for
 
+    path = target.path
     try:
-        target = target_for(path)
         target.check_direct(0, 0)
         return f"supported on {path} ({target.where}; offsets and sizes in multiples of {target.direct_alignment()} B)"
     except UsageError as e:
@@ -23,23 +24,28 @@ class InfoCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--path", help="also check O_DIRECT and describe the storage under this file or device")
         parser.add_argument("--json", action="store_true", help="print everything as JSON")
+        add_asking_arguments(parser, "a URL --path (http://, https://, s3://)", 0)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench import _native
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
         from gdsbench.system import gpu, gpu_path, provenance
-        from gdsbench.system.targets import target_for
+        from gdsbench.system.targets import is_url, target_for
+        from gdsbench.system.targets.remote_object import asking_of
 
         if args.path is not None and not args.path:
             raise UsageError("--path '': give a file or block device to check, or leave --path out")
+        asking = asking_from_args(args, bool(args.path) and is_url(args.path), "a URL --path (http://, https://, "
+                                  "s3://)", asking_of())
+        target = target_for(args.path, asking=asking) if args.path else None  # looked at once, as run would
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}
-        storage = target_for(args.path).describe() if args.path else None
+        storage = target.describe() if target else None
         if args.json:
             print(json.dumps({**s, "engines": engines, "storage": storage,
                               "provenance": provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS),
-                              "o_direct": _o_direct(args.path) if args.path else None}, indent=1, default=str))
+                              "o_direct": _o_direct(target) if target else None}, indent=1, default=str))
             return 0
         cuda, fs = s["cuda"], s["nvidia_fs"]
         lines = ["GPUs"]
@@ -51,7 +57,7 @@ class InfoCommand:
                          f"x{g['pcie_max_link_width']})")
         if not s["gpus"]:
             lines.append("  none on the PCI bus")
-        direct_ok, why = gpu_path.gds_is_direct(s, target_for(args.path) if args.path else None)
+        direct_ok, why = gpu_path.gds_is_direct(s, target)
         lines += [
             f"NVIDIA driver   {s['driver_version'] or 'not loaded'}",
             "libcudart       " + (f"{cuda['cudart_path']} (runtime {cuda['runtime_version']}, driver API "
@@ -69,7 +75,7 @@ class InfoCommand:
             "engines         " + ", ".join(f"{n}: {'ok' if not why_not else why_not}" for n, why_not in engines.items()),
         ]
         if args.path:
-            lines.append(f"O_DIRECT        {_o_direct(args.path)}")
+            lines.append(f"O_DIRECT        {_o_direct(target)}")
             keys = ("fs_type", "block_device", "model", "driver", "rotational", "scheduler", "numa_node", "pci_address",
                     "pcie_link_speed", "pcie_link_width")
             lines.append("storage         " + ", ".join(f"{k}={storage.get(k)}" for k in keys if storage.get(k) is not None))

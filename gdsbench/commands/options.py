@@ -34,6 +34,33 @@ def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
                              "aws --endpoint-url; default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL, else AWS)")
 
 
+def add_asking_arguments(parser: argparse.ArgumentParser, scope: str, default_retries: int) -> None:
+    """--timeout and --retries of a command that asks a server outside a job (prepare, validate,
+    info), as run's curl options ask it; scope: the PATHs they are for."""
+    parser.add_argument("--timeout", metavar="TIME", default=None,
+                        help=f"{scope} only: how long a request may wait for the server before the command fails "
+                             "naming it (default: 30s; 0: no limit)")
+    parser.add_argument("--retries", metavar="N", default=None,
+                        help=f"{scope} only: try a request again this many times after a timeout, a dropped "
+                             f"connection, HTTP 429 or 5xx (default: {default_retries})")
+
+
+def asking_from_args(args: argparse.Namespace, remote: bool, scope: str, defaults: dict[str, int]) -> dict | None:
+    """How a remote PATH's server is asked (remote_object.asking_of's form): --timeout and
+    --retries as given, parsed as run parses them, defaults for those not given; None where PATH
+    is not remote (remote False), which refuses them."""
+    from gdsbench.job.spec import BY_NAME
+
+    given = {name: BY_NAME[name].parse(value) for name, value in (("timeout_ns", args.timeout),
+                                                                   ("retries", args.retries)) if value is not None}
+    if not remote:
+        if given:
+            flag = "--timeout" if "timeout_ns" in given else "--retries"
+            raise UsageError(f"{flag}: only for {scope} (how its server is asked); drop it for a local file")
+        return None
+    return {**defaults, **given}
+
+
 @contextlib.contextmanager
 def s3_endpoint(args: argparse.Namespace):
     """--s3-endpoint as the environment variable every S3 client here reads, for this command

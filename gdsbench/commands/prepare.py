@@ -2,21 +2,21 @@ from __future__ import annotations
 
 import argparse
 
-from gdsbench.commands.options import METAVARS, add_remote_arguments, count_arg
+from gdsbench.commands.options import METAVARS, add_asking_arguments, add_remote_arguments, asking_from_args, count_arg
 from gdsbench.commands.workload_flags import workload_flags, workload_from_args
 from gdsbench.execution.scratch import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
+from gdsbench.system import object_store
 from gdsbench.system.prepare import prepare
 from gdsbench.train.dataset import SHAPE
 
 
 def writer_for(path: str, asking: dict | None = None):
     """What writes a pattern file or object at path: prepare() for a local file, an upload for
-    s3:// (asking: its --timeout and --retries, remote_asking); an HTTP server cannot be written to."""
+    s3:// (asking: its --timeout and --retries, options.asking_from_args); an HTTP server cannot be written to."""
     import functools
 
-    from gdsbench.system import object_store
     from gdsbench.system.targets import is_url
 
     if object_store.is_s3(path):
@@ -31,7 +31,6 @@ def writer_for(path: str, asking: dict | None = None):
 def refuse_any_not_ours(paths: list[str], asking: dict | None = None) -> None:
     """Every file or object of several, looked at before the first is written: one gdsbench may
     not replace is refused with nothing written (not after writing the ones before it)."""
-    from gdsbench.system import object_store
     from gdsbench.system.prepare import check_may_write
 
     if object_store.is_s3(paths[0]):
@@ -41,22 +40,6 @@ def refuse_any_not_ours(paths: list[str], asking: dict | None = None) -> None:
     else:
         for path in paths:
             check_may_write(path)
-
-
-def remote_asking(args: argparse.Namespace) -> dict | None:
-    """How an s3:// PATH's server is asked: --timeout and --retries as given (parsed as run parses
-    them), object_store.WRITING for those not given; None for a local PATH, which refuses them."""
-    from gdsbench.job.spec import BY_NAME
-    from gdsbench.system import object_store
-
-    given = {name: BY_NAME[name].parse(value) for name, value in (("timeout_ns", args.timeout),
-                                                                   ("retries", args.retries)) if value is not None}
-    if not object_store.is_s3(args.path):
-        if given:
-            flag = "--timeout" if "timeout_ns" in given else "--retries"
-            raise UsageError(f"{flag}: only for an s3:// PATH (how its server is asked); drop it for a local file")
-        return None
-    return {**object_store.WRITING, **given}
 
 
 class PrepareCommand:
@@ -69,12 +52,7 @@ class PrepareCommand:
                                                          "create); with --workload, the dataset's directory")
         parser.add_argument("--size", help="file size, e.g. 4GiB (a multiple of 4K)")
         add_remote_arguments(parser)
-        parser.add_argument("--timeout", metavar="TIME", default=None,
-                            help="s3:// only: how long a request may wait for the server before prepare fails naming "
-                                 "it (default: 30s; 0: no limit)")
-        parser.add_argument("--retries", metavar="N", default=None,
-                            help="s3:// only: try a request again this many times after a timeout, a dropped "
-                                 "connection, HTTP 429 or 5xx (default: 3)")
+        add_asking_arguments(parser, "an s3:// PATH", object_store.WRITING["retries"])
         parser.add_argument("--seed", type=count_arg(0, 2**64 - 1), default=None,
                             help="seed of the payload (default: 1), or with --workload of the sample sizes (default: 123)")
         parser.add_argument("--force", action="store_true", help="rewrite even if an identical gdsbench file exists")
@@ -93,7 +71,7 @@ class PrepareCommand:
                 group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help + shape)
 
     def run(self, args: argparse.Namespace) -> int:
-        asking = remote_asking(args)
+        asking = asking_from_args(args, object_store.is_s3(args.path), "an s3:// PATH", object_store.WRITING)
         if args.workload is not None:
             return self.dataset(args, asking)
         if args.dry_run:

@@ -5,7 +5,9 @@ import json
 import os
 import sys
 
-from gdsbench.commands.options import add_metrics_argument, add_remote_arguments
+from gdsbench.commands.options import add_asking_arguments, add_metrics_argument, add_remote_arguments, asking_from_args
+
+URL_SCOPE = "a URL PATH (http://, https://, s3://)"
 
 
 class ValidateCommand:
@@ -30,14 +32,18 @@ class ValidateCommand:
                             help="shorter measurements (the profile's quick_runtime): about a third of the time (9 s "
                                  "instead of 26 on a 2-core VM without a GPU)")
         add_remote_arguments(parser)
+        add_asking_arguments(parser, URL_SCOPE, 0)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import prom
+        from gdsbench.system.targets import is_url
+        from gdsbench.system.targets.remote_object import asking_of
         from gdsbench.validate import fleet, output, profile
         from gdsbench.validate.judge import load_baseline
         from gdsbench.validate.session import NotReady, Validation, validate
 
+        asking = asking_from_args(args, bool(args.path) and is_url(args.path), URL_SCOPE, asking_of())
         chosen = profile.load(args.profile)
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":
@@ -49,7 +55,7 @@ class ValidateCommand:
 
         def run(host: str = "") -> Validation:
             v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "",
-                         host=host)
+                         host=host, asking=asking)
             if args.metrics:  # this host's, where its node_exporter reads it
                 problem = prom.unwritten(prom.validate_metrics(v), args.metrics)
                 if problem:

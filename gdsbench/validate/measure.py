@@ -51,12 +51,13 @@ def metrics(result: Result) -> dict[str, float]:
 # ---- the path each mode's bytes take ----
 
 
-def path_check(mode: str, target: Target, why_not: str | None, require_gds: bool) -> Check:
-    """Read a moment in `mode` and say which path the bytes took."""
+def path_check(mode: str, target: Target, why_not: str | None, require_gds: bool, asking: dict | None = None) -> Check:
+    """Read a moment in `mode` and say which path the bytes took (asking: a URL's --timeout and
+    --retries, as JobSpec fields)."""
     name = f"path.{mode}"
     if why_not:
         return skip(name, why_not)
-    spec = JobSpec(path=target.path, mode=mode, bs=1 << 20, runtime_ns=PATH_READ_NS)
+    spec = JobSpec(path=target.path, mode=mode, bs=1 << 20, runtime_ns=PATH_READ_NS, **(asking or {}))
     try:
         result = run(spec, record_environment=False)
     except UsageError as e:  # cannot run this way here (O_DIRECT refused, ...): said, not failed
@@ -94,7 +95,7 @@ def read_failed(name: str, evidence: str) -> Check:
 
 
 def integrity_check(mode: str, prepared: str | None, why_not: str | None, point: Point, limit_bytes: int,
-                    file_size: int, unreadable: str | None = None) -> Check:
+                    file_size: int, unreadable: str | None = None, asking: dict | None = None) -> Check:
     """Read up to limit_bytes of a prepared file in `mode` and check every block where it landed
     (unreadable: why PATH's first block could not be read to look for a pattern, a FAIL)."""
     name = f"integrity.{mode}"
@@ -106,7 +107,7 @@ def integrity_check(mode: str, prepared: str | None, why_not: str | None, point:
         return skip(name, "no prepared file to check against (see the note on the target)")
     length = min(limit_bytes, file_size) // point.bs * point.bs
     spec = JobSpec(path=prepared, mode=mode, bs=point.bs, qd=point.qd, threads=point.threads, size=length,
-                   io_size=length, runtime_ns=0, verify=True)
+                   io_size=length, runtime_ns=0, verify=True, **(asking or {}))
     where = "GPU memory" if MODES[mode].gpu else "host memory"
     command = (f"gdsbench run --mode {mode} --verify --bs {format_size(point.bs).replace(' ', '')} "
                f"--size {length} --io-size {length} {prepared}")
@@ -160,11 +161,12 @@ class Measurement:
                 "median": {m: self.median(m) for m in METRICS} if self.runs else {}}
 
 
-def point_spec(point: Point, path: str, runtime_ns: int, ramp_ns: int) -> JobSpec:
-    """The job of a reference point; a write point's ends in an fsync, inside its measured time."""
+def point_spec(point: Point, path: str, runtime_ns: int, ramp_ns: int, asking: dict | None = None) -> JobSpec:
+    """The job of a reference point; a write point's ends in an fsync, inside its measured time
+    (asking: a URL's --timeout and --retries, as path_check's)."""
     return JobSpec(path=path, mode=point.mode, engine=point.engine, bs=point.bs, qd=point.qd, threads=point.threads,
                    pattern=point.pattern, rw=point.rw, fsync_end=point.rw != "read", runtime_ns=runtime_ns,
-                   ramp_ns=ramp_ns)
+                   ramp_ns=ramp_ns, **(asking or {}))
 
 
 def measure_once(m: Measurement, spec: JobSpec, progress=None) -> None:

@@ -96,8 +96,11 @@ class Targets:
     names, or the default scratch file), and the pattern file integrity reads,
     which it prepares beside PATH where PATH is not one and it may write there."""
 
-    def __init__(self, path: str | None, size: int, notes: list[str], least: int = 0, host: str = ""):
-        # host: "" alone, else "-HOST", so hosts of a fleet sharing a directory never meet in one file
+    def __init__(self, path: str | None, size: int, notes: list[str], least: int = 0, host: str = "",
+                 asking: dict | None = None):
+        # host: "" alone, else "-HOST", so hosts of a fleet sharing a directory never meet in one file;
+        # asking: how a URL PATH's server is asked (--timeout, --retries), the first look included
+        self.asking = asking
         self.scratch_name, self.write_name = SCRATCH_NAME.format(host=host), WRITE_NAME.format(host=host)
         self.made: list[str] = []  # files this validation created, removed at the end
         self.notes = notes
@@ -106,7 +109,7 @@ class Targets:
             path = SCRATCH_PATH
         elif os.path.isdir(path):
             path = self._make(os.path.join(path, self.scratch_name), size, fatal=True)
-        self.target = self._inspect(path)
+        self.target = self._inspect(path, asking)
         if self.target.size < least:  # an empty file, /proc/self/status, a few KiB: nothing could be measured
             raise NotReady(f"PATH {path}: {format_size(self.target.size)}, too small to measure: the reference points "
                            f"read at least {format_size(least)}; give a larger file, or a directory validate may "
@@ -135,9 +138,9 @@ class Targets:
         return self._writable
 
     @staticmethod
-    def _inspect(path: str) -> Target:
+    def _inspect(path: str, asking: dict | None) -> Target:
         try:
-            return target_for(path)
+            return target_for(path, asking=asking)
         except (UsageError, IoFailure) as e:  # missing, refused, or a server that failed the first look
             raise NotReady(str(e)) from None
 
@@ -216,19 +219,22 @@ class _Progress:
 
 
 def validate(path: str | None, profile: Profile, *, quick: bool = False, baseline: dict | None = None,
-             baseline_source: str = "", host: str = "") -> Validation:
+             baseline_source: str = "", host: str = "", asking: dict | None = None) -> Validation:
     """Run every check; Ctrl-C stops early with the checks made so far (interrupted=True). host:
-    this host's name where several validate at once (their files in a shared folder are their own)."""
+    this host's name where several validate at once (their files in a shared folder are their own);
+    asking: how a URL PATH's server is asked, every request alike (remote_object.asking_of's form)."""
     began = time.monotonic()
     if quick:
         profile = profile.for_quick()
     if baseline is not None:
         judge.require_comparable(baseline, profile, baseline_source)
     v = Validation(profile, quick, baseline=baseline_source or None,
-                   options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None})
+                   options={"path": path, "profile": profile.source, "quick": quick, "baseline": baseline_source or None,
+                            **({"asking": asking} if asking else {})})
     storage_points = [p for p in profile.points.values() if not MODES[p.mode].gpu and p.rw == "read"]
     targets = Targets(path, profile.integrity_bytes, v.notes, max((p.bs * p.threads for p in storage_points), default=0),
-                      f"-{host}" if host else "")
+                      f"-{host}" if host else "", asking)
+    job = asking or {}  # each read's job asks as the look did
     target = targets.target
     v.target = target.describe()
     modes = measure.runnable_modes(target.path)
@@ -242,12 +248,12 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
         v.checks += _timed(platform.checks, facts)
         for mode, why_not in modes.items():
             progress.step(f"path: {mode}")
-            v.checks += _timed(measure.path_check, mode, target, why_not, profile.require_gds)
-        size = target_for(targets.prepared).size if targets.prepared else 0
+            v.checks += _timed(measure.path_check, mode, target, why_not, profile.require_gds, job)
+        size = target_for(targets.prepared, asking=asking).size if targets.prepared else 0
         for mode, why_not in modes.items():
             progress.step(f"integrity: {mode}")
             v.checks += _timed(measure.integrity_check, mode, targets.prepared, why_not, _point_for(mode, profile),
-                               profile.integrity_bytes, size, targets.unreadable)
+                               profile.integrity_bytes, size, targets.unreadable, job)
         v.measurements = {name: measure.Measurement(p, why_not=modes[p.mode]) for name, p in points.items()}
         for r in range(rounds):  # A B C A B C: drift over the run falls on every point alike
             for name, m in v.measurements.items():
@@ -258,7 +264,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
                 if where is None:
                     m.why_not = targets.why_not_writable
                     continue
-                spec = measure.point_spec(m.point, where, profile.runtime_ns, profile.ramp_ns)
+                spec = measure.point_spec(m.point, where, profile.runtime_ns, profile.ramp_ns, job)
                 sample = None
                 if not spec.opens_target and facts.gpus:  # copies only: read the GPUs' links while they are busy
                     def sample(nbytes, elapsed_ns):
