@@ -241,6 +241,7 @@ py::list engines_list() {
       options.append(od);
     }
     d["options"] = options;
+    d["schemes"] = e.schemes ? py::tuple(py::cast(e.schemes())) : py::tuple();
     d["unavailable"] = e.unavailable_reason();
     out.append(d);
   }

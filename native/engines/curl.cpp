@@ -1,25 +1,21 @@
-// curl: ranged GETs of an object over HTTP(S) or S3, through libcurl's multi
-// interface. Each worker thread drives one curl_multi with up to `depth` GETs
+// curl: ranged GETs of an object, through libcurl's multi interface: the
+// transport. Each worker thread drives one curl_multi with up to `depth` GETs
 // in flight, each on an easy handle that keeps its connection alive between
-// requests (fio's engines/http.c does one request at a time per job). S3
-// requests are signed by libcurl (CURLOPT_AWS_SIGV4) with the credentials and
-// endpoint the AWS tools and kvikio read from the environment:
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-// AWS_DEFAULT_REGION (or AWS_REGION), AWS_ENDPOINT_URL (path-style) and
-// AWS_CA_BUNDLE (a private CA's certificates, for https).
+// requests (fio's engines/http.c does one request at a time per job). What a
+// name means, how a request is signed and ranged and what its answer means is
+// its protocol's (curl/protocol.hpp: HTTP(S) and S3 today); https trusts
+// AWS_CA_BUNDLE's certificates where it is set (a private CA), as the AWS tools do.
 //
-// A ranged answer counts as 206 or 200 with a Content-Range naming the range
-// asked (rclone answers 200 so); a 200 without one means the server ignored
-// Range, and a 206 naming another range (or none) is the server's fault: both
-// errors, their data never taken. A redirect is not followed: its error says
-// where it points. Every body's length is checked: a short one is an error too,
-// as is a request that takes longer than --timeout. A failure of the connection
-// or of the server (HTTP 429, 5xx) is tried again up to --retries times, after a
-// backoff (100 ms, doubling, at most 2 s), counted apart; nothing else is retried. Opening the engine asks for
-// the object once (HEAD): a missing object, refused credentials or a server
-// that does not answer fail there, before the run, in one line.
+// Every body's length is checked: a longer or shorter one than asked is an
+// error, as is a request that takes longer than --timeout. A failure of the
+// connection, or an answer its protocol says may be retried (HTTP 429, 5xx), is
+// tried again up to --retries times, after a backoff (100 ms, doubling, at most
+// 2 s), counted apart; nothing else is retried. Opening the engine asks for the
+// object once (HEAD): a missing object, refused credentials or a server that
+// does not answer fail there, before the run, in one line.
 #include "../engine.hpp"
 #include "../error.hpp"
+#include "curl/protocol.hpp"
 
 namespace gds {
 constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
@@ -40,7 +36,6 @@ const std::vector<EngineOption> kCurlOptions = {
 #ifdef GDSBENCH_HAVE_LIBCURL
 #include <curl/curl.h>
 
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -57,62 +52,12 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-// Where an object is and how to ask for it.
-struct Remote {
-  std::string name;                   // as the user gave it (named in errors)
-  std::string url;                    // what is requested
-  std::string sigv4, userpwd, token;  // S3 only
-  std::string ca_bundle;              // AWS_CA_BUNDLE, as the AWS tools read it: a private CA's certificates
-};
-
 // How the engine asks: its options.
 struct Asking {
   bool http2 = false;
   uint64_t timeout_ns = 0;  // 0: no limit
   unsigned retries = 0;
 };
-
-std::string escape_key(const std::string& key) {
-  std::string out;
-  size_t at = 0;
-  while (at <= key.size()) {  // every path segment escaped, the slashes kept
-    size_t slash = key.find('/', at);
-    if (slash == std::string::npos) slash = key.size();
-    char* e = curl_easy_escape(nullptr, key.data() + at, int(slash - at));
-    out += e;
-    curl_free(e);
-    if (slash < key.size()) out += '/';
-    at = slash + 1;
-  }
-  return out;
-}
-
-Remote resolve(const std::string& name) {
-  Remote r{name, name, "", "", "", env("AWS_CA_BUNDLE")};
-  if (name.rfind("s3://", 0) != 0) return r;
-  const std::string rest = name.substr(5);
-  const size_t slash = rest.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == rest.size())
-    throw InputError("PATH " + name + ": an S3 target is s3://BUCKET/KEY");
-  const std::string bucket = rest.substr(0, slash), key = escape_key(rest.substr(slash + 1));
-  std::string region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
-  if (region.empty()) region = "us-east-1";
-  std::string endpoint = env("AWS_ENDPOINT_URL_S3");
-  if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
-  while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  r.url = endpoint.empty() ? "https://" + bucket + ".s3." + region + ".amazonaws.com/" + key
-                           : endpoint + "/" + bucket + "/" + key;  // a custom endpoint: path-style
-  const std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY");
-  if (id.empty() || secret.empty())  // (gdsbench.system.object_store hands down what boto3 finds elsewhere)
-    throw InputError("PATH " + name +
-                     ": no S3 credentials; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in "
-                     "~/.aws/credentials (read through boto3: pip install 'gdsbench[s3]')");
-  r.sigv4 = "aws:amz:" + region + ":s3";
-  r.userpwd = id + ":" + secret;
-  r.token = env("AWS_SESSION_TOKEN");
-  return r;
-}
 
 // One request's state: its buffer, what came back, and the answer's status.
 struct Transfer {
@@ -123,38 +68,15 @@ struct Transfer {
   uint64_t issued_ns = 0;  // the first try's issue (the loop's stamp, now_ns()): kept across retries
   uint64_t body_ns = 0;    // now_ns() when this try's first body byte came (0: none yet)
   uint64_t got = 0;
-  bool range_matches = false;  // a Content-Range naming the range asked
-  bool wrong_range = false;    // 206 without the Content-Range asked: another range's data
-  std::string content_range;   // the answer's Content-Range, as sent (for the message)
-  bool too_long = false;
-  bool ignores_range = false;  // 200 without the Content-Range asked: the whole object is coming
-  std::string error_body;      // the start of an error answer (S3's <Code>)
-  std::string mark;            // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
+  bool too_long = false;                       // more body than the range asked
+  remote::Answer answer;                       // what this try was answered, as its protocol reads it
+  const remote::Endpoint* endpoint = nullptr;  // who reads its answers
   char error[CURL_ERROR_SIZE] = {};
 };
 
-constexpr char kMarkHeader[] = "x-amz-meta-gdsbench-prepared:";
-
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  const std::string line(data, size * n);
-  if (line.rfind("HTTP/", 0) == 0) {  // a new answer (after a redirect or 100-continue): start over
-    t->range_matches = false;
-    t->content_range.clear();
-  } else if (strncasecmp(line.c_str(), kMarkHeader, sizeof kMarkHeader - 1) == 0) {
-    t->mark = line.substr(sizeof kMarkHeader - 1);
-    while (!t->mark.empty() && (t->mark.back() == '\r' || t->mark.back() == '\n')) t->mark.pop_back();
-    t->mark.erase(0, t->mark.find_first_not_of(' '));
-  } else if (t->request && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
-    t->content_range = line.substr(14, 100);
-    while (!t->content_range.empty() && std::isspace(static_cast<unsigned char>(t->content_range.back())))
-      t->content_range.pop_back();
-    t->content_range.erase(0, t->content_range.find_first_not_of(' '));
-    unsigned long long first = 0, last = 0;
-    const IoRequest& r = *t->request;
-    if (std::sscanf(line.c_str() + 14, " bytes %llu-%llu", &first, &last) == 2)
-      t->range_matches = first == r.offset && last >= first && last < r.offset + r.length;
-  }
+  t->endpoint->on_header(t->answer, std::string(data, size * n));
   return size * n;
 }
 
@@ -163,17 +85,13 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   const size_t bytes = size * n;
   long status = 0;
   curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (status >= 300) {  // an error's body: keep its start for the message
-    t->error_body.append(data, std::min(bytes, size_t(2048) - std::min(size_t(2048), t->error_body.size())));
-    return bytes;
-  }
-  if (status == 200 && !t->range_matches) {
-    t->ignores_range = true;
-    return 0;  // aborts the transfer: do not read the whole object
-  }
-  if (status == 206 && !t->range_matches) {
-    t->wrong_range = true;
-    return 0;  // aborts the transfer: another range's bytes are not the ones asked
+  switch (t->endpoint->on_body(t->answer, status, data, bytes)) {
+    case remote::Body::kNotData:
+      return bytes;
+    case remote::Body::kRefused:
+      return 0;  // aborts the transfer
+    case remote::Body::kData:
+      break;
   }
   if (!t->request || t->got + bytes > t->request->length) {
     t->too_long = true;
@@ -183,40 +101,6 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   std::memcpy(t->request->buf + t->got, data, bytes);
   t->got += bytes;
   return bytes;
-}
-
-std::string s3_code(const std::string& body) {
-  const size_t a = body.find("<Code>"), b = body.find("</Code>");
-  return a != std::string::npos && b != std::string::npos && b > a ? body.substr(a + 6, b - a - 6) : "";
-}
-
-// An error answer in words: its status, S3's code (once), and what to do. `signed`: an S3 request,
-// whose 403 is about its credentials; `location`: where a redirect points (not followed).
-std::string http_failure(long status, const std::string& body, bool is_signed, const char* location) {
-  const std::string code = s3_code(body);
-  std::string why;
-  if (status >= 300 && status < 400)
-    why = "the server redirects to " + std::string(location && *location ? location : "an address it does not give") +
-          (is_signed ? "; gdsbench does not follow redirects: the bucket is in another region or endpoint, set "
-                       "AWS_REGION or --s3-endpoint"
-                     : "; gdsbench does not follow redirects: read that URL instead");
-  else if (status == 403)
-    why = is_signed ? "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the "
-                      "object's permissions)"
-                    : "the server refused the request (the object's permissions, or the server's access rules)";
-  else
-    why = status == 404   ? "no such object (or bucket)"
-          : status == 416 ? "the range is past the object's end"
-          : status < 500  ? "the server refused the request"
-                          : "the server failed the request";
-  const bool named = !code.empty() && code != std::to_string(status);
-  return "HTTP " + std::to_string(status) + (named ? " " + code : "") + ": " + why;
-}
-
-// Where a URL's server is, for messages: scheme://host[:port].
-std::string server_of(const std::string& url) {
-  const size_t host = url.find("://");
-  return url.substr(0, url.find('/', host == std::string::npos ? 0 : host + 3));
 }
 
 constexpr long kReceiveBuffer = 512 * 1024;
@@ -245,8 +129,9 @@ uint64_t backoff_ns(unsigned attempts) {
   return std::min<uint64_t>(2000000000ull, 100000000ull << std::min(attempts - 1, 5u));
 }
 
-// Failures worth another try (--retries): the connection's or the server's, not the request's.
-bool may_retry(CURLcode rc, long status) {
+// Failures worth another try (--retries): the connection's, or an answer its protocol says may be
+// retried (the server's trouble); not the request's.
+bool may_retry(CURLcode rc, long status, const remote::Endpoint& endpoint) {
   switch (rc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_OPERATION_TIMEDOUT:
@@ -256,18 +141,21 @@ bool may_retry(CURLcode rc, long status) {
     case CURLE_PARTIAL_FILE:
       return true;
     default:
-      return rc == CURLE_OK && (status == 429 || status == 500 || status == 502 || status == 503 || status == 504);
+      return rc == CURLE_OK && endpoint.may_retry(status);
   }
 }
 
-void set_common(CURL* easy, const Remote& remote, const Asking& asking, Transfer* t) {
-  curl_easy_setopt(easy, CURLOPT_URL, remote.url.c_str());
+// A handle set up to ask for `endpoint`'s object as the engine asks, its answers read into `t`.
+void set_common(CURL* easy, const remote::Endpoint& endpoint, const std::string& ca_bundle, const Asking& asking,
+                Transfer* t) {
+  t->endpoint = &endpoint;
+  curl_easy_setopt(easy, CURLOPT_URL, endpoint.url.c_str());
   curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
   const long timeout_ms = long((asking.timeout_ns + 999999) / 1000000);  // rounded up: 0 means no limit to libcurl
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? std::min(timeout_ms, 10000L) : 10000L);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);  // 0: none
-  if (!remote.ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, remote.ca_bundle.c_str());
+  if (!ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca_bundle.c_str());
   // libcurl's receive buffer (16 KiB unless asked): a larger one takes a large body in fewer reads and
   // callbacks (curl's own CLI asks for 100 KiB)
   curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, kReceiveBuffer);
@@ -277,16 +165,13 @@ void set_common(CURL* easy, const Remote& remote, const Asking& asking, Transfer
   curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
-  if (!remote.sigv4.empty()) {
-    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, remote.sigv4.c_str());
-    curl_easy_setopt(easy, CURLOPT_USERPWD, remote.userpwd.c_str());
-    // S3 wants the payload's hash signed; a GET has none (the SHA-256 of nothing)
-    t->headers = curl_slist_append(
-        t->headers, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    if (!remote.token.empty())
-      t->headers = curl_slist_append(t->headers, ("x-amz-security-token: " + remote.token).c_str());
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
+  const remote::Signing signing = endpoint.signing();
+  if (!signing.aws_sigv4.empty()) {
+    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, signing.aws_sigv4.c_str());
+    curl_easy_setopt(easy, CURLOPT_USERPWD, signing.userpwd.c_str());
   }
+  for (const auto& header : signing.headers) t->headers = curl_slist_append(t->headers, header.c_str());
+  if (t->headers) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
 }
 
 void init_once() {
@@ -297,14 +182,14 @@ void init_once() {
 class CurlEngine final : public Engine {
  public:
   CurlEngine(const Target& target, unsigned depth, const Asking& asking)
-      : remote_(resolve(target.path)), asking_(asking) {
+      : endpoint_(remote::resolve(target.path)), ca_bundle_(env("AWS_CA_BUNDLE")), asking_(asking) {
     init_once();
     probe();
     multi_ = curl_multi_init();
     transfers_.resize(depth);
     for (auto& t : transfers_) {
       t.easy = curl_easy_init();
-      set_common(t.easy, remote_, asking_, &t);
+      set_common(t.easy, *endpoint_, ca_bundle_, asking_, &t);
       idle_.push_back(&t);
     }
   }
@@ -319,14 +204,15 @@ class CurlEngine final : public Engine {
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return connections_; }
   uint64_t retries() const override { return retries_; }
-  // The next object on the kept connections, unlooked at (its size unknown): an S3 object after
-  // an S3 object, an HTTP one after an HTTP one (the signing differs).
+  // The next object on the kept connections, unlooked at (its size unknown), where the handles
+  // ask for it alike: an S3 object after an S3 object, an HTTP one after an HTTP one.
   bool retarget(const Target& target) override {
-    Remote next = resolve(target.path);
-    if (next.sigv4 != remote_.sigv4 || next.ca_bundle != remote_.ca_bundle) return false;
-    remote_ = std::move(next);
+    std::unique_ptr<remote::Endpoint> next = remote::resolve(target.path);
+    if (!(next->signing() == endpoint_->signing()) || env("AWS_CA_BUNDLE") != ca_bundle_) return false;
+    endpoint_ = std::move(next);
+    for (auto& t : transfers_) t.endpoint = endpoint_.get();
     size_ = UINT64_MAX;
-    facts_["url"] = remote_.url;
+    facts_["url"] = endpoint_->url;
     return true;
   }
   std::map<std::string, std::string> describe() const override { return facts_; }
@@ -347,7 +233,7 @@ class CurlEngine final : public Engine {
       int running = 0;
       CURLMcode mc = curl_multi_perform(multi_, &running);
       if (mc != CURLM_OK)
-        throw IoError(std::string("libcurl: ") + curl_multi_strerror(mc) + " reading " + remote_.name);
+        throw IoError(std::string("libcurl: ") + curl_multi_strerror(mc) + " reading " + endpoint_->name);
       int left = 0;
       while (n < max) {
         CURLMsg* msg = curl_multi_info_read(multi_, &left);
@@ -368,17 +254,17 @@ class CurlEngine final : public Engine {
   void probe() {
     Transfer t;
     t.easy = curl_easy_init();
-    set_common(t.easy, remote_, asking_, &t);
+    set_common(t.easy, *endpoint_, ca_bundle_, asking_, &t);
     curl_easy_setopt(t.easy, CURLOPT_NOBODY, 1L);
     CURLcode rc;
     long status = 0, version = 0;
     unsigned tries = 1;
     for (;; ++tries) {  // as a request of the run is tried again (--retries)
       t.error[0] = 0;
-      t.error_body.clear();
+      t.answer = remote::Answer();
       rc = curl_easy_perform(t.easy);
       curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-      if (tries > asking_.retries || !may_retry(rc, status)) break;
+      if (tries > asking_.retries || !may_retry(rc, status, *endpoint_)) break;
       std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
     }
     curl_off_t length = -1;
@@ -390,21 +276,20 @@ class CurlEngine final : public Engine {
     const std::string server_ip = ip ? ip : "";
     const std::string asked = " (HEAD, " + std::to_string(tries) + (tries == 1 ? " try)" : " tries)");
     const std::string error = rc != CURLE_OK ? transport_failure(rc, t.error, asking_)
-                                             : http_failure(status, t.error_body, !remote_.sigv4.empty(), location);
+                                             : endpoint_->refusal(t.answer, status, location ? location : "");
     curl_easy_cleanup(t.easy);  // (location, ip: the handle's own, read above)
     curl_slist_free_all(t.headers);
-    if (rc != CURLE_OK || status != 200) throw InputError("PATH " + remote_.name + ": " + error + asked);
-    if (length < 0) throw InputError("PATH " + remote_.name + ": the server gives no Content-Length for it");
-    size_ = uint64_t(length);
+    if (!error.empty()) throw InputError("PATH " + endpoint_->name + ": " + error + asked);
+    size_ = endpoint_->size_of(length);
     const bool granted = version == CURL_HTTP_VERSION_2_0;
-    facts_ = {{"url", remote_.url},
-              {"protocol", remote_.sigv4.empty() ? "http" : "s3"},
+    facts_ = {{"url", endpoint_->url},
+              {"protocol", endpoint_->protocol()},
               {"http_version", granted         ? "HTTP/2"
                                : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
                                                : "HTTP/1.1"},
               {"server_ip", server_ip},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
-    if (!t.mark.empty()) facts_["gdsbench_mark"] = t.mark;
+    if (!t.answer.mark.empty()) facts_["gdsbench_mark"] = t.answer.mark;
   }
 
   // Transfers whose backoff is over, started again.
@@ -435,11 +320,12 @@ class CurlEngine final : public Engine {
     ++t.attempts;
     t.got = 0;
     t.body_ns = 0;  // each try's own: only the try that counts gives the first byte (a 503's body is no data)
-    t.range_matches = t.too_long = t.ignores_range = false;
-    t.error_body.clear();
+    t.too_long = false;
+    t.answer = remote::Answer();
+    t.answer.asked = &r;
     t.error[0] = 0;
-    const std::string range = std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
-    curl_easy_setopt(t.easy, CURLOPT_URL, remote_.url.c_str());  // copied by libcurl, as is the range
+    const std::string range = endpoint_->range(r.offset, r.length);
+    curl_easy_setopt(t.easy, CURLOPT_URL, endpoint_->url.c_str());  // copied by libcurl, as is the range
     curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());
     curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
     curl_multi_add_handle(multi_, t.easy);
@@ -457,8 +343,9 @@ class CurlEngine final : public Engine {
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
     connections_ += uint64_t(connects);
-    const bool ranged_ok = !t.ignores_range && !(status == 200 && !t.range_matches) && !t.too_long && !t.wrong_range;
-    if (ranged_ok && (rc != CURLE_OK || status >= 300) && may_retry(rc, status) && t.attempts <= asking_.retries) {
+    const std::string wrong_range = endpoint_->wrong_range(t.answer, status);
+    const bool ranged_ok = wrong_range.empty() && !t.too_long;
+    if (ranged_ok && may_retry(rc, status, *endpoint_) && t.attempts <= asking_.retries) {
       ++retries_;
       backing_off_.emplace_back(now_ns() + backoff_ns(t.attempts), &t);  // started again by reap once due
       return nullptr;
@@ -466,22 +353,15 @@ class CurlEngine final : public Engine {
     t.request = nullptr;
     idle_.push_back(&t);
     const std::string where = " reading " + std::to_string(r->length) + " bytes at offset " +
-                              std::to_string(r->offset) + " of " + remote_.name +
+                              std::to_string(r->offset) + " of " + endpoint_->name +
                               (t.attempts > 1 ? " (try " + std::to_string(t.attempts) + ")" : "");
-    if (t.wrong_range)
-      throw IoError("the server at " + server_of(remote_.url) + " answered another range than asked (Content-Range: " +
-                    (t.content_range.empty() ? "none" : t.content_range) + ", for bytes " + std::to_string(r->offset) +
-                    "-" + std::to_string(r->offset + r->length - 1) + "): a fault of the server, its data not taken" +
-                    where);
-    if (t.ignores_range || (status == 200 && !t.range_matches))
-      throw IoError("the server ignores Range: it answered 200 without the Content-Range asked" + where);
+    if (!wrong_range.empty()) throw IoError(wrong_range + where);
     if (t.too_long) throw IoError("the server sent more than the range asked" + where);
     if (rc != CURLE_OK) throw IoError(transport_failure(rc, t.error, asking_) + where);
-    if (status >= 300) {
-      char* location = nullptr;
-      curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
-      throw IoError(http_failure(status, t.error_body, !remote_.sigv4.empty(), location) + where);
-    }
+    char* location = nullptr;
+    curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
+    const std::string refusal = endpoint_->refusal(t.answer, status, location ? location : "");
+    if (!refusal.empty()) throw IoError(refusal + where);
     const bool at_end = size_ != UINT64_MAX && r->offset + t.got == size_;  // a range asked past the end, cut there
     if (t.got < r->length && !at_end)
       throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
@@ -492,7 +372,8 @@ class CurlEngine final : public Engine {
     return r;
   }
 
-  Remote remote_;
+  std::unique_ptr<remote::Endpoint> endpoint_;
+  const std::string ca_bundle_;  // AWS_CA_BUNDLE, as the AWS tools read it: a private CA's certificates
   const Asking asking_;
   CURLM* multi_ = nullptr;
   std::vector<Transfer> transfers_;
@@ -514,7 +395,8 @@ const EngineInfo kCurlEngine = {
       return std::make_unique<CurlEngine>(target, depth, asking);
     },
     [] { return std::string(); },
-    kCurlOptions};
+    kCurlOptions,
+    remote::schemes};
 
 }  // namespace gds
 
@@ -529,7 +411,8 @@ const EngineInfo kCurlEngine = {
       throw InputError("--engine curl: this gdsbench was built without libcurl");
     },
     [] { return std::string("built without libcurl (apt-get install libcurl4-openssl-dev, then rebuild)"); },
-    kCurlOptions};
+    kCurlOptions,
+    remote::schemes};
 }  // namespace gds
 
 #endif

@@ -89,8 +89,11 @@ def kind_of(name: str) -> type[Target]:
     for kind in kinds():
         if kind.claims(name):
             return kind
+    from gdsbench.system.targets.remote_object import SCHEMES
+
+    *schemes, last = SCHEMES
     raise UsageError(f"PATH {name}: no kind of target reads this name; give a file or block device path, or an "
-                     "http://, https:// or s3:// URL")
+                     f"{', '.join(schemes)} or {last} URL")
 
 
 def is_url(name: str) -> bool:

@@ -21,7 +21,7 @@ from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
 from gdsbench.system import object_store
 
-SCHEMES = ("http://", "https://", "s3://")
+SCHEMES = tuple(s for e in ENGINE_INFO.values() for s in e.get("schemes", ()))  # the native protocols' (curl)
 ENGINE = "curl"  # the engine that looks at and reads these targets
 
 

@@ -1,0 +1,97 @@
+// The curl engine's seam, after kvikio's RemoteEndpoint classes: the transport
+// (engines/curl.cpp) drives the requests (libcurl's multi loop, connections,
+// timeouts, retries, the timing of each) and is the only code that calls
+// libcurl; a protocol (a file here: http.cpp, s3.cpp) says what a name means
+// and how its requests are asked and answered. Every protocol here speaks HTTP,
+// so an Endpoint's defaults are plain HTTP's rules (http.cpp); a protocol
+// overrides what differs.
+//
+// A new protocol is one file here defining its Protocol, plus one line in
+// protocols.cpp (CMakeLists.txt builds every .cpp of this folder).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../engine.hpp"
+
+namespace gds::remote {
+
+// What one try of a request was answered, as it came: the endpoint reads its headers and body into
+// it; the transport keeps one per request and starts it anew at each try.
+struct Answer {
+  const IoRequest* asked = nullptr;  // the range asked; nullptr: the size probe
+  bool range_matches = false;        // a Content-Range naming the range asked
+  bool wrong_range = false;          // 206 without the Content-Range asked: another range's data
+  bool ignores_range = false;        // 200 without the Content-Range asked: the whole object is coming
+  std::string content_range;         // the answer's Content-Range, as sent (for the message)
+  std::string error_body;            // the start of an error answer (S3's <Code>)
+  std::string mark;  // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
+};
+
+// What the transport does with a piece of an answer's body.
+enum class Body {
+  kData,     // the range's bytes: into the request's buffer
+  kNotData,  // kept by the endpoint (an error's words), not data
+  kRefused,  // not the bytes asked: the transfer is aborted
+};
+
+// Per-handle options: what every request to an endpoint carries beyond its URL, applied by the
+// transport to each of its handles (S3: its signature).
+struct Signing {
+  std::string aws_sigv4;             // libcurl's CURLOPT_AWS_SIGV4 ("": unsigned)
+  std::string userpwd;               // the key pair it signs with
+  std::vector<std::string> headers;  // sent with every request
+  bool operator==(const Signing& o) const {
+    return aws_sigv4 == o.aws_sigv4 && userpwd == o.userpwd && headers == o.headers;
+  }
+};
+
+// One object on a server, as its protocol names it, asks for it and reads its answers.
+class Endpoint {
+ public:
+  Endpoint(std::string name, std::string url) : name(std::move(name)), url(std::move(url)) {}
+  virtual ~Endpoint() = default;
+  const std::string name;  // as the user gave it (named in errors)
+  const std::string url;   // what is requested
+
+  virtual const char* protocol() const = 0;  // what the record calls it: "http", "s3"
+  // Per-handle options. A handle set up for one endpoint may ask for another (retarget) where
+  // both sign alike.
+  virtual Signing signing() const { return {}; }
+  // The range request: `length` bytes at `offset`, as libcurl's CURLOPT_RANGE takes them.
+  virtual std::string range(uint64_t offset, uint32_t length) const;
+  // The size probe (the transport asks without a body: HEAD): the object's size from its
+  // granted answer's Content-Length (-1: none given; InputError).
+  virtual uint64_t size_of(int64_t content_length) const;
+  // The check of an answer, as it comes (each header line, each piece of its body) ...
+  virtual void on_header(Answer& answer, const std::string& line) const;
+  virtual Body on_body(Answer& answer, long status, const char* data, size_t bytes) const;
+  // ... and once complete: whether what came is another range than asked ("" where it is not) ...
+  virtual std::string wrong_range(const Answer& answer, long status) const;
+  // ... and whether the answer refuses the request, in words ("" where it grants it; the size
+  // probe's only grant is 200). `location`: where a redirect points (not followed).
+  virtual std::string refusal(const Answer& answer, long status, const std::string& location) const;
+  // Whether a refusal may be tried again (--retries): the server's trouble, not the request's.
+  virtual bool may_retry(long status) const;
+
+ protected:
+  // Why the server refused, after "HTTP <status>: " (and the error body's code).
+  virtual std::string why(long status, const std::string& location) const;
+};
+
+struct Protocol {
+  std::vector<std::string> schemes;  // the names it reads start so: "http://", "s3://"
+  // The endpoint a name means (InputError where it cannot be one: its credentials missing, say).
+  std::unique_ptr<Endpoint> (*resolve)(const std::string& name);
+};
+
+// Every protocol, in the order gdsbench names their schemes (protocols.cpp).
+const std::vector<Protocol>& protocols();
+// The schemes of every protocol, in protocols.cpp's order (what gdsbench reads as a URL).
+std::vector<std::string> schemes();
+// The endpoint a name means, by its scheme (InputError where no protocol reads it).
+std::unique_ptr<Endpoint> resolve(const std::string& name);
+
+}  // namespace gds::remote
