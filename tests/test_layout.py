@@ -148,6 +148,28 @@ def test_a_native_engine_is_one_file_a_registry_line_and_a_build_line():
                                                          "ask its Capabilities (native/engine.hpp) instead")
 
 
+def test_a_remote_protocol_is_one_file_and_its_name_in_the_registry():
+    """Each file in native/engines/curl/ but the registry defines one Protocol, named in protocols.cpp;
+    the transport (engines/curl.cpp) spells no scheme, and Python reads the schemes from the native side."""
+    import glob
+    import re
+
+    from gdsbench import _native
+    from gdsbench.system.targets.remote_object import SCHEMES
+
+    folder = os.path.join(ENGINES_DIR, "curl")
+    registry = open(os.path.join(folder, "protocols.cpp")).read()
+    for path in sorted(glob.glob(os.path.join(folder, "*.cpp"))):
+        if os.path.basename(path) != "protocols.cpp":
+            declared = re.findall(r"extern const Protocol (k\w+) =", open(path).read())
+            assert len(declared) == 1, f"{os.path.basename(path)} should define one Protocol, found {declared}"
+            assert len(re.findall(rf"\b{declared[0]}\b", registry)) == 2, f"{declared[0]} is not in protocols.cpp"
+    schemes = tuple(s for e in _native.engines() for s in e["schemes"])
+    assert schemes and SCHEMES == schemes
+    transport = open(os.path.join(ENGINES_DIR, "curl.cpp")).read()
+    assert not [s for s in schemes if f'"{s}' in transport], "engines/curl.cpp spells a scheme: its protocol's"
+
+
 def test_ruff_check_passes():
     """The lint rules of pyproject.toml ([tool.ruff]): unused imports and names, import order, line length."""
     import subprocess
