@@ -82,7 +82,7 @@ def main() -> int:
             def measure(fn, *fn_args, row=row, path=path, seed: int):
                 if row.file == "warm":
                     warm_up(path)
-                return counters.measure(lambda: fn(*fn_args, row, path, args.runtime, args.ramp, seed))
+                return counters.measure(lambda row: fn(*fn_args, row, path, args.runtime, args.ramp, seed), row)
 
             fio, runs = [measure(reference, seed=1)], {"old": [], "new": []}
             for i in range(args.repeats):  # fio A B fio B A fio ...
