@@ -18,6 +18,7 @@ of an older commit, built with scripts/setup):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, median, write_outputs  # noqa: E402
 from vs_fio import (  # noqa: E402
     ROWS,
+    WRITE_FILE,
+    fresh_file,
     median_interval,
     prepare_files,
     release_hugepages,
@@ -36,7 +39,7 @@ from vs_fio import (  # noqa: E402
     warm_up,
 )
 
-from gdsbench.job.units import format_duration, format_rate  # noqa: E402
+from gdsbench.job.units import format_duration, format_rate, parse_size  # noqa: E402
 
 SAME_WITHIN = 0.05
 
@@ -71,6 +74,7 @@ def main() -> int:
     args = ap.parse_args()
 
     files, counters = prepare_files(args.disk_size)
+    write_bytes = int(parse_size(WRITE_FILE))
     builds = {"old": args.old, "new": sys.executable}
     old_hugepages = reserve_hugepages(32)
     reference = run_fio_huge if old_hugepages is not None else run_fio
@@ -82,6 +86,9 @@ def main() -> int:
             def measure(fn, *fn_args, row=row, path=path, seed: int):
                 if row.file == "warm":
                     warm_up(path)
+                if row.file == "write":  # as vs_fio: one file, made anew before each run, its size told to fio
+                    fresh_file(path, write_bytes)
+                    row = dataclasses.replace(row, fio={**row.fio, "size": write_bytes})
                 return counters.measure(lambda row: fn(*fn_args, row, path, args.runtime, args.ramp, seed), row)
 
             fio, runs = [measure(reference, seed=1)], {"old": [], "new": []}
