@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gdsbench.job import tomlfile
+from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.job.spec import Option
 from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
 SHAPING = {"dataset": "num_files_train", "reader": "batch_size", "train": "epochs",

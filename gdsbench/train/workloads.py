@@ -13,8 +13,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from gdsbench.job import tomlfile
+from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.job.spec import Option
 
 KiB, MiB = 1 << 10, 1 << 20
 FORMATS = ("npz", "tfrecord")
@@ -25,7 +25,7 @@ MAX_SAMPLES = 20_000_000
 
 
 def _field(kind: str, flag: str, text: str, low, high, *, on_command_line: bool = True, **kw):
-    """A workload field declared as a job option is (gdsbench.job.spec.Option): its flag, help
+    """A workload field declared as a job option is (gdsbench.job.declared_option.Option): its flag, help
     and bounds feed train's, predict's and prepare's flags, workload files and docs/options.md."""
     option = Option(kind, flag, text, low=low, high=high, native=False, sweep=False)
     return field(metadata={"option": option, "on_command_line": on_command_line}, **kw)
