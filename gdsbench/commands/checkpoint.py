@@ -64,9 +64,9 @@ class CheckpointCommand:
         from gdsbench.execution.runner import runnable_here
         from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.job.units import format_size
-        from gdsbench.system.targets import is_url
+        from gdsbench.system.targets import protocol_of
 
-        if is_url(args.path):
+        if protocol_of(args.path) is not None:
             raise UsageError(f"DIR {args.path}: checkpoints go to a local or mounted directory; objects are not written "
                              "by checkpoint yet")
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}

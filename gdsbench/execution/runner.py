@@ -10,14 +10,15 @@ from gdsbench.execution import kvikio_mode, mpi
 from gdsbench.execution.native import POLL_CONTINUE, run_part
 from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
+from gdsbench.execution.scratch import SCRATCH_PATH
 from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, VerifyFailure
 from gdsbench.job.result import Result
-from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
+from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs, provenance
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
-from gdsbench.system.targets import HeldRegions, Target, kind_of, size_to_prepare, target_for
+from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, kind_of, size_to_prepare, target_for
 from gdsbench.system.targets.remote_object import asking_of
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
@@ -26,23 +27,25 @@ NULL_REGION = GiB  # region the null engine pretends to read when no --size is g
 def resolve_engine(spec: JobSpec) -> str:
     """'auto' becomes the mode's engine: the first of the mode's engines
     available here that opens the target's kind (io_uring, else psync, for a
-    local file in host and bounce modes; curl for a URL)."""
+    local file in host and bounce modes; curl for a URL): the mode's engines
+    and the target's (targets.engines_for) intersected."""
     if spec.engine not in ENGINE_INFO and spec.engine != "auto":
         raise UsageError(f"--engine {spec.engine}: unknown engine; choose one of auto, {', '.join(ENGINE_INFO)}")
     mode = spec.mode_declaration
-    kind = kind_of(spec.path).OPENED_AS if spec.path else "local file"  # no PATH: the scratch file
+    target_kind = kind_of(spec.path or SCRATCH_PATH)  # no PATH: the scratch file
+    kind, reads_it = target_kind.OPENED_AS, engines_for(target_kind)  # its word in messages; the engines opening it
     if spec.engine != "auto":
         reason = ENGINE_INFO[spec.engine]["unavailable"]
         if reason:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         opens = ENGINE_INFO[spec.engine]["opens"]
-        if kind not in opens and "nothing" not in opens:
+        if spec.engine not in reads_it and opens_target(spec.engine):
             raise UsageError(f"--engine {spec.engine}: it reads a {' or a '.join(opens)}, and PATH {spec.path} is a "
                              f"{kind}; use --engine auto")
         return spec.engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
-    readers = [e for e in engines if kind in ENGINE_INFO[e]["opens"]]
+    readers = [e for e in engines if e in reads_it]
     if not readers:
         raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
                          f"({', '.join(mode.engines)}) read a {' or a '.join(ENGINE_INFO[mode.engines[0]]['opens'])}")
@@ -60,7 +63,7 @@ def resolve_engine(spec: JobSpec) -> str:
     foreign = spec.foreign_option((engine,))
     if foreign:
         opens = ENGINE_INFO[foreign.engine]["opens"]
-        fix = f"use --engine {foreign.engine}" if kind in opens else \
+        fix = f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
             f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
         raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
                                   f"its {kind} with {engine}; {fix}")
@@ -77,7 +80,7 @@ def resolve_engine(spec: JobSpec) -> str:
 def resolve_direct(spec: JobSpec, target: Target | None) -> bool:
     """O_DIRECT as the job will run on this target: never on a remote object (O_DIRECT is a
     local file's), and asking for it there is refused in the target's words."""
-    if target is not None and target.OPENED_AS == "url":
+    if target is not None and not is_local(target):
         if spec.direct:
             target.check_direct(spec.bs, spec.offset)
         return False

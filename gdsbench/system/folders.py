@@ -18,7 +18,7 @@ from gdsbench.job.errors import UsageError
 from gdsbench.system import object_store, output_files, pagecache
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 BLOCK = _native.PATTERN_BLOCK
 
@@ -184,9 +184,10 @@ class ObjectFolder:
 def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder:
     """Where a dataset named so lives (asking: how a remote one's server is asked, ObjectFolder). An
     HTTP server cannot be listed or written to."""
-    if object_store.is_s3(name):
+    protocol = protocol_of(name)
+    if protocol == "s3":
         return ObjectFolder(name, asking)
-    if is_url(name):
+    if protocol:
         raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
                          "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "
                          "with `gdsbench run URL`")

@@ -19,7 +19,7 @@ from gdsbench.job.units import format_size
 from gdsbench.system import gpu, provenance
 from gdsbench.system.environment import host_environment
 from gdsbench.system.prepare import created_by_gdsbench, prepare
-from gdsbench.system.targets import Target, target_for
+from gdsbench.system.targets import Target, is_local, target_for
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile, ProfileError
@@ -126,7 +126,7 @@ class Targets:
         block device, a remote object or a file it did not make."""
         if self._writable or self.why_not_writable:
             return self._writable
-        if self.target.OPENED_AS == "url" or self.target.kind == "block":
+        if not is_local(self.target) or self.target.kind == "block":
             self.why_not_writable = (f"PATH is {self.target.where}: gdsbench writes only into a file it makes; give a "
                                      "directory on the storage to validate writes")
             return None
@@ -171,7 +171,7 @@ class Targets:
         except IoFailure as e:  # its integrity checks FAIL with it; the other checks read for themselves
             self.unreadable = f"looking for a gdsbench pattern in {target.path}: {e}"
             return None
-        if target.OPENED_AS == "url":
+        if not is_local(target):
             self.notes.append("integrity: PATH is a remote object without a gdsbench pattern; give one `gdsbench "
                               "prepare` wrote (`gdsbench prepare s3://BUCKET/KEY --size 1G`, or a prepared file served "
                               "over HTTP) to check integrity")
