@@ -115,6 +115,24 @@ def test_mode_names_are_compared_only_in_their_declaration():
                                     "ask gdsbench.job.modes instead")
 
 
+def test_what_a_target_is_is_asked_of_its_kind():
+    """No `OPENED_AS ==` and no is_url/is_s3 outside gdsbench/system/targets/: whether a target is
+    local, what protocol a name is asked over and which engines read it are answered there
+    (targets.is_local, protocol_of, engines_for), so a new kind of target is one file there."""
+    for name, tree in modules().items():
+        if name.startswith("gdsbench.system.targets"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "OPENED_AS"
+                                                     for side in [node.left, *node.comparators] for n in ast.walk(side)):
+                pytest.fail(f"{name}, line {node.lineno}: compares OPENED_AS; ask gdsbench.system.targets "
+                            "(is_local, engines_for) instead")
+            named = {ast.Name: "id", ast.Attribute: "attr", ast.alias: "name", ast.FunctionDef: "name"}.get(type(node))
+            if named and getattr(node, named) in ("is_url", "is_s3"):
+                pytest.fail(f"{name}, line {getattr(node, 'lineno', '?')}: {getattr(node, named)}; ask "
+                            "gdsbench.system.targets (protocol_of for a bare name, is_local for a target) instead")
+
+
 ROOT = os.path.dirname(PACKAGE)
 ENGINES_DIR = os.path.join(ROOT, "native", "engines")
 
