@@ -4,6 +4,8 @@ place."""
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -77,6 +79,15 @@ def test_layers_import_only_the_layers_before_them():
             if LAYERS.index(layer(used)) > LAYERS.index(layer(name)):
                 pytest.fail(f"{name} imports {used}: the {layer(name)} layer may use only "
                             f"{', '.join(LAYERS[:LAYERS.index(layer(name))]) or 'itself'}")
+
+
+def test_the_package_face_loads_nothing_until_asked():
+    """gdsbench/__init__.py hands its public names on as they are first used, so importing a module
+    of the ground floor (job/) loads no module of a floor above it (the runner, say)."""
+    code = "import sys, gdsbench.job.units, gdsbench.job.spec; print(' '.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    above = [m for m in loaded if m.startswith("gdsbench.") and m != "gdsbench._native" and layer(m) != "job"]
+    assert not above, f"importing gdsbench.job.units and gdsbench.job.spec loads {above}"
 
 
 def test_engines_are_asked_what_they_can_do_not_named():
