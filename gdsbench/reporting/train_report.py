@@ -24,9 +24,10 @@ def _s(seconds) -> str:
 
 def reader_rule(w) -> str:
     """How samples are read: DLIO's reader for the workload's format, as emulated (train/pipeline.py)."""
-    if w.format == "tfrecord":
-        return f"tf.data's rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
-    return f"PyTorch's rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
+    fmt = w.file_format
+    if fmt.streams:
+        return f"{fmt.rule}'s rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
+    return f"{fmt.rule}'s rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
 
 
 def header(run) -> str:
