@@ -11,6 +11,7 @@ from gdsbench.system import object_store
 from gdsbench.system.prepare import prepare
 from gdsbench.system.targets import protocol_of
 from gdsbench.train.dataset import SHAPE
+from gdsbench.train.workloads import BUILT_IN
 
 
 def writer_for(path: str, asking: dict | None = None):
@@ -61,8 +62,8 @@ class PrepareCommand:
                                  "--workload, the files in the dataset")
         group = parser.add_argument_group("a training dataset")
         group.add_argument("--workload", default=None, metavar="NAME|FILE.toml",
-                           help="write the file set of a workload (unet3d, resnet50, cosmoflow, or a TOML file) into "
-                                "the directory PATH, with a manifest")
+                           help=f"write the file set of a workload ({', '.join(BUILT_IN)}, or a TOML file) into the "
+                                "directory PATH, with a manifest")
         group.add_argument("--dry-run", action="store_true",
                            help="with --workload: say what would be written (files, samples, total) and write nothing")
         for field, opt in workload_flags():  # all accepted, so train's flags can be repeated here
