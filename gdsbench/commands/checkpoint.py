@@ -27,10 +27,12 @@ class CheckpointCommand:
             "each file fsync'd, then reads them back, checked; reported as MLPerf reports it")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from gdsbench.checkpoint.models import BUILT_IN
+
         parser.add_argument("path", metavar="DIR", help="where the checkpoints go (global_epoch1_stepK/ folders; only "
                                                         "folders gdsbench wrote are ever replaced)")
         parser.add_argument("--model", required=True, metavar="NAME|FILE.toml",
-                            help="llama3-8b, llama3-70b, llama3-405b, llama3-1t, or a TOML file with a [model] table")
+                            help=f"{', '.join(BUILT_IN)}, or a TOML file with a [model] table")
         parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=10, metavar="N",
                             help="checkpoints written, then each read back once (default: 10, MLPerf's)")
         parser.add_argument("--scale", type=scale_arg, default=1.0, metavar="F",
