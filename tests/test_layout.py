@@ -144,6 +144,39 @@ def test_what_a_target_is_is_asked_of_its_kind():
                             "gdsbench.system.targets (protocol_of for a bare name, is_local for a target) instead")
 
 
+def test_format_names_are_compared_only_in_their_declaration():
+    """No `format == "tfrecord"` outside train/formats.py: other code asks the format's declaration,
+    so a new dataset format is one entry there and its reader."""
+    from gdsbench.train.formats import FORMATS
+
+    for name, tree in modules().items():
+        if name == "gdsbench.train.formats":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for const in ast.walk(node):
+                    if isinstance(const, ast.Constant) and const.value in FORMATS:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the format name {const.value!r}; "
+                                    "ask gdsbench.train.formats instead")
+
+
+def test_help_texts_list_built_in_names_from_their_tables():
+    """No built-in workload or model name typed into a help text: help lists them from their
+    tables (train/workloads.py, checkpoint/models.py), so adding one is one entry there."""
+    from gdsbench.checkpoint.models import BUILT_IN as MODELS
+    from gdsbench.train.workloads import BUILT_IN as WORKLOADS
+
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "help":
+                for const in ast.walk(node.value):
+                    typed = [n for n in [*WORKLOADS, *MODELS] if isinstance(const, ast.Constant)
+                             and isinstance(const.value, str) and n in const.value]
+                    if typed:
+                        pytest.fail(f"{name}, line {const.lineno}: a help text types {', '.join(typed)}; list the "
+                                    "table's names (BUILT_IN) instead")
+
+
 ROOT = os.path.dirname(PACKAGE)
 ENGINES_DIR = os.path.join(ROOT, "native", "engines")
 
