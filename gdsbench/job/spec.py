@@ -56,28 +56,30 @@ DAY = 86_400 * SECOND
 class _JobOptions:
     """The job's own options and every rule between options; JobSpec (below) adds the engines'."""
 
-    path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
+    path: str = option("", "path", "PATH", "file, block device or URL to read or write (block devices and URLs are only "
+                       "read)", sweep=False)
     mode: str = option("cpu", "choice", "--mode", mode_help(), choices=tuple(MODES))
     engine: str = option(
         "auto", "choice", "--engine",
-        "I/O engine; auto: io_uring where the kernel allows it, else psync (gds: cufile; kvikio: kvikio)", choices=ENGINES,
+        "I/O engine; auto: the mode's first engine here that opens the target (a file: io_uring where the kernel "
+        "allows it, else psync; a URL: curl; gds: cufile; kvikio: kvikio)", choices=ENGINES,
     )
-    bs: int = option(MiB, "size", "--bs", "block size of each read", low=1, high=_native.MAX_BS)
-    qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring, null; psync is always 1); each engine "
-                     "has its own maximum", low=1)
+    bs: int = option(MiB, "size", "--bs", "block size of each read or write", low=1, high=_native.MAX_BS)
+    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null; psync is always 1); "
+                     "each engine has its own maximum", low=1)
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
     rw: str = option("read", "choice", "--rw", "read or write, as fio's rw= spells it (randread and randwrite set --pattern "
                      "rand); writes go only to a file `gdsbench prepare` made", choices=RW, native=False)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
-    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0, high=MAX_OFFSET)
-    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False,
+    offset: int = option(0, "size", "--offset", "start of the region to read or write", sweep=False, low=0, high=MAX_OFFSET)
+    size: int = option(0, "size", "--size", "length of the region to read or write (0: to the end of the target)", sweep=False,
                        low=0, high=MAX_OFFSET)
     runtime_ns: int | None = option(
         None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, or no time limit "
         "with --io-size; 0: no time limit)", low=0, high=366 * DAY,
     )
-    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)", low=0,
+    io_size: int = option(0, "size", "--io-size", "stop after this many bytes read or written (0: no byte limit)", low=0,
                           high=MAX_OFFSET)
     ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics", low=0, high=DAY)
     direct: bool | None = option(
