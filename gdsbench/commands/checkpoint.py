@@ -116,29 +116,21 @@ class CheckpointCommand:
         from gdsbench.checkpoint import session
         from gdsbench.execution import mpi
         from gdsbench.reporting import checkpoint_report
-        from gdsbench.results.store import RunStore
+        from gdsbench.results.store import RunStore, writing
 
         info = run.info()
         store = None
         if mpi.is_root():
             store = RunStore.create(args.results, args.name or f"checkpoint-{run.model.name}", info)
-            store.lock()
             lock.say(store.path)
             if not args.json:
                 print(checkpoint_report.header({**info, "name": store.path}), flush=True)
-        status = "failed"
         outcome = session.Outcome()
-        try:
+        with writing(store, final=lambda: {"notes": outcome.notes}) as held:
             session.checkpoint(run, store, None if args.json or not mpi.is_root() else
                                lambda row: print(checkpoint_report.row_line(row), flush=True), outcome)
-            status = "complete"
-        except KeyboardInterrupt:
-            status = "interrupted"
+        if held.status == "interrupted":
             print("gdsbench: interrupted; the checkpoints finished so far are saved", file=sys.stderr)
-        finally:
-            if store is not None:
-                store.update_info(status=status, notes=outcome.notes)
-                store.unlock()
         if not mpi.is_root():
             return 0
         for note in outcome.notes:
@@ -149,5 +141,5 @@ class CheckpointCommand:
         elif outcome.rows:
             print(checkpoint_report.verdict(outcome.rows))
         if store is not None and outcome.rows:
-            show_page(checkpoint_report.build, store.path, args.json)
-        return EXIT_INTERRUPTED if status == "interrupted" else 0
+            show_page(store, args.json)
+        return EXIT_INTERRUPTED if held.status == "interrupted" else 0

@@ -13,7 +13,8 @@ import pandas as pd
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html
-from gdsbench.results.store import load, require_kind
+from gdsbench.results.kinds import require_kind
+from gdsbench.results.store import load
 
 MiB = 1 << 20
 

@@ -13,7 +13,8 @@ from gdsbench.job.errors import UsageError
 from gdsbench.job.result import Result
 from gdsbench.job.spec import spec_from_values
 from gdsbench.job.units import format_rate
-from gdsbench.results.store import RunStore, record, require_kind
+from gdsbench.results.kinds import require_kind
+from gdsbench.results.store import RunStore, record, writing
 from gdsbench.sweep.grid import Grid, SweepSpec, expand
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import kind_of, target_for
@@ -141,34 +142,22 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
     total = len(grid.points) * repeat
     ui_class = _BarProgress if show_progress and sys.stderr.isatty() else _LineProgress
     ui = ui_class(total, total - len(todo)) if show_progress and store else None
-    if store:
-        store.lock()  # one writer at a time: a second sweep of this run is refused, naming this one
-        store.update_info(status="running")
-    interrupted = False
-    status = "failed"  # unless the loop below ends normally or is interrupted
     try:
-        for point, plan, rep in todo:
-            if ui:
-                ui.start_point(point.label() + (f" #{rep + 1}" if repeat > 1 else ""))
-            result = runner.execute(plan, record_environment=False, progress=ui.progress if ui else None)
-            # the point in flight is not saved if it was interrupted: it is incomplete
-            if mpi.broadcast(result.interrupted if result else None):
-                interrupted = True
-                break
-            done.add((point.key, rep))
-            if store:
-                store.append(record(result, point.index, point.key, rep))
-            if ui:
-                ui.end_point(result)
-        status = "interrupted" if interrupted else "complete"
-    except KeyboardInterrupt:
-        interrupted, status = True, "interrupted"
+        with writing(store) as held:  # a second sweep of this run is refused, naming this one
+            for point, plan, rep in todo:
+                if ui:
+                    ui.start_point(point.label() + (f" #{rep + 1}" if repeat > 1 else ""))
+                result = runner.execute(plan, record_environment=False, progress=ui.progress if ui else None)
+                # the point in flight is not saved if it was interrupted: it is incomplete
+                if mpi.broadcast(result.interrupted if result else None):
+                    held.interrupted = True
+                    break
+                done.add((point.key, rep))
+                if store:
+                    store.append(record(result, point.index, point.key, rep))
+                if ui:
+                    ui.end_point(result)
     finally:
         if ui:
             ui.close()
-        if store:
-            try:
-                store.update_info(status=status)  # always final: complete, failed or interrupted
-            finally:
-                store.unlock()
-    return SweepOutcome(store, len(done), total, interrupted, grid.skipped)
+    return SweepOutcome(store, len(done), total, held.status == "interrupted", grid.skipped)

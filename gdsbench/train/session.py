@@ -130,17 +130,8 @@ def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
 
 
 def start_store(run: TrainRun, results: str, name: str | None) -> RunStore | None:
-    if not mpi.is_root():
-        return None
-    store = RunStore.create(results, name or f"train-{run.workload.name}", run.info())
-    store.lock()
-    return store
-
-
-def finish_store(store: RunStore | None, status: str) -> None:
-    if store is not None:
-        store.update_info(status=status)
-        store.unlock()
+    """The run's folder (rank 0's; the other ranks have none)."""
+    return RunStore.create(results, name or f"train-{run.workload.name}", run.info()) if mpi.is_root() else None
 
 
 def dataset_notes(dataset: Dataset, cache_note: str | None) -> list[str]:
