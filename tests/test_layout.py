@@ -233,3 +233,30 @@ def test_native_code_is_clang_formatted():
     files = sorted(glob.glob(os.path.join(ROOT, "native", "**", "*.[ch]pp"), recursive=True))
     proc = subprocess.run([exe, "--dry-run", "--Werror", *files], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_run_kinds_are_declared_once():
+    """Each kind of run is one RunKind in results/kinds.py (its records' fields, its page module)
+    plus that page module: the report command and the end of each command find the page there,
+    and no other module lists the kinds (a dict keyed by them) or asks a run's kind by name."""
+    import importlib
+
+    from gdsbench.results.kinds import KINDS
+
+    for kind in KINDS:
+        assert callable(importlib.import_module(kind.page_module).build), kind.page_module
+    names = {k.name for k in KINDS}
+    for name, tree in modules().items():
+        if name == "gdsbench.results.kinds":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keyed = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in names]
+                if len(keyed) > 1:
+                    pytest.fail(f"{name}, line {node.lineno}: a dict keyed by the run kinds {keyed}; declare what a "
+                                "kind has in its RunKind (gdsbench/results/kinds.py)")
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    if isinstance(side, ast.Constant) and side.value in names:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the run kind {side.value!r}; ask its "
+                                    "RunKind (gdsbench.results.kinds.kind_of) instead")
