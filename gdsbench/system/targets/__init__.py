@@ -13,7 +13,7 @@ target an engine says it opens, native/engine.hpp's Opens): the engines that
 read it (engines_for), and whether it is on this host, with a page cache here
 and O_DIRECT a choice (is_local). A bare name, before it is looked at, is asked
 here too (protocol_of). Nothing outside this package compares OPENED_AS or
-URL schemes (tests/test_layout.py).
+reads a name's URL scheme to tell what it is (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ class Held(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
-    OPENED_AS: ClassVar[str]  # what kind of engine reads it: "local file" or "url" (an engine's `opens`)
+    OPENED_AS: ClassVar[str]  # what kind of engine reads it: "local file" or "url" (an engine's `opens`); the
+    # rest follows from it (is_local, engines_for), and a kind not opened as a local file also answers
+    # protocol(name) (protocol_of)
     path: str  # the name the user gave (a path; a URL for a remote kind)
-    kind: str  # "file", "block", or a remote kind's own word
+    kind: str  # "file", "block", or a remote kind's own word (its protocol: "http", "s3")
     size: int  # bytes
     device: tuple[int, int] | None  # (major, minor) of the local block device holding it, if any
     mount: Mount | None  # the local filesystem holding it, if any
