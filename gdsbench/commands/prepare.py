@@ -4,7 +4,7 @@ import argparse
 
 from gdsbench.commands.options import METAVARS, add_asking_arguments, add_remote_arguments, asking_from_args, count_arg
 from gdsbench.commands.workload_flags import workload_flags, workload_from_args
-from gdsbench.execution.scratch import progress_printer
+from gdsbench.execution.progress import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
 from gdsbench.system import object_store

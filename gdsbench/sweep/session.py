@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gdsbench.execution import mpi, runner
+from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.job.errors import UsageError
-from gdsbench.job.result import Result
 from gdsbench.job.spec import spec_from_values
 from gdsbench.job.units import format_rate
 from gdsbench.results.kinds import require_kind
@@ -18,53 +18,6 @@ from gdsbench.results.store import RunStore, record, writing
 from gdsbench.sweep.grid import Grid, SweepSpec, expand
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import kind_of, target_for
-
-
-class _LineProgress:
-    """Progress for a log (stderr not a terminal): one line per point."""
-
-    def __init__(self, total: int, done: int):
-        self.total, self.done = total, done
-
-    def start_point(self, label: str) -> None:
-        self.label = label
-
-    def progress(self, nbytes: int, elapsed_ns: int) -> None:
-        pass
-
-    def end_point(self, result: Result) -> None:
-        self.done += 1
-        print(f"[{self.done}/{self.total}] {self.label} ({result.spec.describe()}): {format_rate(result.bandwidth)}, "
-              f"p99 {result.percentile(99) / 1e3:.0f} µs", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        pass
-
-
-class _BarProgress(_LineProgress):
-    """A rich progress bar: current point, live bandwidth, points done/total, ETA."""
-
-    def __init__(self, total: int, done: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        super().__init__(total, done)
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), transient=False)
-        self.task = self.bar.add_task("sweep", total=total, completed=done, rate="")
-        self.bar.start()
-
-    def start_point(self, label: str) -> None:
-        self.bar.update(self.task, description=label, rate="")
-
-    def progress(self, nbytes: int, elapsed_ns: int) -> None:
-        if elapsed_ns:
-            self.bar.update(self.task, rate=format_rate(nbytes / (elapsed_ns / 1e9)))
-
-    def end_point(self, result: Result) -> None:
-        self.bar.update(self.task, advance=1, rate=format_rate(result.bandwidth))
-
-    def close(self) -> None:
-        self.bar.stop()
 
 
 @dataclass
@@ -131,6 +84,15 @@ def resume(run_dir: str | None) -> tuple[RunStore | None, Grid, list[runner.Plan
     return store, grid, [runner.plan(p.spec) for p in grid.points]
 
 
+def _live_rate(ui: Progress):
+    """A point's bandwidth so far, beside the bar, as the runner reports its progress."""
+    def progress(nbytes: int, elapsed_ns: int) -> None:
+        if elapsed_ns:
+            ui.rate(format_rate(nbytes / (elapsed_ns / 1e9)))
+
+    return progress
+
+
 def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_progress: bool = True) -> SweepOutcome:
     """Measure every point and repeat not yet in the store, saving each as it
     completes. Under MPI every rank runs every point; rank 0 saves."""
@@ -140,14 +102,14 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
     # as spread between repeats instead of hiding inside one point.
     todo = [(p, plan, rep) for rep in range(repeat) for p, plan in zip(grid.points, plans) if (p.key, rep) not in done]
     total = len(grid.points) * repeat
-    ui_class = _BarProgress if show_progress and sys.stderr.isatty() else _LineProgress
-    ui = ui_class(total, total - len(todo)) if show_progress and store else None
+    ui = Progress(total, "sweep", POINTS, done=total - len(todo)) if show_progress and store else None
     try:
         with writing(store) as held:  # a second sweep of this run is refused, naming this one
             for point, plan, rep in todo:
+                label = point.label() + (f" #{rep + 1}" if repeat > 1 else "")
                 if ui:
-                    ui.start_point(point.label() + (f" #{rep + 1}" if repeat > 1 else ""))
-                result = runner.execute(plan, record_environment=False, progress=ui.progress if ui else None)
+                    ui.start(label)
+                result = runner.execute(plan, record_environment=False, progress=_live_rate(ui) if ui else None)
                 # the point in flight is not saved if it was interrupted: it is incomplete
                 if mpi.broadcast(result.interrupted if result else None):
                     held.interrupted = True
@@ -156,7 +118,8 @@ def run(store: RunStore | None, grid: Grid, plans: list[runner.Plan], *, show_pr
                 if store:
                     store.append(record(result, point.index, point.key, rep))
                 if ui:
-                    ui.end_point(result)
+                    ui.finish(f"{label} ({result.spec.describe()}): {format_rate(result.bandwidth)}, "
+                              f"p99 {result.percentile(99) / 1e3:.0f} µs", rate=format_rate(result.bandwidth))
     finally:
         if ui:
             ui.close()

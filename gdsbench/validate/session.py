@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from gdsbench import __version__
-from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
+from gdsbench.execution.progress import Progress, progress_printer
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, IoFailure, UsageError
 from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
@@ -191,33 +191,6 @@ class Targets:
                 self.notes.append(f"could not remove {path}: {e.strerror}")
 
 
-class _Progress:
-    """A rich bar on a terminal, else one line per step on stderr (a provisioning log). In a fleet
-    (host given) always lines, each naming its host: several hosts' steps share one stderr."""
-
-    def __init__(self, total: int, host: str = ""):
-        self.total, self.done, self.bar = total, 0, None
-        self.prefix = f"{host}: " if host else ""
-        if sys.stderr.isatty() and not host:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                transient=True)
-            self.task = self.bar.add_task("validate", total=total)
-            self.bar.start()
-
-    def step(self, label: str) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, description=label)
-        else:
-            print(f"{self.prefix}[{self.done + 1}/{self.total}] {label}", file=sys.stderr, flush=True)
-        self.done += 1
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def validate(path: str | None, profile: Profile, *, quick: bool = False, baseline: dict | None = None,
              baseline_source: str = "", host: str = "", asking: dict | None = None) -> Validation:
     """Run every check; Ctrl-C stops early with the checks made so far (interrupted=True). host:
@@ -240,7 +213,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     modes = measure.runnable_modes(target.path)
     points = profile.points
     rounds = profile.repeats
-    progress = _Progress(1 + 2 * len(modes) + rounds * len(points), host)
+    progress = Progress(1 + 2 * len(modes) + rounds * len(points), "validate", host=host)
     facts = platform.Facts(gpu.status(), target, profile.require_gds, profile.node)
     links_under_load: dict[str, dict] = {}
     try:
