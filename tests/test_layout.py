@@ -260,3 +260,16 @@ def test_run_kinds_are_declared_once():
                     if isinstance(side, ast.Constant) and side.value in names:
                         pytest.fail(f"{name}, line {node.lineno}: compares with the run kind {side.value!r}; ask its "
                                     "RunKind (gdsbench.results.kinds.kind_of) instead")
+
+
+def test_progress_is_drawn_in_one_place():
+    """Every long task's progress (sweep, validate, prepare, the scratch file) is drawn by
+    gdsbench/execution/progress.py: no other module builds a rich progress bar."""
+    for name, tree in modules().items():
+        if name == "gdsbench.execution.progress":
+            continue
+        for node in ast.walk(tree):
+            found = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if "rich.progress" in found:
+                pytest.fail(f"{name}, line {node.lineno}: draws its own progress; use gdsbench.execution.progress")
