@@ -273,3 +273,40 @@ def test_progress_is_drawn_in_one_place():
                      [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             if "rich.progress" in found:
                 pytest.fail(f"{name}, line {node.lineno}: draws its own progress; use gdsbench.execution.progress")
+
+
+def test_no_private_name_is_imported_across_packages():
+    """No `from gdsbench.X.Y import _name` where X.Y is another package's module: a name another
+    package needs is public (processes.Cancelled, not _Cancelled). gdsbench._native, the compiled
+    core, is every package's."""
+    for name, tree in modules().items():
+        package = name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gdsbench")):
+                continue
+            if node.module == package or node.module.rsplit(".", 1)[0] == package:
+                continue  # its own package's
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")  # (__version__ is public)
+                if private and f"{node.module}.{alias.name}" != "gdsbench._native":
+                    pytest.fail(f"{name}, line {node.lineno}: imports {node.module}'s private {alias.name}; make it "
+                                "public there")
+
+
+def test_the_loop_a_part_runs_in_is_chosen_in_one_place():
+    """Whether a part runs in the native loop or kvikio's, and which sample reader train gets, is
+    asked of the mode only in gdsbench/execution/loops.py (run_part, sample_readers,
+    sample_data_path): no other module outside job/ reads native_loop or imports kvikio_mode."""
+    for name, tree in modules().items():
+        if name == "gdsbench.execution.loops" or name.startswith(("gdsbench.job", "gdsbench.execution.kvikio_mode")):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "native_loop":
+                pytest.fail(f"{name}, line {node.lineno}: asks native_loop; run the part through "
+                            "gdsbench.execution.loops instead")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = getattr(node, "module", None) or ""
+                found = [module] + [f"{module}.{a.name}" if module else a.name for a in node.names]
+                if any(f.startswith("gdsbench.execution.kvikio_mode") for f in found):
+                    pytest.fail(f"{name}, line {node.lineno}: imports kvikio_mode; run the part through "
+                                "gdsbench.execution.loops instead")

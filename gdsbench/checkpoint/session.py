@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 
 from gdsbench.checkpoint import models
 from gdsbench.checkpoint.models import CheckpointFile, Model
-from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.native import run_part
-from gdsbench.execution.processes import Children, ParentLink, _Cancelled
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import run_part, sample_data_path
+from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
@@ -100,8 +100,7 @@ class CheckpointRun:
         """What a phase's bytes pass through, in words (kvikio's: from its settings, as train's are:
         the ranks that move them are other processes)."""
         spec = self.spec.replace(rw=phase)
-        kvikio_path = None if spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(spec, spec.bs)
-        return gpu_path.data_path(spec, None, kvikio_path)
+        return gpu_path.data_path(spec, None, sample_data_path(spec, spec.bs))
 
 
 @dataclass
@@ -134,7 +133,7 @@ def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify:
         job = spec.replace(path=path, rw="write" if write else "read", offset=offset, size=length, io_size=length, bs=bs,
                            qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=verify and not write,
                            fsync_end=write and fsync and last, pattern="seq", stonewall=False, round_reads=0)
-        record = run_part(job, None, None) if job.mode_declaration.native_loop else kvikio_mode.run(job)[0]
+        record = run_part(job).record
         if record.interrupted:
             raise KeyboardInterrupt
         (t,) = record.threads
@@ -200,7 +199,7 @@ def _rank_child(run: CheckpointRun, phase: str, checkpoint: int, rank: int, cont
     def body() -> RankRecord:
         try:
             link.ready_then_wait()  # every rank starts together, as after DLIO's barrier
-        except _Cancelled:
+        except Cancelled:
             raise KeyboardInterrupt from None
         time.sleep(_late_start(rank))
         return DO[phase](run, checkpoint, rank)

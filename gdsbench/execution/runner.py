@@ -1,13 +1,13 @@
 """Run one job in this process: check it against the target, set the page
-cache as asked, hand it to the native core (or kvikio's loop, or several
-processes or MPI ranks), and build the Result."""
+cache as asked, run it in its mode's loop (loops.run_part) here, or in
+several processes or MPI ranks, and build the Result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.native import POLL_CONTINUE, run_part
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import run_part
 from gdsbench.execution.parts import Part, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
 from gdsbench.execution.scratch import SCRATCH_PATH
@@ -262,21 +262,6 @@ def plan(spec: JobSpec) -> Plan:
     return Plan(resolved, target, parts)
 
 
-def progress_poll(progress, period_ns: int = 200_000_000):
-    """A native poll callback that reports progress at most every period_ns."""
-    if progress is None:
-        return None
-    last = [0]
-
-    def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
-        if elapsed_ns >= last[0] + period_ns:
-            last[0] = elapsed_ns
-            progress(nbytes, elapsed_ns)
-        return POLL_CONTINUE
-
-    return poll
-
-
 def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result | None:
     """Set the page cache as asked, run, and build the Result. Under MPI every
     rank must call this; rank 0 gets the aggregate and the others None.
@@ -301,10 +286,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         kvikio_path = None
         watched = gpu_path.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
-        if not spec.mode_declaration.native_loop:
-            run, kvikio_path = kvikio_mode.run(spec, progress)
-            warnings.append(kvikio_mode.TIMING_NOTE)
-        elif comm is not None:
+        if comm is not None:
             run = mpi.run_rank(parts, progress, warnings)
             if writing:  # once every rank has written (a shared file's mark would go stale under the others)
                 comm.Barrier()
@@ -315,7 +297,9 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         elif p.parts:
             run = run_local(parts, progress)
         else:
-            run = run_part(spec, progress_poll(progress), None)
+            ran = run_part(spec, progress=progress)
+            run, kvikio_path = ran.record, ran.data_path
+            warnings += ran.notes
         cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
         seen = nvfs.observe(nvfs_before, sum(t.bytes for t in run.threads)) if watched else None
         written = _wrote(parts, spec.verify) if writing and comm is None else None

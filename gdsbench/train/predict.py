@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gdsbench.execution.loops import sample_readers
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import provenance
-from gdsbench.train.accelerators import cached_fraction, evict, sample_readers
+from gdsbench.train.accelerators import cached_fraction, evict
 from gdsbench.train.dataset import Dataset, steps_per_epoch, too_few_steps
 from gdsbench.train.workloads import Workload
 
