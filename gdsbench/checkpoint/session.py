@@ -47,6 +47,7 @@ from gdsbench.checkpoint import models
 from gdsbench.checkpoint.models import CheckpointFile, Model
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import run_part, sample_data_path
+from gdsbench.execution.parts import check_direct
 from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
@@ -55,6 +56,7 @@ from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
 from gdsbench.system.pattern import has_pattern
+from gdsbench.system.targets import target_for
 
 MANIFEST = "gdsbench-checkpoint.json"
 LOCK = ".gdsbench-checkpoint-lock"
@@ -565,3 +567,10 @@ def check_room(run: CheckpointRun) -> None:
         raise UsageError(f"--checkpoints {run.checkpoints}: {format_size(need)} of checkpoints, only {format_size(free)} "
                          f"free in {run.directory}; shrink them with --scale, or write fewer")
 
+
+
+def check_target(run: CheckpointRun) -> None:
+    """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
+    of DIR's filesystem through the lock file this run holds there: refused in run's words, not
+    as a rank's failed open."""
+    check_direct(run.spec.replace(offset=0), target_for(os.path.join(run.directory, LOCK)))

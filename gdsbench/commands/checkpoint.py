@@ -109,6 +109,7 @@ class CheckpointCommand:
         with session.DirectoryLock(run.directory) as lock:  # one run at a time: a second would remove our folders
             session.check_folders(run)  # every folder this run replaces, before the first is written
             session.check_room(run)
+            session.check_target(run)  # O_DIRECT there, as run checks it
             return self._write_and_read(args, run, lock)
 
     def _write_and_read(self, args: argparse.Namespace, run, lock) -> int:
