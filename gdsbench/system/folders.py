@@ -23,8 +23,19 @@ from gdsbench.system.targets import protocol_of
 BLOCK = _native.PATTERN_BLOCK
 
 
-class LocalFolder:
-    remote = False
+class Folder:
+    """What a dataset's folder of either kind answers alike."""
+
+    name: str
+
+    @property
+    def remote(self) -> bool:
+        """Whether a server holds it, with no page cache here to drop: the target layer's answer
+        for its name (targets.protocol_of), not a fourth spelling of it."""
+        return protocol_of(self.name) is not None
+
+
+class LocalFolder(Folder):
     asking = None  # nothing here is asked of a server
 
     def __init__(self, name: str):
@@ -104,12 +115,10 @@ class LocalFolder:
         return pagecache.cached_fraction(path, 0, size)
 
 
-class ObjectFolder:
+class ObjectFolder(Folder):
     """An S3 prefix: s3://BUCKET/PREFIX/ (the / is added where it is left out). `asking`: how its
     server is asked, listings and pattern blocks alike (remote_object.asking_of: the command's
     --timeout and --retries; object_store.WRITING where None)."""
-
-    remote = True
 
     def __init__(self, name: str, asking: dict | None = None):
         bucket, prefix = object_store.split(name)
