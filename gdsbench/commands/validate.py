@@ -19,7 +19,7 @@ class ValidateCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", nargs="?", metavar="PATH",
-                            help="a file or block device to read, or a directory to make a test file in "
+                            help="a file, block device or URL to read, or a directory to make a test file in "
                                  "(default: gdsbench's scratch file under results/)")
         parser.add_argument("--profile", help="thresholds: a shipped profile (default, h200-gen5-nvme, disk-tier) or a "
                                               "TOML file (default: default, which holds no absolute speeds)")
