@@ -568,9 +568,12 @@ def check_room(run: CheckpointRun) -> None:
                          f"free in {run.directory}; shrink them with --scale, or write fewer")
 
 
-
 def check_target(run: CheckpointRun) -> None:
     """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
     of DIR's filesystem through the lock file this run holds there: refused in run's words, not
     as a rank's failed open."""
-    check_direct(run.spec.replace(offset=0), target_for(os.path.join(run.directory, LOCK)))
+    lock = os.path.join(run.directory, LOCK)
+    try:
+        check_direct(run.spec.replace(offset=0), target_for(lock))
+    except UsageError as e:  # named as the user gave it: DIR, not our lock file in it
+        raise UsageError(str(e).replace(f"for {lock}", f"for DIR {run.directory}")) from None
