@@ -28,18 +28,19 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import markdown_table, write_outputs  # noqa: E402
 
-from gdsbench.results import sweep  # noqa: E402
 from gdsbench.results.store import POINTS_JSONL  # noqa: E402
+from gdsbench.sweep import session  # noqa: E402
+from gdsbench.sweep.grid import SweepSpec  # noqa: E402
 
 TARGET_MS = 50.0
 
 
 def timed_sweep(results: str, grid: dict, runtime: str) -> tuple[float, float, int]:
     """(wall seconds, measured seconds, points) of one sweep, start to finish."""
-    spec = sweep.SweepSpec(grid=grid, fixed={"engine": "null", "runtime": runtime}, name="overhead")
+    spec = SweepSpec(grid=grid, fixed={"engine": "null", "runtime": runtime}, name="overhead")
     t0 = time.perf_counter()
-    store, g, plans = sweep.start(spec, results)
-    sweep.run(store, g, plans, show_progress=False)
+    store, g, plans = session.start(spec, results)
+    session.run(store, g, plans, show_progress=False)
     wall = time.perf_counter() - t0
     measured = sum(r["elapsed_ns"] for r in store.records()) / 1e9
     return wall, measured, len(g.points)

@@ -5,22 +5,33 @@
     print(result.bandwidth, result.percentile(99))
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
-from gdsbench.execution.runner import run  # noqa: E402
-from gdsbench.job.errors import GdsbenchError, IoFailure, UsageError, VerifyFailure  # noqa: E402
-from gdsbench.job.result import Result  # noqa: E402
-from gdsbench.job.spec import JobSpec  # noqa: E402
-from gdsbench.system.prepare import prepare  # noqa: E402
+# The public API, each name loaded from its module on first use: `import gdsbench.job.units` (as every
+# layer does for its own modules) then loads that module alone, not the runner above it, and
+# `gdsbench run` does not pay for pandas (load) until it needs it.
+_MODULE_OF = {
+    "run": "gdsbench.execution.runner",
+    "prepare": "gdsbench.system.prepare",
+    "load": "gdsbench.results.store",
+    "JobSpec": "gdsbench.job.spec",
+    "Result": "gdsbench.job.result",
+    **{name: "gdsbench.job.errors" for name in ("GdsbenchError", "IoFailure", "UsageError", "VerifyFailure")},
+}
 
 
 def __getattr__(name: str):
-    # load() brings in pandas; import it on first use so `gdsbench run` starts fast.
-    if name == "load":
-        from gdsbench.results.store import load
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'gdsbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value  # found once
+    return value
 
-        return load
-    raise AttributeError(f"module 'gdsbench' has no attribute {name!r}")
+
+def __dir__():
+    return sorted([*globals(), *_MODULE_OF])
 
 
-__all__ = ["GdsbenchError", "IoFailure", "JobSpec", "Result", "UsageError", "VerifyFailure", "load", "prepare", "run"]
+__all__ = sorted(_MODULE_OF)

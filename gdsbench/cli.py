@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except GdsbenchError as e:
         from gdsbench.execution import mpi
 
-        # a plain usage error ends with its command's usage code (validate's bad --timeout: 3, as a bad flag)
-        code = usage_code if type(e) is UsageError else e.exit_code
+        code = e.exit_code
+        if type(e) is UsageError and "exit_code" not in vars(e):  # the command's, not its parser's: its usage code
+            code = usage_code  # (validate's bad --timeout: 3, as a bad flag)
         if mpi.world_or_none() is not None:  # one rank failing ends them all, naming itself
             mpi.abort(str(e), code)
         print(f"gdsbench: error: {e}", file=sys.stderr)

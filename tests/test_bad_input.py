@@ -76,6 +76,15 @@ def test_direct_on_a_filesystem_that_refuses_it(gdsbench, ramfs_dir):
     assert_one_line_error(gdsbench("run", f, "--bs", "4K", "--direct"), "--direct", "ramfs", "refuses O_DIRECT", "--buffered")
 
 
+def test_checkpoint_direct_on_a_filesystem_that_refuses_it(gdsbench, ramfs_dir, tmp_path):
+    """Refused before anything is written, in run's words, naming DIR (not a rank's failed open)."""
+    ck = ramfs_dir / "ck"
+    res = gdsbench("checkpoint", ck, "--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale",
+                   "0.01", "--checkpoints", "1", "--direct", "--results", tmp_path / "res")
+    assert_one_line_error(res, "--direct", "ramfs", "refuses O_DIRECT", f"DIR {ck}", "--buffered")
+    assert [p.name for p in ck.iterdir()] == [".gdsbench-checkpoint-lock"]  # no checkpoint folder was made
+
+
 @pytest.mark.parametrize("qd, fragment", [("0", "at least 1"), ("40000", "from 1 to 32768")])
 def test_queue_depth_out_of_range(gdsbench, pattern_file, qd, fragment):
     assert_one_line_error(gdsbench("run", pattern_file, "--engine", "io_uring", "--qd", qd), "--qd", fragment)

@@ -439,7 +439,7 @@ def test_a_full_results_filesystem_keeps_the_points_saved_and_says_so(tmp_path, 
 
 
 def test_a_sweep_file_with_wrong_types_names_the_line(tmp_path):
-    from gdsbench.results.sweep import load_sweep_file
+    from gdsbench.sweep.grid import load_sweep_file
 
     for text, line in (("qd = [1.5]\n", 1), ("name = 'x'\nbs = [true]\n", 2), ("runtime = '1s'\n[grid]\nbs = ['4K']\n", 2)):
         path = tmp_path / "s.toml"

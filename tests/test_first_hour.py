@@ -110,7 +110,7 @@ def test_sweep_resume_looks_at_a_remote_target_with_the_runs_own_timeout():
 
     from gdsbench.job.errors import UsageError
     from gdsbench.job.spec import spec_from_values
-    from gdsbench.results.sweep import _same_files
+    from gdsbench.sweep.session import _same_files
     from gdsbench.system.targets.remote_object import asking_of
 
     with socket.socket() as silent:  # accepts, never answers

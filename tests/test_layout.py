@@ -4,6 +4,8 @@ place."""
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -60,8 +62,8 @@ def test_no_import_cycles_even_inside_functions():
 
 
 # The layers, most basic first, as docs/architecture.md lists them: each uses only the ones before it.
-LAYERS = ["job", "system", "execution", "results", "validate", "train", "checkpoint", "reporting", "commands", "suites",
-          "(top)"]
+LAYERS = ["job", "system", "execution", "results", "validate", "train", "checkpoint", "sweep", "reporting", "commands",
+          "suites", "(top)"]
 
 
 def layer(module: str) -> str:
@@ -77,6 +79,15 @@ def test_layers_import_only_the_layers_before_them():
             if LAYERS.index(layer(used)) > LAYERS.index(layer(name)):
                 pytest.fail(f"{name} imports {used}: the {layer(name)} layer may use only "
                             f"{', '.join(LAYERS[:LAYERS.index(layer(name))]) or 'itself'}")
+
+
+def test_the_package_face_loads_nothing_until_asked():
+    """gdsbench/__init__.py hands its public names on as they are first used, so importing a module
+    of the ground floor (job/) loads no module of a floor above it (the runner, say)."""
+    code = "import sys, gdsbench.job.units, gdsbench.job.spec; print(' '.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    above = [m for m in loaded if m.startswith("gdsbench.") and m != "gdsbench._native" and layer(m) != "job"]
+    assert not above, f"importing gdsbench.job.units and gdsbench.job.spec loads {above}"
 
 
 def test_engines_are_asked_what_they_can_do_not_named():
@@ -113,6 +124,57 @@ def test_mode_names_are_compared_only_in_their_declaration():
                     if isinstance(const, ast.Constant) and const.value in MODES:
                         pytest.fail(f"{name}, line {node.lineno}: compares with the mode name {const.value!r}; "
                                     "ask gdsbench.job.modes instead")
+
+
+def test_what_a_target_is_is_asked_of_its_kind():
+    """No `OPENED_AS ==` and no is_url/is_s3 outside gdsbench/system/targets/: whether a target is
+    local, what protocol a name is asked over and which engines read it are answered there
+    (targets.is_local, protocol_of, engines_for), so a new kind of target is one file there."""
+    for name, tree in modules().items():
+        if name.startswith("gdsbench.system.targets"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "OPENED_AS"
+                                                     for side in [node.left, *node.comparators] for n in ast.walk(side)):
+                pytest.fail(f"{name}, line {node.lineno}: compares OPENED_AS; ask gdsbench.system.targets "
+                            "(is_local, engines_for) instead")
+            named = {ast.Name: "id", ast.Attribute: "attr", ast.alias: "name", ast.FunctionDef: "name"}.get(type(node))
+            if named and getattr(node, named) in ("is_url", "is_s3"):
+                pytest.fail(f"{name}, line {getattr(node, 'lineno', '?')}: {getattr(node, named)}; ask "
+                            "gdsbench.system.targets (protocol_of for a bare name, is_local for a target) instead")
+
+
+def test_format_names_are_compared_only_in_their_declaration():
+    """No `format == "tfrecord"` outside train/formats.py: other code asks the format's declaration,
+    so a new dataset format is one entry there and its reader."""
+    from gdsbench.train.formats import FORMATS
+
+    for name, tree in modules().items():
+        if name == "gdsbench.train.formats":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                for const in ast.walk(node):
+                    if isinstance(const, ast.Constant) and const.value in FORMATS:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the format name {const.value!r}; "
+                                    "ask gdsbench.train.formats instead")
+
+
+def test_help_texts_list_built_in_names_from_their_tables():
+    """No built-in workload or model name typed into a help text: help lists them from their
+    tables (train/workloads.py, checkpoint/models.py), so adding one is one entry there."""
+    from gdsbench.checkpoint.models import BUILT_IN as MODELS
+    from gdsbench.train.workloads import BUILT_IN as WORKLOADS
+
+    for name, tree in modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "help":
+                for const in ast.walk(node.value):
+                    typed = [n for n in [*WORKLOADS, *MODELS] if isinstance(const, ast.Constant)
+                             and isinstance(const.value, str) and n in const.value]
+                    if typed:
+                        pytest.fail(f"{name}, line {const.lineno}: a help text types {', '.join(typed)}; list the "
+                                    "table's names (BUILT_IN) instead")
 
 
 ROOT = os.path.dirname(PACKAGE)
@@ -193,3 +255,80 @@ def test_native_code_is_clang_formatted():
     files = sorted(glob.glob(os.path.join(ROOT, "native", "**", "*.[ch]pp"), recursive=True))
     proc = subprocess.run([exe, "--dry-run", "--Werror", *files], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_run_kinds_are_declared_once():
+    """Each kind of run is one RunKind in results/kinds.py (its records' fields, its page module)
+    plus that page module: the report command and the end of each command find the page there,
+    and no other module lists the kinds (a dict keyed by them) or asks a run's kind by name."""
+    import importlib
+
+    from gdsbench.results.kinds import KINDS
+
+    for kind in KINDS:
+        assert callable(importlib.import_module(kind.page_module).build), kind.page_module
+    names = {k.name for k in KINDS}
+    for name, tree in modules().items():
+        if name == "gdsbench.results.kinds":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keyed = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in names]
+                if len(keyed) > 1:
+                    pytest.fail(f"{name}, line {node.lineno}: a dict keyed by the run kinds {keyed}; declare what a "
+                                "kind has in its RunKind (gdsbench/results/kinds.py)")
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    if isinstance(side, ast.Constant) and side.value in names:
+                        pytest.fail(f"{name}, line {node.lineno}: compares with the run kind {side.value!r}; ask its "
+                                    "RunKind (gdsbench.results.kinds.kind_of) instead")
+
+
+def test_progress_is_drawn_in_one_place():
+    """Every long task's progress (sweep, validate, prepare, the scratch file) is drawn by
+    gdsbench/execution/progress.py: no other module builds a rich progress bar."""
+    for name, tree in modules().items():
+        if name == "gdsbench.execution.progress":
+            continue
+        for node in ast.walk(tree):
+            found = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            if "rich.progress" in found:
+                pytest.fail(f"{name}, line {node.lineno}: draws its own progress; use gdsbench.execution.progress")
+
+
+def test_no_private_name_is_imported_across_packages():
+    """No `from gdsbench.X.Y import _name` where X.Y is another package's module: a name another
+    package needs is public (processes.Cancelled, not _Cancelled). gdsbench._native, the compiled
+    core, is every package's."""
+    for name, tree in modules().items():
+        package = name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gdsbench")):
+                continue
+            if node.module == package or node.module.rsplit(".", 1)[0] == package:
+                continue  # its own package's
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")  # (__version__ is public)
+                if private and f"{node.module}.{alias.name}" != "gdsbench._native":
+                    pytest.fail(f"{name}, line {node.lineno}: imports {node.module}'s private {alias.name}; make it "
+                                "public there")
+
+
+def test_the_loop_a_part_runs_in_is_chosen_in_one_place():
+    """Whether a part runs in the native loop or kvikio's, and which sample reader train gets, is
+    asked of the mode only in gdsbench/execution/loops.py (run_part, sample_readers,
+    sample_data_path): no other module outside job/ reads native_loop or imports kvikio_mode."""
+    for name, tree in modules().items():
+        if name == "gdsbench.execution.loops" or name.startswith(("gdsbench.job", "gdsbench.execution.kvikio_mode")):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "native_loop":
+                pytest.fail(f"{name}, line {node.lineno}: asks native_loop; run the part through "
+                            "gdsbench.execution.loops instead")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = getattr(node, "module", None) or ""
+                found = [module] + [f"{module}.{a.name}" if module else a.name for a in node.names]
+                if any(f.startswith("gdsbench.execution.kvikio_mode") for f in found):
+                    pytest.fail(f"{name}, line {node.lineno}: imports kvikio_mode; run the part through "
+                                "gdsbench.execution.loops instead")

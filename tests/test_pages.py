@@ -11,7 +11,8 @@ import pytest
 
 from gdsbench import cli
 from gdsbench.reporting import compare, report
-from gdsbench.results.sweep import SweepSpec, run, start
+from gdsbench.sweep.grid import SweepSpec
+from gdsbench.sweep.session import run, start
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")

@@ -13,7 +13,8 @@ from gdsbench.job.units import format_size
 from gdsbench.reporting import charts, compare, report
 from gdsbench.results import analysis
 from gdsbench.results.store import POINTS_JSONL, RUN_FILE, load
-from gdsbench.results.sweep import SweepSpec, run, start
+from gdsbench.sweep.grid import SweepSpec
+from gdsbench.sweep.session import run, start
 
 CHARTS = ["bandwidth_vs_block_size", "throughput_latency", "latency_vs_queue_depth", "heatmap", "timeline"]
 

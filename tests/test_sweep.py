@@ -14,7 +14,8 @@ from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import spec_from_columns
 from gdsbench.results.analysis import merged_histogram, summarize
 from gdsbench.results.store import POINTS_JSONL, RunStore
-from gdsbench.results.sweep import SweepSpec, expand, load_sweep_file, resume, run, start
+from gdsbench.sweep.grid import SweepSpec, expand, load_sweep_file
+from gdsbench.sweep.session import resume, run, start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

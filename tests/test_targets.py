@@ -13,7 +13,8 @@ import pytest
 from gdsbench.execution import runner
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.results.sweep import SweepSpec, start
+from gdsbench.sweep.grid import SweepSpec
+from gdsbench.sweep.session import start
 from gdsbench.system import targets
 from gdsbench.system.targets.local_file import LocalFile
 from gdsbench.system.targets.remote_object import RemoteObject

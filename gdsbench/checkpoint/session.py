@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 
 from gdsbench.checkpoint import models
 from gdsbench.checkpoint.models import CheckpointFile, Model
-from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.native import run_part
-from gdsbench.execution.processes import Children, ParentLink, _Cancelled
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import run_part, sample_data_path
+from gdsbench.execution.parts import check_direct
+from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
@@ -55,6 +56,7 @@ from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
 from gdsbench.system.pattern import has_pattern
+from gdsbench.system.targets import target_for
 
 MANIFEST = "gdsbench-checkpoint.json"
 LOCK = ".gdsbench-checkpoint-lock"
@@ -100,8 +102,7 @@ class CheckpointRun:
         """What a phase's bytes pass through, in words (kvikio's: from its settings, as train's are:
         the ranks that move them are other processes)."""
         spec = self.spec.replace(rw=phase)
-        kvikio_path = None if spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(spec, spec.bs)
-        return gpu_path.data_path(spec, None, kvikio_path)
+        return gpu_path.data_path(spec, None, sample_data_path(spec, spec.bs))
 
 
 @dataclass
@@ -134,7 +135,7 @@ def _move(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify:
         job = spec.replace(path=path, rw="write" if write else "read", offset=offset, size=length, io_size=length, bs=bs,
                            qd=min(spec.qd, length // bs), threads=1, runtime_ns=0, ramp_ns=0, verify=verify and not write,
                            fsync_end=write and fsync and last, pattern="seq", stonewall=False, round_reads=0)
-        record = run_part(job, None, None) if job.mode_declaration.native_loop else kvikio_mode.run(job)[0]
+        record = run_part(job).record
         if record.interrupted:
             raise KeyboardInterrupt
         (t,) = record.threads
@@ -200,7 +201,7 @@ def _rank_child(run: CheckpointRun, phase: str, checkpoint: int, rank: int, cont
     def body() -> RankRecord:
         try:
             link.ready_then_wait()  # every rank starts together, as after DLIO's barrier
-        except _Cancelled:
+        except Cancelled:
             raise KeyboardInterrupt from None
         time.sleep(_late_start(rank))
         return DO[phase](run, checkpoint, rank)
@@ -566,3 +567,13 @@ def check_room(run: CheckpointRun) -> None:
         raise UsageError(f"--checkpoints {run.checkpoints}: {format_size(need)} of checkpoints, only {format_size(free)} "
                          f"free in {run.directory}; shrink them with --scale, or write fewer")
 
+
+def check_target(run: CheckpointRun) -> None:
+    """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
+    of DIR's filesystem through the lock file this run holds there: refused in run's words, not
+    as a rank's failed open."""
+    lock = os.path.join(run.directory, LOCK)
+    try:
+        check_direct(run.spec.replace(offset=0), target_for(lock))
+    except UsageError as e:  # named as the user gave it: DIR, not our lock file in it
+        raise UsageError(str(e).replace(f"for {lock}", f"for DIR {run.directory}")) from None

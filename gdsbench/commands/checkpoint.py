@@ -27,10 +27,12 @@ class CheckpointCommand:
             "each file fsync'd, then reads them back, checked; reported as MLPerf reports it")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from gdsbench.checkpoint.models import BUILT_IN
+
         parser.add_argument("path", metavar="DIR", help="where the checkpoints go (global_epoch1_stepK/ folders; only "
                                                         "folders gdsbench wrote are ever replaced)")
         parser.add_argument("--model", required=True, metavar="NAME|FILE.toml",
-                            help="llama3-8b, llama3-70b, llama3-405b, llama3-1t, or a TOML file with a [model] table")
+                            help=f"{', '.join(BUILT_IN)}, or a TOML file with a [model] table")
         parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=10, metavar="N",
                             help="checkpoints written, then each read back once (default: 10, MLPerf's)")
         parser.add_argument("--scale", type=scale_arg, default=1.0, metavar="F",
@@ -64,9 +66,9 @@ class CheckpointCommand:
         from gdsbench.execution.runner import runnable_here
         from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.job.units import format_size
-        from gdsbench.system.targets import is_url
+        from gdsbench.system.targets import protocol_of
 
-        if is_url(args.path):
+        if protocol_of(args.path) is not None:
             raise UsageError(f"DIR {args.path}: checkpoints go to a local or mounted directory; objects are not written "
                              "by checkpoint yet")
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
@@ -107,6 +109,7 @@ class CheckpointCommand:
         with session.DirectoryLock(run.directory) as lock:  # one run at a time: a second would remove our folders
             session.check_folders(run)  # every folder this run replaces, before the first is written
             session.check_room(run)
+            session.check_target(run)  # O_DIRECT there, as run checks it
             return self._write_and_read(args, run, lock)
 
     def _write_and_read(self, args: argparse.Namespace, run, lock) -> int:
@@ -114,29 +117,21 @@ class CheckpointCommand:
         from gdsbench.checkpoint import session
         from gdsbench.execution import mpi
         from gdsbench.reporting import checkpoint_report
-        from gdsbench.results.store import RunStore
+        from gdsbench.results.store import RunStore, writing
 
         info = run.info()
         store = None
         if mpi.is_root():
             store = RunStore.create(args.results, args.name or f"checkpoint-{run.model.name}", info)
-            store.lock()
             lock.say(store.path)
             if not args.json:
                 print(checkpoint_report.header({**info, "name": store.path}), flush=True)
-        status = "failed"
         outcome = session.Outcome()
-        try:
+        with writing(store, final=lambda: {"notes": outcome.notes}) as held:
             session.checkpoint(run, store, None if args.json or not mpi.is_root() else
                                lambda row: print(checkpoint_report.row_line(row), flush=True), outcome)
-            status = "complete"
-        except KeyboardInterrupt:
-            status = "interrupted"
+        if held.status == "interrupted":
             print("gdsbench: interrupted; the checkpoints finished so far are saved", file=sys.stderr)
-        finally:
-            if store is not None:
-                store.update_info(status=status, notes=outcome.notes)
-                store.unlock()
         if not mpi.is_root():
             return 0
         for note in outcome.notes:
@@ -147,5 +142,5 @@ class CheckpointCommand:
         elif outcome.rows:
             print(checkpoint_report.verdict(outcome.rows))
         if store is not None and outcome.rows:
-            show_page(checkpoint_report.build, store.path, args.json)
-        return EXIT_INTERRUPTED if status == "interrupted" else 0
+            show_page(store, args.json)
+        return EXIT_INTERRUPTED if held.status == "interrupted" else 0

@@ -31,12 +31,12 @@ class InfoCommand:
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
         from gdsbench.system import gpu, gpu_path, provenance
-        from gdsbench.system.targets import is_url, target_for
+        from gdsbench.system.targets import protocol_of, target_for
         from gdsbench.system.targets.remote_object import asking_of
 
         if args.path is not None and not args.path:
             raise UsageError("--path '': give a file or block device to check, or leave --path out")
-        asking = asking_from_args(args, bool(args.path) and is_url(args.path), "a URL --path (http://, https://, "
+        asking = asking_from_args(args, protocol_of(args.path) is not None, "a URL --path (http://, https://, "
                                   "s3://)", asking_of())
         target = target_for(args.path, asking=asking) if args.path else None  # looked at once, as run would
         s = gpu.status()

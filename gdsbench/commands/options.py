@@ -21,7 +21,7 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
     from gdsbench.execution.scratch import SCRATCH_PATH
 
     parser.add_argument("path", metavar="PATH", nargs="?", default=None,
-                        help=f"file or block device to read (default: a scratch file, {SCRATCH_PATH}, created if needed)")
+                        help=f"{BY_KEY['path'].help} (default: a scratch file, {SCRATCH_PATH}, created if needed)")
 
 
 S3_ENDPOINT_VARIABLE = "AWS_ENDPOINT_URL_S3"  # what the AWS tools, boto3 and gdsbench's curl engine read first

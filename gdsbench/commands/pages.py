@@ -1,16 +1,25 @@
-"""A saved run's page, built at the end of the command that made it."""
+"""A saved run's page: the one its kind declares (gdsbench/results/kinds.py),
+built by `gdsbench report` and at the end of the command that made the run."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 
+from gdsbench.results.kinds import RunKind, kind_of
 
-def show_page(build, run_dir: str, to_stderr: bool) -> None:
-    """Build run_dir's page with `build` and say where the run and its page are (on stderr where
+
+def page_builder(kind: RunKind):
+    """The build(run_dir, out_dir=None, ...) of the page module a kind of run declares."""
+    return importlib.import_module(kind.page_module).build
+
+
+def show_page(store, to_stderr: bool) -> None:
+    """Build the page of the run in `store` and say where the run and its page are (on stderr where
     stdout carries JSON). A page that cannot be written is a warning: the run is saved whatever
     the page does."""
     try:
-        page = build(run_dir)
-        print(f"run: {run_dir}\nreport: {page}", file=sys.stderr if to_stderr else sys.stdout)
+        page = page_builder(kind_of(store.info()))(store.path)
+        print(f"run: {store.path}\nreport: {page}", file=sys.stderr if to_stderr else sys.stdout)
     except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
         print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)

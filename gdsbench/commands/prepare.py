@@ -4,12 +4,14 @@ import argparse
 
 from gdsbench.commands.options import METAVARS, add_asking_arguments, add_remote_arguments, asking_from_args, count_arg
 from gdsbench.commands.workload_flags import workload_flags, workload_from_args
-from gdsbench.execution.scratch import progress_printer
+from gdsbench.execution.progress import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size, parse_size
 from gdsbench.system import object_store
 from gdsbench.system.prepare import prepare
+from gdsbench.system.targets import protocol_of
 from gdsbench.train.dataset import SHAPE
+from gdsbench.train.workloads import BUILT_IN
 
 
 def writer_for(path: str, asking: dict | None = None):
@@ -17,11 +19,10 @@ def writer_for(path: str, asking: dict | None = None):
     s3:// (asking: its --timeout and --retries, options.asking_from_args); an HTTP server cannot be written to."""
     import functools
 
-    from gdsbench.system.targets import is_url
-
-    if object_store.is_s3(path):
+    protocol = protocol_of(path)
+    if protocol == "s3":
         return functools.partial(object_store.put_pattern, s3=object_store.client(asking))
-    if is_url(path):
+    if protocol:
         raise UsageError(f"PATH {path}: an HTTP server cannot be written to; prepare a local file and serve its "
                          "folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size 4G`, then "
                          "`rclone serve http DIR` or nginx), and read http://SERVER/data.dat")
@@ -33,7 +34,7 @@ def refuse_any_not_ours(paths: list[str], asking: dict | None = None) -> None:
     not replace is refused with nothing written (not after writing the ones before it)."""
     from gdsbench.system.prepare import check_may_write
 
-    if object_store.is_s3(paths[0]):
+    if protocol_of(paths[0]) == "s3":
         s3 = object_store.client(asking)
         for path in paths:
             object_store.check_may_write(s3, path)
@@ -61,8 +62,8 @@ class PrepareCommand:
                                  "--workload, the files in the dataset")
         group = parser.add_argument_group("a training dataset")
         group.add_argument("--workload", default=None, metavar="NAME|FILE.toml",
-                           help="write the file set of a workload (unet3d, resnet50, cosmoflow, or a TOML file) into "
-                                "the directory PATH, with a manifest")
+                           help=f"write the file set of a workload ({', '.join(BUILT_IN)}, or a TOML file) into the "
+                                "directory PATH, with a manifest")
         group.add_argument("--dry-run", action="store_true",
                            help="with --workload: say what would be written (files, samples, total) and write nothing")
         for field, opt in workload_flags():  # all accepted, so train's flags can be repeated here
@@ -71,7 +72,7 @@ class PrepareCommand:
                 group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help + shape)
 
     def run(self, args: argparse.Namespace) -> int:
-        asking = asking_from_args(args, object_store.is_s3(args.path), "an s3:// PATH", object_store.WRITING)
+        asking = asking_from_args(args, protocol_of(args.path) == "s3", "an s3:// PATH", object_store.WRITING)
         if args.workload is not None:
             return self.dataset(args, asking)
         if args.dry_run:

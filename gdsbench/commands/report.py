@@ -17,26 +17,27 @@ class ReportCommand:
                             help="point whose throughput timeline to draw (default: the best bandwidth point)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.commands.pages import page_builder
         from gdsbench.job.errors import UsageError
-        from gdsbench.reporting import checkpoint_report, report, train_report
+        from gdsbench.results.kinds import kind_of
         from gdsbench.results.store import RunStore, resolve_run
 
         run_dir = resolve_run(args.run, args.results)
         store = RunStore.open(run_dir)
         for note in store.notes:
             print(f"gdsbench: note: {note}", file=sys.stderr)
-        pages = {"train": train_report.build, "checkpoint": checkpoint_report.build}  # a sweep's is report.build
-        kind = store.info().get("kind", "sweep")
-        if kind in pages:
+        kind = kind_of(store.info())
+        build = page_builder(kind)
+        if not kind.picks_point:
             if args.point is not None:
-                raise UsageError(f"--point {args.point}: {run_dir} is a {kind} run, and --point picks a point of a "
+                raise UsageError(f"--point {args.point}: {run_dir} is a {kind.name} run, and --point picks a point of a "
                                  "sweep run; drop --point")
             store.records()
             for problem in store.problems:  # a sweep's page lists them in its summary, printed below
                 print(f"gdsbench: warning: {problem}", file=sys.stderr)
-            print(f"report: {pages[kind](run_dir, args.out)}")
+            print(f"report: {build(run_dir, args.out)}")
             return 0
-        built = report.build(run_dir, args.out, args.point)
+        built = build(run_dir, args.out, args.point)
         for what, value in built.summary.items():
             print(f"{what}: {value}")
         print(f"report: {built.html_path}")

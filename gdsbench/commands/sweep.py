@@ -45,10 +45,10 @@ class SweepCommand:
         add_fio_job_arguments(parser)
 
     def _spec(self, args: argparse.Namespace):
-        from gdsbench.results import sweep
+        from gdsbench.sweep.grid import SweepSpec, load_sweep_file
 
         grid, fixed = sweep_values(args)
-        spec = sweep.load_sweep_file(args.file) if args.file else sweep.SweepSpec(grid={}, fixed={})
+        spec = load_sweep_file(args.file) if args.file else SweepSpec(grid={}, fixed={})
         for key in grid:
             spec.fixed.pop(key, None)
         for key in fixed:
@@ -62,13 +62,14 @@ class SweepCommand:
             ensure_scratch()
             fixed["path"] = SCRATCH_PATH
         repeat = args.repeat if args.repeat is not None else spec.repeat
-        return sweep.SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name, file_keys=file_keys)
+        return SweepSpec(grid=grid, fixed=fixed, repeat=repeat, name=args.name or spec.name, file_keys=file_keys)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import report
-        from gdsbench.results import sweep
         from gdsbench.results.store import resolve_run
+        from gdsbench.sweep import session
+        from gdsbench.sweep.grid import plan_line
 
         args = with_fio_job(args, "sweep")  # its options fixed, any list given here swept
         if args.resume is not None:
@@ -82,14 +83,14 @@ class SweepCommand:
             if given:
                 raise UsageError(f"--resume finishes the run as it was planned, so {', '.join(given)} cannot change it; "
                                  "drop them, or start a new sweep")
-            store, grid, plans = sweep.resume(found)
+            store, grid, plans = session.resume(found)
         else:
             if args.repeat is not None and args.repeat < 1:
                 raise UsageError(f"--repeat {args.repeat}: must be at least 1")
             given = self._spec(args)
-            store, grid, plans = sweep.start(given, args.results)
+            store, grid, plans = session.start(given, args.results)
             if store and grid.points:
-                print(f"gdsbench: {sweep.plan_line(given, grid)}", file=sys.stderr)
+                print(f"gdsbench: {plan_line(given, grid)}", file=sys.stderr)
         for s in grid.skipped if mpi.is_root() else []:
             values = " ".join(f"{k}={v}" for k, v in s["values"].items())
             print(f"gdsbench: skipped {values}: {s['reason']}", file=sys.stderr)
@@ -97,7 +98,7 @@ class SweepCommand:
             print(f"gdsbench: warning: {problem}", file=sys.stderr)
         resume_hint = f"gdsbench sweep --resume {run_argument(store, args.results)}" if store else ""
         try:
-            outcome = sweep.run(store, grid, plans)
+            outcome = session.run(store, grid, plans)
         except GdsbenchError as e:
             if store and store.holder() is None:  # what was measured is saved: say how to go on (unless another
                 # gdsbench writes this run now: it was refused, and a resume would be refused too)

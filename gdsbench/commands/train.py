@@ -92,6 +92,7 @@ class TrainCommand:
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import train_report
+        from gdsbench.results.store import writing
         from gdsbench.train import predict, session
 
         workload, dataset, spec, notes = open_inputs(args)
@@ -111,19 +112,14 @@ class TrainCommand:
             if mpi.is_root():  # beside the JSON (whose rows have predicted_au_percent, its flags and caveats)
                 print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
         store = session.start_store(run, args.results, args.name)
-        status = "failed"
         show = mpi.is_root() and not args.json
         if show:
             print(train_report.header(run))
-        try:
+        with writing(store) as held:
             session.train(run, store, on_point=(lambda row: print(train_report.point_line(row, workload), flush=True))
                           if show else None)
-            status = "complete"
-        except KeyboardInterrupt:
-            status = "interrupted"
+        if held.status == "interrupted":
             print("gdsbench: interrupted; the counts finished so far are saved", file=sys.stderr)
-        finally:
-            session.finish_store(store, status)
         if not mpi.is_root():
             return 0
         if args.json:  # the rows, each with the run's notes (session.json_rows)
@@ -132,8 +128,8 @@ class TrainCommand:
         else:
             print(train_report.verdict(run.rows, workload.name, workload.au_threshold))
         if store is not None and run.rows:
-            show_page(train_report.build, store.path, args.json)
-        return EXIT_INTERRUPTED if status == "interrupted" else 0
+            show_page(store, args.json)
+        return EXIT_INTERRUPTED if held.status == "interrupted" else 0
 
 
 def _say(text: str) -> None:

@@ -19,7 +19,7 @@ class ValidateCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", nargs="?", metavar="PATH",
-                            help="a file or block device to read, or a directory to make a test file in "
+                            help="a file, block device or URL to read, or a directory to make a test file in "
                                  "(default: gdsbench's scratch file under results/)")
         parser.add_argument("--profile", help="thresholds: a shipped profile (default, h200-gen5-nvme, disk-tier) or a "
                                               "TOML file (default: default, which holds no absolute speeds)")
@@ -37,13 +37,13 @@ class ValidateCommand:
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import prom
-        from gdsbench.system.targets import is_url
+        from gdsbench.system.targets import protocol_of
         from gdsbench.system.targets.remote_object import asking_of
         from gdsbench.validate import fleet, output, profile
         from gdsbench.validate.judge import load_baseline
         from gdsbench.validate.session import NotReady, Validation, validate
 
-        asking = asking_from_args(args, bool(args.path) and is_url(args.path), URL_SCOPE, asking_of())
+        asking = asking_from_args(args, protocol_of(args.path) is not None, URL_SCOPE, asking_of())
         chosen = profile.load(args.profile)
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":

@@ -21,7 +21,8 @@ from functools import lru_cache
 
 from gdsbench._native import say_on_sigterm
 from gdsbench.execution.aggregate import aggregate
-from gdsbench.execution.native import POLL_CONTINUE, POLL_STONEWALL, run_part
+from gdsbench.execution.loops import run_part
+from gdsbench.execution.native import POLL_CONTINUE, POLL_STONEWALL
 from gdsbench.execution.pinning import pin_cpus
 from gdsbench.execution.record import RunRecord
 from gdsbench.job.errors import UsageError
@@ -211,7 +212,7 @@ def run_rank(parts: list, progress=None, warnings: list[str] = ()) -> RunRecord 
             return POLL_STONEWALL
         return POLL_CONTINUE
 
-    raw = run_part(spec, poll, comm.Barrier)
+    raw = run_part(spec, poll=poll, on_ready=comm.Barrier).record
     while comm.iprobe(source=-1, tag=tag):  # notices this rank did not need; each run has its own tag
         comm.recv(source=-1, tag=tag)
     info["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,6 +1,6 @@
 """The bridge to the native core: a resolved JobSpec as the native Job, and
-one part run natively in this process. A leaf: runner, processes and MPI all
-use it, and it uses none of them."""
+one part run natively in this process. A leaf: loops.py runs parts through
+it, and it uses no other module of execution/."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def to_native(spec: JobSpec) -> _native.Job:
     return job
 
 
-def run_part(spec: JobSpec, poll, on_ready) -> RunRecord:
+def run_natively(spec: JobSpec, poll, on_ready) -> RunRecord:
     """Run one resolved part in this process, natively."""
     check = check_device if spec.real_gpu and spec.verify else None
     return RunRecord.from_native(_native.run(to_native(spec), poll, check, on_ready))

@@ -60,6 +60,13 @@ def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
     return size
 
 
+def check_direct(spec: JobSpec, target: Target) -> None:
+    """UsageError, in the target's words, where the job asks O_DIRECT and it cannot work there for
+    its --bs and --offset: every job run plans asks it, and checkpoint before it writes."""
+    if spec.checks_direct:
+        target.check_direct(spec.bs, spec.offset)
+
+
 def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | None = None) -> list[Part]:
     """Plan every part against its own target, before anything runs. Under MPI
     a rank checks only its `own` part: another rank's file may be on another
@@ -72,8 +79,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
             if s.direction == "write":
                 target.check_may_write()
             check_region(s, target)
-            if s.checks_direct:
-                target.check_direct(s.bs, s.offset)
+            check_direct(s, target)
         parts.append(Part(p, s, target))
     return parts
 

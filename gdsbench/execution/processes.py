@@ -27,7 +27,8 @@ import time
 from multiprocessing.connection import wait
 
 from gdsbench.execution.aggregate import aggregate
-from gdsbench.execution.native import POLL_CANCEL, POLL_CONTINUE, POLL_STONEWALL, run_part
+from gdsbench.execution.loops import run_part
+from gdsbench.execution.native import POLL_CANCEL, POLL_CONTINUE, POLL_STONEWALL
 from gdsbench.execution.parts import Part
 from gdsbench.execution.pinning import pin_cpus
 from gdsbench.execution.record import RunRecord
@@ -50,8 +51,8 @@ PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-class _Cancelled(Exception):
-    """Told to stop (Ctrl-C, or another process failed) before the start."""
+class Cancelled(Exception):
+    """Told to stop (Ctrl-C, or another process failed) before the start: ready_then_wait raises it."""
 
 
 class _ParentGone(Exception):
@@ -97,11 +98,11 @@ class ParentLink:
             raise _ParentGone from None
 
     def ready_then_wait(self) -> None:
-        """Say this process is set up, and wait until every other is: "go" (or _Cancelled)."""
+        """Say this process is set up, and wait until every other is: "go" (or Cancelled)."""
         self.send(("ready",))
         self.listen(block=True)
         if self.cancelled:
-            raise _Cancelled
+            raise Cancelled
 
     def cancel_asked(self) -> bool:
         """Whether the parent has asked this process to stop (or is gone); never blocks."""
@@ -147,8 +148,8 @@ def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, pa
         target = target_for(spec.path, asking=asking_of(spec)) if spec.path and spec.opens_target else None
         info["cpus"] = pin_cpus(pin, index, nparts, spec, target)
         try:
-            return run_part(spec, poll, link.ready_then_wait)
-        except _Cancelled:  # stopped before the start: nothing measured, nothing wrong here
+            return run_part(spec, poll=poll, on_ready=link.ready_then_wait).record
+        except Cancelled:  # stopped before the start: nothing measured, nothing wrong here
             return RunRecord.nothing_measured()
 
     link.report_failures(body, info)

@@ -1,23 +1,24 @@
 """Run one job in this process: check it against the target, set the page
-cache as asked, hand it to the native core (or kvikio's loop, or several
-processes or MPI ranks), and build the Result."""
+cache as asked, run it in its mode's loop (loops.run_part) here, or in
+several processes or MPI ranks, and build the Result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.native import POLL_CONTINUE, run_part
-from gdsbench.execution.parts import Part, part_size, plan_parts, regions
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import run_part
+from gdsbench.execution.parts import Part, check_direct, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
+from gdsbench.execution.scratch import SCRATCH_PATH
 from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, VerifyFailure
 from gdsbench.job.result import Result
-from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec
+from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs, provenance
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
-from gdsbench.system.targets import HeldRegions, Target, kind_of, size_to_prepare, target_for
+from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, kind_of, size_to_prepare, target_for
 from gdsbench.system.targets.remote_object import asking_of
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
@@ -26,23 +27,25 @@ NULL_REGION = GiB  # region the null engine pretends to read when no --size is g
 def resolve_engine(spec: JobSpec) -> str:
     """'auto' becomes the mode's engine: the first of the mode's engines
     available here that opens the target's kind (io_uring, else psync, for a
-    local file in host and bounce modes; curl for a URL)."""
+    local file in host and bounce modes; curl for a URL): the mode's engines
+    and the target's (targets.engines_for) intersected."""
     if spec.engine not in ENGINE_INFO and spec.engine != "auto":
         raise UsageError(f"--engine {spec.engine}: unknown engine; choose one of auto, {', '.join(ENGINE_INFO)}")
     mode = spec.mode_declaration
-    kind = kind_of(spec.path).OPENED_AS if spec.path else "local file"  # no PATH: the scratch file
+    target_kind = kind_of(spec.path or SCRATCH_PATH)  # no PATH: the scratch file
+    kind, reads_it = target_kind.OPENED_AS, engines_for(target_kind)  # its word in messages; the engines opening it
     if spec.engine != "auto":
         reason = ENGINE_INFO[spec.engine]["unavailable"]
         if reason:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         opens = ENGINE_INFO[spec.engine]["opens"]
-        if kind not in opens and "nothing" not in opens:
+        if spec.engine not in reads_it and opens_target(spec.engine):
             raise UsageError(f"--engine {spec.engine}: it reads a {' or a '.join(opens)}, and PATH {spec.path} is a "
                              f"{kind}; use --engine auto")
         return spec.engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
-    readers = [e for e in engines if kind in ENGINE_INFO[e]["opens"]]
+    readers = [e for e in engines if e in reads_it]
     if not readers:
         raise UsageError(f"--mode {spec.mode} cannot read a {kind} yet (PATH {spec.path}): its engines "
                          f"({', '.join(mode.engines)}) read a {' or a '.join(ENGINE_INFO[mode.engines[0]]['opens'])}")
@@ -60,7 +63,7 @@ def resolve_engine(spec: JobSpec) -> str:
     foreign = spec.foreign_option((engine,))
     if foreign:
         opens = ENGINE_INFO[foreign.engine]["opens"]
-        fix = f"use --engine {foreign.engine}" if kind in opens else \
+        fix = f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
             f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
         raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
                                   f"its {kind} with {engine}; {fix}")
@@ -77,7 +80,7 @@ def resolve_engine(spec: JobSpec) -> str:
 def resolve_direct(spec: JobSpec, target: Target | None) -> bool:
     """O_DIRECT as the job will run on this target: never on a remote object (O_DIRECT is a
     local file's), and asking for it there is refused in the target's words."""
-    if target is not None and target.OPENED_AS == "url":
+    if target is not None and not is_local(target):
         if spec.direct:
             target.check_direct(spec.bs, spec.offset)
         return False
@@ -243,8 +246,7 @@ def plan(spec: JobSpec) -> Plan:
             if spec.direction == "write":
                 target.check_may_write()
             size = resolve_region(spec, target)
-            if spec.checks_direct:
-                target.check_direct(spec.bs, spec.offset)
+            check_direct(spec, target)
             if spec.verify:
                 _check_pattern([(target, spec.offset)])
     else:  # (--verify with an engine that reads nothing is refused by validate())
@@ -257,21 +259,6 @@ def plan(spec: JobSpec) -> Plan:
         if spec.verify:
             _check_pattern([(part.target, part.spec.offset) for part in parts if part.target is not None])
     return Plan(resolved, target, parts)
-
-
-def progress_poll(progress, period_ns: int = 200_000_000):
-    """A native poll callback that reports progress at most every period_ns."""
-    if progress is None:
-        return None
-    last = [0]
-
-    def poll(nbytes: int, elapsed_ns: int, worker_done: bool) -> int:
-        if elapsed_ns >= last[0] + period_ns:
-            last[0] = elapsed_ns
-            progress(nbytes, elapsed_ns)
-        return POLL_CONTINUE
-
-    return poll
 
 
 def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Result | None:
@@ -298,10 +285,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         kvikio_path = None
         watched = gpu_path.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
-        if not spec.mode_declaration.native_loop:
-            run, kvikio_path = kvikio_mode.run(spec, progress)
-            warnings.append(kvikio_mode.TIMING_NOTE)
-        elif comm is not None:
+        if comm is not None:
             run = mpi.run_rank(parts, progress, warnings)
             if writing:  # once every rank has written (a shared file's mark would go stale under the others)
                 comm.Barrier()
@@ -312,7 +296,9 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         elif p.parts:
             run = run_local(parts, progress)
         else:
-            run = run_part(spec, progress_poll(progress), None)
+            ran = run_part(spec, progress=progress)
+            run, kvikio_path = ran.record, ran.data_path
+            warnings += ran.notes
         cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
         seen = nvfs.observe(nvfs_before, sum(t.bytes for t in run.threads)) if watched else None
         written = _wrote(parts, spec.verify) if writing and comm is None else None

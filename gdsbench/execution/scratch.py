@@ -7,6 +7,7 @@ import os
 import sys
 
 from gdsbench.execution import mpi
+from gdsbench.execution.progress import progress_printer
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import GiB
 from gdsbench.job.units import format_size
@@ -35,26 +36,3 @@ def ensure_scratch(path: str = SCRATCH_PATH, size: int | None = None) -> None:
                 size_flag="gdsbench's scratch file of")  # a size no flag gave: not named as --size
     mpi.barrier()
 
-
-def progress_printer(label: str):
-    """A progress callback drawing a rich bar on stderr (nothing when not a terminal)."""
-    if not sys.stderr.isatty():
-        return None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    bar = Progress(
-        "[progress.description]{task.description}", BarColumn(), DownloadColumn(binary_units=True),
-        TransferSpeedColumn(), TimeRemainingColumn(), transient=True,
-    )
-    task = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal task
-        if task is None:
-            bar.start()
-            task = bar.add_task(label, total=total)
-        bar.update(task, completed=done)
-        if done >= total:
-            bar.stop()
-
-    return update

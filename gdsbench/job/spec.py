@@ -1,14 +1,15 @@
 """The job spec: every option declared once.
 
-Each field of JobSpec carries its option (kind, CLI flag, help, bounds), and
-the CLI, sweep files, results columns and docs/options.md all read this one
-table (as fio's fio_options[] serves its command line and job files). The
-job's own options are declared here; each engine declares its own (a native
-engine in its file under native/engines/, the kvikio engine in job/modes.py),
-and the table gathers them after the job's, as fio gathers its engines'
-FIO_OPT_C_ENGINE options. Values are stored in base units: bytes and
-nanoseconds. Options marked native map one for one onto the native core's Job
-struct (native/job.hpp); an engine's options reach it in Job.engine_options.
+Each field of JobSpec carries its option (job/declared_option.py: kind, CLI
+flag, help, bounds), and the CLI, sweep files, results columns and
+docs/options.md all read this one table (as fio's fio_options[] serves its
+command line and job files). The job's own options are declared here; each
+engine declares its own (a native engine in its file under native/engines/,
+the kvikio engine in job/modes.py), and the table gathers them after the
+job's, as fio gathers its engines' FIO_OPT_C_ENGINE options. Values are
+stored in base units: bytes and nanoseconds. Options marked native map one
+for one onto the native core's Job struct (native/job.hpp); an engine's
+options reach it in Job.engine_options.
 
 An option's own bounds are checked when its value is parsed; rules between
 options are all in JobSpec.validate().
@@ -17,13 +18,13 @@ options are all in JobSpec.validate().
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gdsbench import _native
 from gdsbench.job import units
-from gdsbench.job.errors import IncompatibleOptions, UsageError, clip, quoted
+from gdsbench.job.declared_option import Option, option, parse_gpus
+from gdsbench.job.errors import IncompatibleOptions, UsageError
 from gdsbench.job.modes import MODES, PYTHON_ENGINES, mode_help
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
@@ -52,163 +53,33 @@ DAY = 86_400 * SECOND
 
 
 @dataclass(frozen=True)
-class Option:
-    kind: str  # "path", "size", "duration", "int", "choice", "bool", "str", "gpus"; "seconds" and "number" (floats)
-    flag: str  # CLI flag, e.g. "--bs"
-    help: str
-    choices: tuple[str, ...] = ()
-    negative: str | None = None  # flag that sets a bool False, e.g. "--buffered"
-    aliases: tuple[str, ...] = ()  # other flags for the same option
-    native: bool = True  # passed to the native Job
-    sweep: bool = True  # may be a sweep dimension
-    low: int | None = None  # bounds of a number, checked when parsed and by validate()
-    high: int | None = None
-    name: str = ""  # the JobSpec field (runtime_ns); filled in below
-    engine: str | None = None  # the engine that declares it, and alone takes it (None: the job's own)
-    at_most_depth: bool = False  # an engine's int that may not exceed --qd either
-
-    @property
-    def key(self) -> str:
-        """The name users write in sweep files and APIs: the flag without dashes ("io_size", "runtime")."""
-        return self.flag.lstrip("-").replace("-", "_").lower()
-
-    @property
-    def column(self) -> str:
-        """Its results column, the unit in the name: bs -> bs_bytes; runtime_ns stays."""
-        return f"{self.name}_bytes" if self.kind == "size" and not self.name.endswith("_bytes") else self.name
-
-    def parse(self, text: Any) -> Any:
-        """Convert one value as written by a user (CLI, sweep file) to its base unit, and check its bounds."""
-        value = self.convert(text)
-        self.check(value)
-        return value
-
-    def convert(self, text: Any) -> Any:
-        """One value as written by a user, in its base unit (its bounds not checked yet)."""
-        if text is None:
-            return None
-        if self.kind in ("size", "duration") and isinstance(text, bool):
-            example = "4K" if self.kind == "size" else "10s"
-            raise UsageError(f"{self.flag} {quoted(text)}: write a {self.kind} such as {example}")
-        if self.kind == "size":
-            value = units.parse_size(text, self.flag)
-        elif self.kind == "duration":
-            value = units.parse_duration(text, self.flag)
-        elif self.kind == "int":
-            if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
-                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number")
-            try:
-                value = int(text)
-            except (TypeError, ValueError, OverflowError):
-                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number") from None
-        elif self.kind in ("seconds", "number"):
-            value = self._parse_float(text)
-        elif self.kind == "choice":
-            if text not in self.choices:
-                raise UsageError(f"{self.flag} {clip(text)}: unknown; choose one of {', '.join(self.choices)}")
-            value = text
-        elif self.kind == "bool":
-            value = parse_bool(self.flag, text)
-        elif self.kind == "gpus":
-            value = parse_gpus(text)
-        else:
-            value = str(text)
-        return value
-
-    def _parse_float(self, text: Any) -> float:
-        """A finite number; for "seconds" also a duration written with a unit ("112ms")."""
-        if isinstance(text, bool):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a number")
-        if self.kind == "seconds" and isinstance(text, str):
-            return units.parse_duration(text, self.flag) / 1e9
-        try:
-            value = float(text)
-        except (TypeError, ValueError):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a number") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a finite number")
-        return value
-
-    def check(self, value: Any) -> None:
-        """UsageError unless value is within this option's own bounds."""
-        if value is None or self.kind not in ("size", "duration", "int", "seconds", "number"):
-            return
-        if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            low = "1 byte" if self.kind == "size" and self.low == 1 else self.format(self.low)
-            limit = f"at least {low}" if self.high is None else f"between {low} and {self.format(self.high)}"
-            shown = clip(self.format(value)) if abs(value) < 1e300 else quoted(value)  # beyond a float: as written
-            raise UsageError(f"{self.flag} {shown}: must be {limit}")
-
-    def format(self, value: Any) -> str:
-        """A value in the unit a person would write it in."""
-        if value is None:
-            return "-"
-        if self.kind == "size":
-            return units.format_size(value)
-        if self.kind == "duration":
-            return units.format_duration(value)
-        if self.kind == "int":
-            return str(int(value))
-        if self.kind == "gpus":
-            return ",".join(str(i) for i in value)
-        if self.kind in ("seconds", "number"):
-            return f"{value:g}" + (" s" if self.kind == "seconds" else "")
-        return str(value)
-
-    def to_column(self, value: Any) -> Any:
-        """Its value as stored in results tables (GPU lists as "0,1")."""
-        return self.format(value) if self.kind == "gpus" else value
-
-
-def parse_bool(flag: str, text: Any) -> bool:
-    if isinstance(text, bool):
-        return text
-    lowered = str(text).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise UsageError(f"{flag} {quoted(text)}: write true or false")
-
-
-def parse_gpus(text: Any) -> tuple[int, ...]:
-    """--gpu as written ("0", "0,1", 1, [0, 1]) -> (0,) or (0, 1): the one place it is parsed."""
-    items = list(text) if isinstance(text, (list, tuple)) else str(text).split(",")
-    if not items or not all(str(i).strip().isdigit() for i in items):
-        raise UsageError(f"--gpu {clip(text)}: give GPU indexes such as 0 or 0,1")
-    return tuple(int(str(i).strip()) for i in items)
-
-
-def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
-    return field(default=default, metadata={"option": Option(kind, flag, help, **kw)})
-
-
-@dataclass(frozen=True)
 class _JobOptions:
     """The job's own options and every rule between options; JobSpec (below) adds the engines'."""
 
-    path: str = option("", "path", "PATH", "file or block device to read (block devices are only read)", sweep=False)
+    path: str = option("", "path", "PATH", "file, block device or URL to read or write (block devices and URLs are only "
+                       "read)", sweep=False)
     mode: str = option("cpu", "choice", "--mode", mode_help(), choices=tuple(MODES))
     engine: str = option(
         "auto", "choice", "--engine",
-        "I/O engine; auto: io_uring where the kernel allows it, else psync (gds: cufile; kvikio: kvikio)", choices=ENGINES,
+        "I/O engine; auto: the mode's first engine here that opens the target (a file: io_uring where the kernel "
+        "allows it, else psync; a URL: curl; gds: cufile; kvikio: kvikio)", choices=ENGINES,
     )
-    bs: int = option(MiB, "size", "--bs", "block size of each read", low=1, high=_native.MAX_BS)
-    qd: int = option(1, "int", "--qd", "reads in flight per thread (io_uring, null; psync is always 1); each engine "
-                     "has its own maximum", low=1)
+    bs: int = option(MiB, "size", "--bs", "block size of each read or write", low=1, high=_native.MAX_BS)
+    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null; psync is always 1); "
+                     "each engine has its own maximum", low=1)
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
     rw: str = option("read", "choice", "--rw", "read or write, as fio's rw= spells it (randread and randwrite set --pattern "
                      "rand); writes go only to a file `gdsbench prepare` made", choices=RW, native=False)
     pattern: str = option("seq", "choice", "--pattern", "seq, or rand: every block once per pass, seeded order", choices=PATTERNS)
-    offset: int = option(0, "size", "--offset", "start of the region to read", sweep=False, low=0, high=MAX_OFFSET)
-    size: int = option(0, "size", "--size", "length of the region to read (0: to the end of the target)", sweep=False,
+    offset: int = option(0, "size", "--offset", "start of the region to read or write", sweep=False, low=0, high=MAX_OFFSET)
+    size: int = option(0, "size", "--size", "length of the region to read or write (0: to the end of the target)", sweep=False,
                        low=0, high=MAX_OFFSET)
     runtime_ns: int | None = option(
         None, "duration", "--runtime", "measure for this long, looping over the region (default 5s, or no time limit "
         "with --io-size; 0: no time limit)", low=0, high=366 * DAY,
     )
-    io_size: int = option(0, "size", "--io-size", "stop after reading this many bytes (0: no byte limit)", low=0,
+    io_size: int = option(0, "size", "--io-size", "stop after this many bytes read or written (0: no byte limit)", low=0,
                           high=MAX_OFFSET)
     ramp_ns: int = option(0, "duration", "--ramp", "run this long first, outside the statistics", low=0, high=DAY)
     direct: bool | None = option(

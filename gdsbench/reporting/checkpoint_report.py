@@ -13,7 +13,8 @@ import numpy as np
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size
 from gdsbench.reporting import charts, html
-from gdsbench.results.store import load, require_kind
+from gdsbench.results.kinds import require_kind
+from gdsbench.results.store import load
 
 GIB = 1 << 30
 CHART_LINE = 90  # characters of the chart's 11 pt subtitle that fit across it

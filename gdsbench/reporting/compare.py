@@ -18,7 +18,8 @@ from gdsbench.job.spec import BY_KEY, OPTIONS
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html, measured
 from gdsbench.results import analysis
-from gdsbench.results.store import load, require_kind
+from gdsbench.results.kinds import require_kind
+from gdsbench.results.store import load
 
 RATIOS = {  # column -> (label, higher is better)
     "bandwidth_bytes_per_s": ("bandwidth", True),

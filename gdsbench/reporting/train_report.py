@@ -13,7 +13,8 @@ import pandas as pd
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html
-from gdsbench.results.store import load, require_kind
+from gdsbench.results.kinds import require_kind
+from gdsbench.results.store import load
 
 MiB = 1 << 20
 
@@ -24,9 +25,10 @@ def _s(seconds) -> str:
 
 def reader_rule(w) -> str:
     """How samples are read: DLIO's reader for the workload's format, as emulated (train/pipeline.py)."""
-    if w.format == "tfrecord":
-        return f"tf.data's rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
-    return f"PyTorch's rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
+    fmt = w.file_format
+    if fmt.streams:
+        return f"{fmt.rule}'s rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
+    return f"{fmt.rule}'s rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
 
 
 def header(run) -> str:

@@ -1,1 +1,1 @@
-"""Results on disk: runs saved point by point, sweeps over grids of options, analysis with pandas."""
+"""Results on disk: runs saved point by point (store.py), the kinds of run (kinds.py), analysis with pandas."""

@@ -16,7 +16,8 @@ removes temporary files a killed writer left. A line that is not valid JSON
 anywhere else is skipped with a warning naming it; the lines after it count.
 
 One process at a time writes a run: it holds an exclusive lock (flock on
-`lock`) for the whole sweep, and a second is refused naming the holder. A run
+`lock`) while it measures (writing(), the lifecycle every kind of run shares),
+and a second is refused naming the holder. A run
 whose status says "running" while nobody holds the lock was killed: opening
 it says "interrupted".
 """
@@ -30,6 +31,9 @@ import json
 import os
 import shutil
 import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -41,6 +45,7 @@ from gdsbench import __version__
 from gdsbench.job.errors import UsageError, VerifyFailure
 from gdsbench.job.result import Result, histogram_to_dict
 from gdsbench.job.spec import spec_columns
+from gdsbench.results.kinds import RunKind, kind_of
 from gdsbench.results.schema import SCHEMA_VERSION
 from gdsbench.system import provenance
 
@@ -52,42 +57,21 @@ LOCK_FILE = "lock"
 CREATING = ".creating-run-"  # a run folder being made, before its rename into place
 FINAL_STATUSES = ("complete", "failed", "interrupted")
 
-# What the pages read of every record, by kind of run: (numbers, numbers or null, lists). A record where
-# one of these is missing or of another type (a line edited by hand or by a tool) is skipped, as a line
-# that is not JSON is, so the rest of the run still reads.
-RECORD_FIELDS = {
-    "sweep": (("point", "repeat", "bs_bytes", "qd", "bandwidth_bytes_per_s", "iops", "elapsed_ns", "interval_ns",
-               "lat_min_ns", "lat_mean_ns", "lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p99.9_ns", "lat_p99.99_ns",
-               "lat_max_ns", "hist_m2"),
-              ("cpu_s_per_gb", "cpu_user_s", "cpu_sys_s", "cached_fraction"),
-              ("hist_index", "hist_count", "timeline_bytes")),
-    "train": (("point", "repeat", "accelerators", "au_percent", "samples_per_s", "mib_per_s", "read_mib_per_s",
-               "step_time_p50_s", "step_time_p99_s", "wait_p50_s", "wait_p99_s"),
-              ("predicted_au_percent", "straggler_mean_s", "cached_fraction"),
-              ("au_time_s", "au_time", "step_time_s_all")),
-    "checkpoint": (("checkpoint", "bytes", "duration_s", "throughput_bytes_per_s", "rank_median_s", "rank_min_s",
-                    "slowest_rank", "verified_blocks"),
-                   ("cached_fraction",),
-                   ("rank_seconds",)),
-}
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN is no figure
 
 
-def damage(row: dict[str, Any], kind: str) -> str | None:
+def damage(row: dict[str, Any], kind: RunKind) -> str | None:
     """What is wrong with a record of a `kind` run ("lat_p99_ns: 'oops', not a number"), or None."""
-    numbers, optional, lists = RECORD_FIELDS.get(kind, ((), (), ()))
-    for name in numbers + optional + lists:
+    for name in kind.numbers + kind.optional + kind.lists:
         value = row.get(name)
-        if name in lists:
+        if name in kind.lists:
             ok = isinstance(value, list)
         else:
-            ok = _is_number(value) or (value is None and name in optional)
+            ok = _is_number(value) or (value is None and name in kind.optional)
         if not ok:
             return f"{name}: " + ("missing" if name not in row else f"{json.dumps(value)[:20]}, not a "
-                                  + ("list" if name in lists else "number"))
+                                  + ("list" if name in kind.lists else "number"))
     return None
 
 
@@ -283,7 +267,7 @@ class RunStore:
         self.problems = []
         if not os.path.exists(path):
             return []
-        kind = self.info().get("kind", "sweep")
+        kind = kind_of(self.info())
         rows = []
         try:
             with open(path, "rb") as f:
@@ -360,6 +344,40 @@ class RunStore:
         _write_atomic(os.path.join(self.path, POINTS_CSV), lambda tmp: pa_csv.write_csv(flat, tmp), durable=False)
 
 
+@dataclass
+class Held:
+    """How a run held by writing() ended: its final status, set on leaving the block (the work
+    inside sets interrupted where it stopped early without Ctrl-C: a point cut short)."""
+    status: str = "failed"
+    interrupted: bool = False
+
+
+@contextmanager
+def writing(store: RunStore | None, final: Callable[[], dict[str, Any]] = dict) -> Iterator[Held]:
+    """The one lifecycle of a run being measured, whatever its kind: locked (a second writer is
+    refused, naming this one, and the run is left as it was), status "running"; then on leaving,
+    whatever happens, its final status saved with final()'s fields, and unlocked. The final status
+    is complete; interrupted (by Ctrl-C, which ends the block quietly, or held.interrupted); or
+    failed (any other error, which goes on up). Under MPI the ranks but 0 have no store: the
+    block runs, and Ctrl-C ends it quietly there too."""
+    held = Held()
+    if store is not None:
+        store.lock()
+    try:
+        if store is not None:
+            store.update_info(status="running")
+        yield held
+        held.status = "interrupted" if held.interrupted else "complete"
+    except KeyboardInterrupt:
+        held.status = "interrupted"
+    finally:
+        if store is not None:
+            try:
+                store.update_info(status=held.status, **final())
+            finally:
+                store.unlock()
+
+
 def keep_row(row: dict[str, Any], rows: list, store: RunStore | None, on_row=None) -> None:
     """A finished row of a train or checkpoint run: kept, saved in the run folder, shown; then, if
     its --verify found bad blocks, VerifyFailure (the figures are saved and shown first, not lost)."""
@@ -380,14 +398,6 @@ def _remove_abandoned(results_dir: str) -> None:
         pid = folder.rsplit("-", 1)[-1]
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def require_kind(info: dict, run_dir: str, kind: str, doing: str) -> None:
-    """UsageError unless the run is of `kind` ("sweep", "train", "checkpoint"), for `doing`."""
-    found = info.get("kind", "sweep")  # sweeps before train runs existed have no kind
-    if found != kind:
-        raise UsageError(f"run {run_dir}: a {found} run; {doing} takes {kind} runs (`gdsbench report {run_dir}` "
-                         f"shows a {found} run's page)")
 
 
 def resolve_run(run: str, results_dir: str = "results") -> str:

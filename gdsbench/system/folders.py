@@ -18,13 +18,24 @@ from gdsbench.job.errors import UsageError
 from gdsbench.system import object_store, output_files, pagecache
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 BLOCK = _native.PATTERN_BLOCK
 
 
-class LocalFolder:
-    remote = False
+class Folder:
+    """What a dataset's folder of either kind answers alike."""
+
+    name: str
+
+    @property
+    def remote(self) -> bool:
+        """Whether a server holds it, with no page cache here to drop: the target layer's answer
+        for its name (targets.protocol_of), not a fourth spelling of it."""
+        return protocol_of(self.name) is not None
+
+
+class LocalFolder(Folder):
     asking = None  # nothing here is asked of a server
 
     def __init__(self, name: str):
@@ -104,12 +115,10 @@ class LocalFolder:
         return pagecache.cached_fraction(path, 0, size)
 
 
-class ObjectFolder:
+class ObjectFolder(Folder):
     """An S3 prefix: s3://BUCKET/PREFIX/ (the / is added where it is left out). `asking`: how its
     server is asked, listings and pattern blocks alike (remote_object.asking_of: the command's
     --timeout and --retries; object_store.WRITING where None)."""
-
-    remote = True
 
     def __init__(self, name: str, asking: dict | None = None):
         bucket, prefix = object_store.split(name)
@@ -184,9 +193,10 @@ class ObjectFolder:
 def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder:
     """Where a dataset named so lives (asking: how a remote one's server is asked, ObjectFolder). An
     HTTP server cannot be listed or written to."""
-    if object_store.is_s3(name):
+    protocol = protocol_of(name)
+    if protocol == "s3":
         return ObjectFolder(name, asking)
-    if is_url(name):
+    if protocol:
         raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
                          "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "
                          "with `gdsbench run URL`")

@@ -10,7 +10,7 @@ import os
 
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import gpu, nvfs
-from gdsbench.system.targets import Target
+from gdsbench.system.targets import Target, is_local
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
 
@@ -84,10 +84,9 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if not spec.opens_target:
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
-    if target is not None and target.OPENED_AS == "url":  # what the server answered over, from the target's record
+    if target is not None and not is_local(target):  # what the server answered over, from the target's record
         facts = target.describe()
-        protocol = "S3" if target.kind == "s3" else "HTTP"
-        return (f"{protocol} over {facts.get('http_version', 'HTTP')}, {spec.engine} engine ranged GETs "
+        return (f"{target.kind.upper()} over {facts.get('http_version', 'HTTP')}, {spec.engine} engine ranged GETs "
                 f"{mode.landing}{sim}")
     cache = "O_DIRECT" if spec.uses_o_direct else "page-cache"
     if spec.direction == "write":

@@ -48,10 +48,6 @@ WRITING = {"timeout_ns": 30 * SECOND, "retries": 3}
 CONNECT_AT_MOST_S = 10  # the connection's own share of --timeout, as the curl engine's
 
 
-def is_s3(name: str) -> bool:
-    return name.startswith("s3://")
-
-
 def split(url: str, flag: str = "PATH") -> tuple[str, str]:
     """s3://BUCKET/KEY -> (BUCKET, KEY); the key may be empty (a bucket's top) or end in / (a prefix)."""
     bucket, _, key = url[len("s3://"):].partition("/")

@@ -1,6 +1,7 @@
 """`gdsbench train` and `gdsbench predict`: will this storage keep my GPUs busy?
 
-    workloads.py     what a training job reads: unet3d, resnet50, cosmoflow (DLIO's H100 configs), or a TOML file
+    workloads.py     what a training job reads: a built-in workload (DLIO's H100 configs), a TOML file or a DLIO YAML
+    formats.py       every dataset format: how its samples lie in files, which loader's rule reads them
     dataset.py       a file set in a workload's shape (prepare --workload), and how samples are dealt to accelerators
     pipeline.py      one emulated accelerator: read threads, prefetch, compute as sleep, the step barrier
     accelerators.py  N of them: processes held by a shared-memory barrier, or MPI ranks

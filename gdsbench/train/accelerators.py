@@ -18,12 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gdsbench import _native
-from gdsbench.execution import kvikio_mode, mpi
-from gdsbench.execution.native import to_native
-from gdsbench.execution.processes import Children, ParentLink, _Cancelled
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import sample_readers
+from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.pattern import check_device
 from gdsbench.train.dataset import Dataset
 from gdsbench.train.pipeline import Accelerator, AcceleratorRecord, MpiBarrier, SoloBarrier, shared_barrier
 from gdsbench.train.workloads import Workload
@@ -45,15 +44,6 @@ def make_readers(config: TrainConfig, rank: int) -> list:
     """One sample reader per read thread, its buffers on this accelerator's GPU in GPU modes."""
     spec = config.spec
     return sample_readers(spec, spec.gpu[rank % len(spec.gpu)], config.workload.read_threads)
-
-
-def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
-    """`count` readers of whole samples: native SampleReaders, or kvikio's in --mode kvikio."""
-    if not spec.mode_declaration.native_loop:
-        return [kvikio_mode.SampleReader(spec, gpu) for _ in range(count)]
-    check = check_device if spec.real_gpu and spec.verify else None
-    job = to_native(spec)
-    return [_native.SampleReader(job, gpu, check) for _ in range(count)]
 
 
 def run_accelerator(config: TrainConfig, rank: int, barrier, readers=None, should_stop=lambda: False,
@@ -94,7 +84,7 @@ def _child(rank: int, config: TrainConfig, barrier_path: str, control, report, p
         readers = make_readers(config, rank)
         try:
             link.ready_then_wait()
-        except _Cancelled:
+        except Cancelled:
             raise KeyboardInterrupt from None
         return run_accelerator(config, rank, barrier, readers, link.cancel_asked,
                                lambda epoch, step: link.send(("arrived", epoch, step)))

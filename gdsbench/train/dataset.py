@@ -1,7 +1,8 @@
 """Datasets in a workload's shape: files of samples whose sizes are drawn as
 DLIO draws them, written with gdsbench's verifiable pattern, and a manifest
 (gdsbench-dataset.json) that says where every sample is. A directory without
-a manifest (one DLIO generated, say) is read as it is: every file one sample.
+a manifest (one DLIO generated, say) is read as its files' format says
+(train/formats.py): TFRecord files record by record, other files each one sample.
 
 Sample sizes follow DLIO's generator: a sample is d1 x d2 bytes, each
 dimension drawn from a normal distribution of mean sqrt(record_bytes) and
@@ -24,11 +25,10 @@ from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
 from gdsbench.system.folders import LocalFolder, ObjectFolder, folder_for
 from gdsbench.system.prepare import BLOCK
-from gdsbench.train.workloads import OPTIONS, Workload
+from gdsbench.train.formats import BESIDE, FORMATS, PLAIN, Format
+from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
 MANIFEST = "gdsbench-dataset.json"
-TFRECORD = ".tfrecord"  # DLIO's TFRecord files, img_N_of_M.tfrecord
-INDEX_SUFFIX = ".idx"  # DLIO's per-file record index (DALI's tfrecord2idx), under DATA/index/train/
 SHAPE = ("files", "samples_per_file", "record_bytes", "record_stdev", "seed")  # the workload fields a dataset is made of
 CACHE_FACTOR = 5  # MLPerf Storage: a dataset at least 5x the client's memory, so the page cache cannot hold it
 
@@ -202,8 +202,8 @@ def prepare_dataset(plan: Plan, progress=None, started=None) -> Dataset:
 
 
 def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = None) -> Dataset:
-    """The samples of a prepared dataset (its manifest); of a folder of TFRecord files, as DLIO
-    generates them (every record a sample, from DLIO's index files or the records' own framing);
+    """The samples of a prepared dataset (its manifest); of a folder of a format's files, as DLIO
+    generates them (TFRecord's: every record a sample, as its reader finds them, train/formats.py);
     or of any other directory (every file one sample, as DLIO's npz). `directory` is a local
     directory or an S3 prefix. `fmt`, the workload's format, refuses a folder whose files do not
     fit it. `asking`: how an S3 prefix's server is asked (folder_for)."""
@@ -231,29 +231,32 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
         return Dataset(folder.name, paths, np.array([there[p] for p in paths], dtype=np.int64), file_index, offset,
                        length, patterned=True, folder=folder, note=f"{MANIFEST}: workload {workload.get('name')}",
                        workload=workload)
-    listed = [(p, n) for p, n in folder.files() if not p.endswith(INDEX_SUFFIX)]
+    listed = [(p, n) for p, n in folder.files() if not p.endswith(BESIDE)]
     found = [(p, n) for p, n in listed if n > 0]
     if not found:
         what = f"only empty files ({len(listed)}) in it" if listed else "no files in it"
         raise UsageError(f"PATH {directory}: {what}; make a dataset with "
                          f"`gdsbench prepare --workload unet3d {directory}`")
-    paths = [p for p, _ in found]
-    records = [(p, n) for p, n in found if p.endswith(TFRECORD)]
-    if fmt == "tfrecord" and not records:
-        raise UsageError(f"PATH {directory}: no {TFRECORD} files in it, and the workload reads TFRecord: give the "
-                         f"folder DLIO generated for it (its train/ files), or make one with `gdsbench prepare "
+    wanted = FORMATS[fmt] if fmt else None
+    named = {f: [(p, n) for p, n in found if p.endswith(f.suffix)] for f in FORMATS.values() if f.suffix}
+    if wanted is not None and wanted.suffix and not named[wanted]:
+        raise UsageError(f"PATH {directory}: no {wanted.suffix} files in it, and the workload reads {wanted.title}: "
+                         f"give the folder DLIO generated for it (its train/ files), or make one with `gdsbench prepare "
                          f"--workload WORKLOAD NEW_DIR`")
-    if records:
-        if fmt not in (None, "tfrecord"):
-            raise UsageError(f"PATH {directory}: holds {TFRECORD} files, and the workload reads {fmt}: use a "
-                             "TFRecord workload (resnet50, cosmoflow, or --format tfrecord)")
-        if folder.remote:
-            raise UsageError(f"PATH {directory}: TFRecord files under an S3 prefix are not read yet (their records are "
-                             "found in local index files); copy the folder to a local directory, or use an npz workload")
-        return _tfrecord_dataset(folder, records)
+    held = next((f for f, files in named.items() if files), None)  # the format whose files are here
+    if held is not None:
+        if wanted not in (None, held):
+            workloads = ", ".join(w.name for w in BUILT_IN.values() if w.file_format is held)
+            raise UsageError(f"PATH {directory}: holds {held.suffix} files, and the workload reads {fmt}: use a "
+                             f"{held.title} workload ({workloads}, or --format {held.name})")
+        if folder.remote and held.local_only:
+            raise UsageError(f"PATH {directory}: {held.title} files under an S3 prefix are not read yet "
+                             f"({held.local_only}); copy the folder to a local directory, or use an {PLAIN.name} workload")
+        return _packed_dataset(folder, named[held], held)
+    paths = [p for p, _ in found]
     length = np.array([n for _, n in found], dtype=np.int64)
     patterned = folder.has_pattern(paths[0], 0)
-    note = "no manifest: every file is one sample, read whole (as DLIO reads npz files)"
+    note = f"no manifest: every file is one sample, read whole (as DLIO reads {PLAIN.name} files)"
     if patterned:
         note += ("; its files carry gdsbench's pattern but no manifest says what they are: if a `prepare --workload` "
                  "did not finish here, run it again")
@@ -261,54 +264,15 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
                    patterned=patterned, folder=folder, note=note)
 
 
-def _tfrecord_dataset(folder: LocalFolder, files_found: list[tuple[str, int]]) -> Dataset:
-    """Every record of every TFRecord file (path, size) a sample."""
+def _packed_dataset(folder: LocalFolder, files_found: list[tuple[str, int]], fmt: Format) -> Dataset:
+    """Every sample of every file (path, size) of a format whose samples its reader finds in them."""
     paths = [p for p, _ in files_found]
-    files, offsets, lengths, indexed = [], [], [], 0
-    for i, path in enumerate(paths):
-        found, from_index = tfrecord_records(path)
-        indexed += from_index
-        files.append(np.full(len(found), i, dtype=np.int64))
-        offsets.append(np.array([o for o, _ in found], dtype=np.int64))
-        lengths.append(np.array([n for _, n in found], dtype=np.int64))
-    how = ("from DLIO's index files" if indexed == len(paths) else
-           "from the records' own framing (no DLIO index found)" if not indexed else
-           f"{indexed} files from DLIO's index files, {len(paths) - indexed} from the records' own framing")
-    return Dataset(folder.name, paths, np.array([n for _, n in files_found], dtype=np.int64), np.concatenate(files),
-                   np.concatenate(offsets), np.concatenate(lengths), patterned=False, folder=folder,
-                   note=f"TFRecord files: every record one sample ({how})")
-
-
-def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:
-    """(offset, length) of each record of a TFRecord file, and whether DLIO's index gave them: its
-    index file (DALI's tfrecord2idx format, one "offset length" line per record, which DLIO writes
-    to DATA/index/train/NAME.idx) where there is one, else the file's own framing (an 8-byte
-    little-endian length, its 4-byte CRC, the payload, the payload's 4-byte CRC)."""
-    index = os.path.join(os.path.dirname(os.path.dirname(path)), "index", os.path.basename(os.path.dirname(path)),
-                         os.path.basename(path) + INDEX_SUFFIX)
-    if os.path.isfile(index):
-        try:
-            with open(index) as f:
-                rows = [tuple(int(x) for x in line.split()) for line in f if line.strip()]
-            if rows and all(len(r) == 2 and r[1] > 0 for r in rows):
-                return rows, True
-        except (OSError, ValueError):
-            pass  # not DALI's format: read the framing instead
-    size, out, at = os.path.getsize(path), [], 0
-    with open(path, "rb") as f:
-        while at + 16 <= size:
-            f.seek(at)
-            header = f.read(8)
-            n = int.from_bytes(header, "little")
-            end = at + 8 + 4 + n + 4
-            if len(header) < 8 or end > size:
-                raise UsageError(f"{path}: not a TFRecord file (a record at offset {at} runs past its end); give "
-                                 "the folder of TFRecord files DLIO generated")
-            out.append((at, end - at))
-            at = end
-    if at != size or not out:
-        raise UsageError(f"{path}: not a TFRecord file ({size - at} bytes left over after its records)")
-    return out, False
+    samples, how = fmt.reader(paths)
+    return Dataset(folder.name, paths, np.array([n for _, n in files_found], dtype=np.int64),
+                   np.concatenate([np.full(len(found), i, dtype=np.int64) for i, found in enumerate(samples)]),
+                   np.concatenate([np.array([o for o, _ in found], dtype=np.int64) for found in samples]),
+                   np.concatenate([np.array([n for _, n in found], dtype=np.int64) for found in samples]),
+                   patterned=False, folder=folder, note=how)
 
 
 def disagreements(dataset: Dataset, workload: Workload) -> list[str]:

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gdsbench.job import tomlfile
+from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.job.spec import Option
-from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
+from gdsbench.train.formats import DLIO_DEFAULT, FORMATS
+from gdsbench.train.workloads import OPTIONS, Workload
 
 SHAPING = {"dataset": "num_files_train", "reader": "batch_size", "train": "epochs",
            "workflow": "train"}  # sections whose unknown keys are refused, and a key of each
@@ -68,8 +69,8 @@ WARNED = {
     ("workflow", "checkpoint"): "checkpoints DLIO writes after training: gdsbench checkpoint measures them",
     ("workflow", "profiling"): "DLIO's own profilers",
     ("workflow", "debug"): "DLIO's debug output",
-    ("framework", None): "the framework's name (the reader rule follows the format: npz as PyTorch, tfrecord as "
-                         "tf.data)",
+    ("framework", None): "the framework's name (the reader rule follows the format: "
+                         + ", ".join(f"{f.name} as {f.rule}" for f in FORMATS.values()) + ")",
 }
 WARNED_SECTIONS = {
     "model": "facts of the model DLIO emulates; train emulates its input pipeline",
@@ -79,9 +80,8 @@ WARNED_SECTIONS = {
     "output": "where DLIO writes its logs",
     "hydra": "DLIO's configuration framework",
 }
-LOADERS = {"npz": "pytorch", "tfrecord": "tensorflow"}  # the loader whose rules gdsbench emulates for each format
 ROUNDED = ("record_bytes", "record_stdev")  # sizes DLIO writes with a fraction
-SHUFFLES = ("seed", "random")  # npz samples shuffled either way; "off" (DLIO's default) reads them in order
+SHUFFLES = ("seed", "random")  # PyTorch's rule: samples shuffled either way; "off" (DLIO's default) reads them in order
 MAX_VALUES = 10_000  # values in a workload YAML, its aliases written out (DLIO's own hold under 100)
 
 
@@ -216,9 +216,9 @@ def translate(path: str, prepare: bool = False) -> Translation:
         if workflow.get(key):
             raise _refuse(path, f"workflow.{key}", "evaluation reads another dataset between epochs")
     dataset, reader = data.get("dataset") or {}, data.get("reader") or {}
-    fmt = dataset.get("format", "tfrecord")  # DLIO's default
-    if not isinstance(fmt, str) or fmt not in LOADERS:
-        raise _refuse(path, "dataset.format", f"{quoted(fmt)} (gdsbench reads {' and '.join(LOADERS)})")
+    fmt = dataset.get("format", DLIO_DEFAULT.name)
+    if not isinstance(fmt, str) or fmt not in FORMATS:
+        raise _refuse(path, "dataset.format", f"{quoted(fmt)} (gdsbench reads {' and '.join(FORMATS)})")
     if dataset.get("compression", "none") not in ("none", None):
         raise _refuse(path, "dataset.compression", f"{quoted(dataset['compression'])}: compressed samples read and inflated")
     if not prepare:  # how the dataset is read: not a question for making it
@@ -244,7 +244,7 @@ def translate(path: str, prepare: bool = False) -> Translation:
                 out.warnings.append(f"{dotted}: not emulated ({WARNED[section, key]})")
             elif section in WARNED_SECTIONS:
                 out.warnings.append(f"{dotted}: not emulated ({WARNED_SECTIONS[section]})")
-            elif fmt == "tfrecord" and (section, key) in (("reader", "file_shuffle"), ("reader", "sample_shuffle")):
+            elif FORMATS[fmt].streams and (section, key) in (("reader", "file_shuffle"), ("reader", "sample_shuffle")):
                 out.warnings.append(f"{dotted}: not emulated (tf.data's rule here reads each rank's files whole in "
                                     "name order; a shuffle changes which file comes when, or the order of records "
                                     "in memory, not what is read)")
@@ -268,20 +268,20 @@ def translate(path: str, prepare: bool = False) -> Translation:
 
 def _defaults(fmt: str) -> dict[str, Any]:
     """DLIO's own defaults where a YAML leaves a field out (its ConfigArguments), and
-    gdsbench's transfer sizes for the format (a built-in workload of the same format)."""
-    like = next(w for w in BUILT_IN.values() if w.format == fmt)
+    gdsbench's transfer size for the format (train/formats.py)."""
     return {"files": 8, "samples_per_file": 1, "record_bytes": 65536, "record_stdev": 0, "batch": 1, "read_threads": 1,
-            "prefetch": 2, "transfer_size": like.transfer_size, "compute_s": 0.0, "compute_stdev_s": 0.0,
+            "prefetch": 2, "transfer_size": FORMATS[fmt].transfer_size, "compute_s": 0.0, "compute_stdev_s": 0.0,
             "au_threshold": 0.90, "seed": 123}
 
 
 def _check_reader(path: str, fmt: str, reader: dict, data: dict) -> None:
     """UsageError for a way of reading that gdsbench does not emulate and that changes what is measured."""
-    loader = reader.get("data_loader", LOADERS[fmt])
-    if loader != LOADERS[fmt]:
-        raise _refuse(path, "reader.data_loader", f"{quoted(loader)} for {fmt} (gdsbench emulates {LOADERS[fmt]}'s rules "
+    emulated = FORMATS[fmt].loader
+    loader = reader.get("data_loader", emulated)
+    if loader != emulated:
+        raise _refuse(path, "reader.data_loader", f"{quoted(loader)} for {fmt} (gdsbench emulates {emulated}'s rules "
                                                   f"for {fmt})")
-    if fmt == "npz" and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
+    if not FORMATS[fmt].streams and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
         raise _refuse(path, "reader.sample_shuffle", f"{quoted(reader.get('sample_shuffle', 'off'))}"
                       f"{'' if 'sample_shuffle' in reader else ' (DLIO default)'}: samples read in order, where "
                       "gdsbench deals them shuffled as PyTorch's sampler does")

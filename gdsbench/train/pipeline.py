@@ -290,7 +290,7 @@ class Accelerator:
         compute = np.zeros(n)
         stop = threading.Event()
         start = time.monotonic_ns()
-        if w.format == "tfrecord":  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
+        if w.file_format.streams:  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
             loader = StreamLoader(self.readers, self.dataset, self.rank, self.ranks, w.batch, w.prefetch_batches + 1,
                                   w.transfer_size, stop)
         else:

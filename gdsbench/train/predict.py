@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gdsbench.execution.loops import sample_readers
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import provenance
-from gdsbench.train.accelerators import cached_fraction, evict, sample_readers
+from gdsbench.train.accelerators import cached_fraction, evict
 from gdsbench.train.dataset import Dataset, steps_per_epoch, too_few_steps
 from gdsbench.train.workloads import Workload
 
@@ -212,7 +213,7 @@ def simulate(workload: Workload, sizes: np.ndarray, curve: Curve, accelerators: 
     (tfrecord), a batch read by all R streams at once, a share each, prefetch + 1 batches ahead."""
     rng = np.random.default_rng(seed)
     n, r, b = accelerators, workload.read_threads, workload.batch
-    streams = workload.format == "tfrecord"
+    streams = workload.file_format.streams
     q = workload.prefetch_batches + 1 if streams else workload.batches_in_flight
     batch_bytes = rng.choice(sizes, size=(n, steps, b)).sum(axis=2)
     compute = (np.maximum(0, rng.normal(workload.compute_s, workload.compute_stdev_s, (n, steps)))
@@ -356,7 +357,7 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
             progress(f"probe: {readers} reader(s)" if count == 1 else
                      f"probe: {readers * count} readers ({readers} on each of {count} hosts at once)")
         points.append(probe(dataset, spec, readers, probe_seconds, seed=len(points) + 1,
-                            stream_chunk=workload.transfer_size if workload.format == "tfrecord" else 0, hosts=hosts))
+                            stream_chunk=workload.transfer_size if workload.file_format.streams else 0, hosts=hosts))
         fed = points[-1].rate / need  # accelerators this rate keeps at 100%
         if readers >= r and (readers * count // r > fed or readers * 2 > MAX_PROBE_READERS):
             break

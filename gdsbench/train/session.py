@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from gdsbench.execution import kvikio_mode, mpi
+from gdsbench.execution import mpi
+from gdsbench.execution.loops import sample_data_path
 from gdsbench.execution.runner import resolve_direct, runnable_here
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec, spec_from_values
@@ -100,8 +101,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     seen = nvfs.observe(nvfs_before, sum(r.bytes_read for r in records)) if watched else None
     row = metrics.summarise(records, run.workload)
     at, au = metrics.au_over_time(records)
-    kvikio_path = None if run.spec.mode_declaration.native_loop else kvikio_mode.sample_data_path(
-        run.spec, int(run.dataset.length.mean()))
+    kvikio_path = sample_data_path(run.spec, int(run.dataset.length.mean()))
     path = gpu_path.data_path(run.spec, target_for(run.dataset.paths[0], asking=asking_of(run.spec)), kvikio_path,
                               seen)
     row.update(started_at=started.isoformat(timespec="microseconds"),
@@ -130,17 +130,8 @@ def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
 
 
 def start_store(run: TrainRun, results: str, name: str | None) -> RunStore | None:
-    if not mpi.is_root():
-        return None
-    store = RunStore.create(results, name or f"train-{run.workload.name}", run.info())
-    store.lock()
-    return store
-
-
-def finish_store(store: RunStore | None, status: str) -> None:
-    if store is not None:
-        store.update_info(status=status)
-        store.unlock()
+    """The run's folder (rank 0's; the other ranks have none)."""
+    return RunStore.create(results, name or f"train-{run.workload.name}", run.info()) if mpi.is_root() else None
 
 
 def dataset_notes(dataset: Dataset, cache_note: str | None) -> list[str]:

@@ -13,11 +13,11 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from gdsbench.job import tomlfile
+from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.job.spec import Option
+from gdsbench.train.formats import FORMATS, Format
 
 KiB, MiB = 1 << 10, 1 << 20
-FORMATS = ("npz", "tfrecord")
 
 
 HOUR = 3600.0
@@ -25,7 +25,7 @@ MAX_SAMPLES = 20_000_000
 
 
 def _field(kind: str, flag: str, text: str, low, high, *, on_command_line: bool = True, **kw):
-    """A workload field declared as a job option is (gdsbench.job.spec.Option): its flag, help
+    """A workload field declared as a job option is (gdsbench.job.declared_option.Option): its flag, help
     and bounds feed train's, predict's and prepare's flags, workload files and docs/options.md."""
     option = Option(kind, flag, text, low=low, high=high, native=False, sweep=False)
     return field(metadata={"option": option, "on_command_line": on_command_line}, **kw)
@@ -34,7 +34,7 @@ def _field(kind: str, flag: str, text: str, low, high, *, on_command_line: bool 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    format: str  # npz: a sample is a whole file; tfrecord: samples packed in files, read in transfer-size chunks
+    format: str  # a name in train/formats.py: how its samples lie in files and which loader's rule reads them
     files: int = _field("int", "--files", "files in the dataset", 1, 10_000_000)
     samples_per_file: int = _field("int", "--samples-per-file", "samples in each file", 1, 10_000_000)
     record_bytes: int = _field("size", "--record-bytes", "mean sample size (DLIO's record_length)", 1, 64 << 30)
@@ -57,6 +57,11 @@ class Workload:
     @property
     def samples(self) -> int:
         return self.files * self.samples_per_file
+
+    @property
+    def file_format(self) -> Format:
+        """Its format's declaration (train/formats.py)."""
+        return FORMATS[self.format]
 
     @property
     def batches_in_flight(self) -> int:
@@ -110,8 +115,7 @@ class Workload:
         return asdict(self)
 
 
-# DLIO 2.0 configs/workload/*_h100.yaml; transfer sizes: whole-file reads in 1 MiB chunks for
-# npz, TFRecordDataset's 256 KiB buffer for tfrecord.
+# DLIO 2.0 configs/workload/*_h100.yaml; transfer sizes as their format reads (train/formats.py).
 BUILT_IN = {w.name: w for w in (
     Workload("unet3d", "npz", files=168, samples_per_file=1, record_bytes=146_600_628, record_stdev=68_341_808, batch=7,
              read_threads=4, prefetch=2, transfer_size=MiB, compute_s=0.323, au_threshold=0.90,

@@ -13,7 +13,7 @@ from pathlib import Path
 from gdsbench.job.errors import UsageError
 from gdsbench.system.gpu import NO_GPU
 from gdsbench.system.storage import PCI_ADDRESS, read_sysfs
-from gdsbench.system.targets import Target
+from gdsbench.system.targets import Target, is_local
 from gdsbench.validate.checks import FAIL, INFO, PASS, WARN, Check, skip
 from gdsbench.validate.profile import ANY_NODE, PCIE_GTS, Node
 
@@ -340,7 +340,7 @@ def filesystem(f: Facts) -> Check:
     name = "platform.filesystem"
     if f.target is None:
         return skip(name, "no target")
-    if f.target.OPENED_AS == "url":
+    if not is_local(f.target):
         facts = f.target.describe()
         return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()} over "
                                  f"{facts.get('http_version', '?')}, libcurl {facts.get('libcurl', '?')}): no filesystem "
@@ -368,7 +368,7 @@ def o_direct(f: Facts) -> Check:
     name = "platform.o_direct"
     if f.target is None:
         return skip(name, "no target")
-    if f.target.OPENED_AS == "url":
+    if not is_local(f.target):
         return skip(name, f"{f.target.path} is {f.target.where}: O_DIRECT is a local file's")
     try:
         f.target.check_direct(0, 0)

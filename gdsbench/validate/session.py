@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from gdsbench import __version__
-from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch, progress_printer
+from gdsbench.execution.progress import Progress, progress_printer
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, IoFailure, UsageError
 from gdsbench.job.modes import MODES
 from gdsbench.job.units import format_size
 from gdsbench.system import gpu, provenance
 from gdsbench.system.environment import host_environment
 from gdsbench.system.prepare import created_by_gdsbench, prepare
-from gdsbench.system.targets import Target, target_for
+from gdsbench.system.targets import Target, is_local, target_for
 from gdsbench.validate import judge, measure, platform
 from gdsbench.validate.checks import FAIL, GROUPS, PASS, Check, counts
 from gdsbench.validate.profile import Profile, ProfileError
@@ -126,7 +126,7 @@ class Targets:
         block device, a remote object or a file it did not make."""
         if self._writable or self.why_not_writable:
             return self._writable
-        if self.target.OPENED_AS == "url" or self.target.kind == "block":
+        if not is_local(self.target) or self.target.kind == "block":
             self.why_not_writable = (f"PATH is {self.target.where}: gdsbench writes only into a file it makes; give a "
                                      "directory on the storage to validate writes")
             return None
@@ -171,7 +171,7 @@ class Targets:
         except IoFailure as e:  # its integrity checks FAIL with it; the other checks read for themselves
             self.unreadable = f"looking for a gdsbench pattern in {target.path}: {e}"
             return None
-        if target.OPENED_AS == "url":
+        if not is_local(target):
             self.notes.append("integrity: PATH is a remote object without a gdsbench pattern; give one `gdsbench "
                               "prepare` wrote (`gdsbench prepare s3://BUCKET/KEY --size 1G`, or a prepared file served "
                               "over HTTP) to check integrity")
@@ -189,33 +189,6 @@ class Targets:
                     os.unlink(path)
             except OSError as e:
                 self.notes.append(f"could not remove {path}: {e.strerror}")
-
-
-class _Progress:
-    """A rich bar on a terminal, else one line per step on stderr (a provisioning log). In a fleet
-    (host given) always lines, each naming its host: several hosts' steps share one stderr."""
-
-    def __init__(self, total: int, host: str = ""):
-        self.total, self.done, self.bar = total, 0, None
-        self.prefix = f"{host}: " if host else ""
-        if sys.stderr.isatty() and not host:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                transient=True)
-            self.task = self.bar.add_task("validate", total=total)
-            self.bar.start()
-
-    def step(self, label: str) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, description=label)
-        else:
-            print(f"{self.prefix}[{self.done + 1}/{self.total}] {label}", file=sys.stderr, flush=True)
-        self.done += 1
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def validate(path: str | None, profile: Profile, *, quick: bool = False, baseline: dict | None = None,
@@ -240,7 +213,7 @@ def validate(path: str | None, profile: Profile, *, quick: bool = False, baselin
     modes = measure.runnable_modes(target.path)
     points = profile.points
     rounds = profile.repeats
-    progress = _Progress(1 + 2 * len(modes) + rounds * len(points), host)
+    progress = Progress(1 + 2 * len(modes) + rounds * len(points), "validate", host=host)
     facts = platform.Facts(gpu.status(), target, profile.require_gds, profile.node)
     links_under_load: dict[str, dict] = {}
     try:

@@ -11,19 +11,20 @@ import os
 
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.system import object_store
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 
 def open_for_reading(kvikio, path: str, write: bool = False):
     """A kvikio handle on path (IoFailure where kvikio cannot open it); for writing, a local file
     opened "r+": never created or truncated (the planner checked it is gdsbench's)."""
+    protocol = protocol_of(path)
     try:
-        if not is_url(path):
+        if protocol is None:  # a path on this host
             return kvikio.CuFile(path, "r+" if write else "r")
         remote = getattr(kvikio, "RemoteFile", None)
         if remote is None:
             raise UsageError(f"--mode kvikio {path}: this kvikio has no RemoteFile; kvikio >= 24.12 reads URLs")
-        if not object_store.is_s3(path):
+        if protocol == "http":
             return remote.open_http(path)
         aws = {"aws_region_name": object_store.region(), "aws_endpoint_url": object_store.endpoint()}
         try:

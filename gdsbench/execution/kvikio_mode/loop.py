@@ -18,7 +18,7 @@ from gdsbench.execution.record import RunRecord, ThreadRecord
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import bad_blocks, restamp
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 TIMING_NOTE = ("kvikio mode: latency timed in Python from pread() to its future returning, oldest first "
                "(to pread() returning, for reads kvikio did inside it)")
@@ -220,7 +220,7 @@ def run(spec: JobSpec, progress=None) -> tuple[RunRecord, str]:
     run_cpu0 = _cpu_seconds(resource.RUSAGE_SELF)
     defaults, _ = modules()
     direct_posix = configure(defaults, spec)
-    remote = configure_remote(kvikio, defaults, spec) if is_url(spec.path) else None
+    remote = configure_remote(kvikio, defaults, spec) if protocol_of(spec.path) is not None else None
     monitor = kvikio.SummaryMonitor() if hasattr(kvikio, "SummaryMonitor") else None
     with cupy.cuda.Device(spec.gpu[0]):
         handle = open_for_reading(kvikio, spec.path, write=spec.direction == "write")

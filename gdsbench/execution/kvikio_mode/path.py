@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules, setting
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 
 def _compat_preferred(kvikio, defaults, driver) -> bool:
@@ -101,6 +101,6 @@ def sample_data_path(spec: JobSpec, typical_read: int) -> str:
     readers run in other processes, so its statistics are not at hand here)."""
     _, kvikio = import_kvikio()
     defaults, _ = modules()
-    if is_url(spec.path):
+    if protocol_of(spec.path) is not None:  # an object behind a URL
         return remote_description(spec.path, spec.gpu[0], configure_remote(kvikio, defaults, spec))
     return compat_description(kvikio, typical_read, configure(defaults, spec))

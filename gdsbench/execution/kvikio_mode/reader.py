@@ -12,7 +12,7 @@ from gdsbench.execution.kvikio_mode.settings import configure, configure_remote,
 from gdsbench.job.errors import IoFailure
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import bad_blocks
-from gdsbench.system.targets import is_url
+from gdsbench.system.targets import protocol_of
 
 
 class SampleReader:
@@ -25,7 +25,7 @@ class SampleReader:
     def __init__(self, spec: JobSpec, gpu: int):
         self.cupy, self.kvikio = import_kvikio()
         configure(modules()[0], spec)  # kvikio's settings are global: the same for every reader
-        if is_url(spec.path):
+        if protocol_of(spec.path) is not None:
             configure_remote(self.kvikio, modules()[0], spec)
         self.spec, self.gpu = spec, gpu
         self.files: dict[str, object] = {}  # path -> kvikio.CuFile, opened on first read

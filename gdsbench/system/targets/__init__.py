@@ -7,6 +7,13 @@ target_for(name) hands a name to the first kind that claims it. The checks a
 kind makes raise UsageError with the parameter and the fix; the native engine
 then opens the target itself. A job writes only into a target gdsbench made
 (check_may_write), never into a user's file or a block device.
+
+What a kind is follows from the one word it declares, OPENED_AS (the kind of
+target an engine says it opens, native/engine.hpp's Opens): the engines that
+read it (engines_for), and whether it is on this host, with a page cache here
+and O_DIRECT a choice (is_local). A bare name, before it is looked at, is asked
+here too (protocol_of). Nothing outside this package compares OPENED_AS or
+reads a name's URL scheme to tell what it is (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -33,9 +40,11 @@ class Held(Protocol):
 
 @runtime_checkable
 class Target(Protocol):
-    OPENED_AS: ClassVar[str]  # what kind of engine reads it: "local file" or "url" (an engine's `opens`)
+    OPENED_AS: ClassVar[str]  # what kind of engine reads it: "local file" or "url" (an engine's `opens`); the
+    # rest follows from it (is_local, engines_for), and a kind not opened as a local file also answers
+    # protocol(name) (protocol_of)
     path: str  # the name the user gave (a path; a URL for a remote kind)
-    kind: str  # "file", "block", or a remote kind's own word
+    kind: str  # "file", "block", or a remote kind's own word (its protocol: "http", "s3")
     size: int  # bytes
     device: tuple[int, int] | None  # (major, minor) of the local block device holding it, if any
     mount: Mount | None  # the local filesystem holding it, if any
@@ -96,9 +105,32 @@ def kind_of(name: str) -> type[Target]:
                      f"{', '.join(schemes)} or {last} URL")
 
 
-def is_url(name: str) -> bool:
-    """Whether a name is read as a URL (a remote kind claims it), not a local path."""
-    return bool(name) and kind_of(name).OPENED_AS == "url"
+LOCAL_FILE = "local file"  # what the engines that read this host's files declare they open
+
+
+def is_local(target: Target | type[Target]) -> bool:
+    """Whether a target (or a kind of target) lives on this host, read by the engines that open
+    a local file: its page cache is here, dropped and measured, and O_DIRECT is a choice. Not:
+    an object a server holds, with no page cache here to drop and no O_DIRECT."""
+    return target.OPENED_AS == LOCAL_FILE
+
+
+def engines_for(kind: type[Target]) -> tuple[str, ...]:
+    """Every engine that reads targets of this kind: those that declare they open what it is
+    opened as (job/spec.py's ENGINE_INFO), in the registry's order."""
+    from gdsbench.job.spec import ENGINE_INFO
+
+    return tuple(name for name, engine in ENGINE_INFO.items() if kind.OPENED_AS in engine["opens"])
+
+
+def protocol_of(name: str | None) -> str | None:
+    """What a bare name is, before it is looked at: None for a path on this host (or no name),
+    else the protocol its remote kind asks its server over ("http" or "s3", the word such a
+    target's `kind` will be; a remote kind answers protocol(name))."""
+    if not name:
+        return None
+    kind = kind_of(name)
+    return None if is_local(kind) else kind.protocol(name)
 
 
 def target_for(name: str, need: int = 0, asking: dict | None = None) -> Target:

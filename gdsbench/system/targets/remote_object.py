@@ -21,8 +21,11 @@ from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
 from gdsbench.system import object_store
 
-SCHEMES = tuple(s for e in ENGINE_INFO.values() for s in e.get("schemes", ()))  # the native protocols' (curl)
-ENGINE = "curl"  # the engine that looks at and reads these targets
+OPENED_AS = "url"
+# the engine that looks at and reads these targets: the native one that declares it opens a URL (curl),
+# as resolve_engine picks it for a run
+ENGINE = next(e["name"] for e in _native.engines() if e["opens"] == OPENED_AS)
+SCHEMES = tuple(ENGINE_INFO[ENGINE]["schemes"])  # the native protocols' names, declared once in protocols.cpp
 
 
 def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
@@ -48,7 +51,7 @@ class NothingHeld:
 
 @dataclass(frozen=True)
 class RemoteObject:
-    OPENED_AS: ClassVar[str] = "url"
+    OPENED_AS: ClassVar[str] = OPENED_AS
     path: str
     kind: str  # "http" or "s3"
     size: int
@@ -62,6 +65,11 @@ class RemoteObject:
         return name.startswith(SCHEMES)
 
     @classmethod
+    def protocol(cls, name: str) -> str:
+        """What a name it claims is asked over: "s3" (signed, object_store's credentials) or "http"."""
+        return "s3" if name.startswith("s3://") else "http"
+
+    @classmethod
     def absolute(cls, name: str) -> str:
         return name
 
@@ -70,7 +78,7 @@ class RemoteObject:
         unavailable = ENGINE_INFO[ENGINE]["unavailable"]
         if unavailable:
             raise UsageError(f"PATH {name}: reading URLs needs the {ENGINE} engine, not available here: {unavailable}")
-        if object_store.is_s3(name):
+        if cls.protocol(name) == "s3":
             object_store.share_credentials()
         asking = asking_of() if asking is None else asking
         facts = _native.probe_target(ENGINE, name, asking)

@@ -1,0 +1,98 @@
+"""The formats a training dataset comes in: every format, declared once.
+
+Everything else asks these declarations; no other module compares format
+names. A format says which loader's rule train and predict emulate for it
+(PyTorch's DataLoader dealing whole samples, or tf.data's streams reading
+whole files), how its files are named and its samples lie in a folder DLIO
+generated, and which files beside them are not samples. `gdsbench prepare
+--workload` writes every format alike (gdsbench's pattern, samples back to
+back, a manifest saying where each lies: train/dataset.py), so a format adds
+nothing there. Adding a format is one entry here, plus the reader that finds
+its samples where they are packed inside files (docs/architecture.md has the
+checklist).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gdsbench.job.errors import UsageError
+
+KiB, MiB = 1 << 10, 1 << 20
+TFRECORD_INDEX = ".idx"  # DLIO's per-file record index (DALI's tfrecord2idx), under DATA/index/train/
+
+# A reader: the (offset, length) of every sample in each of these files, and how they were found, in words
+Reader = Callable[[list[str]], tuple[list[list[tuple[int, int]]], str]]
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str  # as a workload and DLIO's dataset.format spell it
+    title: str  # in a sentence: "TFRecord"
+    loader: str  # DLIO's reader.data_loader whose rule gdsbench emulates for it
+    rule: str  # that loader, in words
+    streams: bool  # tf.data's rule: R streams read each of the rank's files whole, a transfer-size chunk at a time,
+    # records interleaved into batches; else PyTorch's: whole samples, each batch read by one of R read threads
+    transfer_size: int  # the chunk its reader reads in, where a DLIO workload YAML does not say
+    suffix: str = ""  # how its files are named in a folder DLIO generated ("": any file, each one sample, read whole)
+    beside: tuple[str, ...] = ()  # suffixes of files in such a folder that hold no samples (DLIO's index files)
+    reader: Reader | None = None  # finds the samples packed in its files (None: each file is one sample)
+    local_only: str = ""  # why its reader cannot read a folder under an S3 prefix yet ("": it can)
+
+
+def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:
+    """(offset, length) of each record of a TFRecord file, and whether DLIO's index gave them: its
+    index file (DALI's tfrecord2idx format, one "offset length" line per record, which DLIO writes
+    to DATA/index/train/NAME.idx) where there is one, else the file's own framing (an 8-byte
+    little-endian length, its 4-byte CRC, the payload, the payload's 4-byte CRC)."""
+    index = os.path.join(os.path.dirname(os.path.dirname(path)), "index", os.path.basename(os.path.dirname(path)),
+                         os.path.basename(path) + TFRECORD_INDEX)
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                rows = [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+            if rows and all(len(r) == 2 and r[1] > 0 for r in rows):
+                return rows, True
+        except (OSError, ValueError):
+            pass  # not DALI's format: read the framing instead
+    size, out, at = os.path.getsize(path), [], 0
+    with open(path, "rb") as f:
+        while at + 16 <= size:
+            f.seek(at)
+            header = f.read(8)
+            n = int.from_bytes(header, "little")
+            end = at + 8 + 4 + n + 4
+            if len(header) < 8 or end > size:
+                raise UsageError(f"{path}: not a TFRecord file (a record at offset {at} runs past its end); give "
+                                 "the folder of TFRecord files DLIO generated")
+            out.append((at, end - at))
+            at = end
+    if at != size or not out:
+        raise UsageError(f"{path}: not a TFRecord file ({size - at} bytes left over after its records)")
+    return out, False
+
+
+def tfrecord_samples(paths: list[str]) -> tuple[list[list[tuple[int, int]]], str]:
+    """Every record of every TFRecord file a sample, from DLIO's index files or the records' own framing."""
+    found = [tfrecord_records(path) for path in paths]
+    indexed = sum(from_index for _, from_index in found)
+    how = ("from DLIO's index files" if indexed == len(paths) else
+           "from the records' own framing (no DLIO index found)" if not indexed else
+           f"{indexed} files from DLIO's index files, {len(paths) - indexed} from the records' own framing")
+    return [records for records, _ in found], f"TFRecord files: every record one sample ({how})"
+
+
+# Transfer sizes as DLIO 2.0's H100 configs read: whole-file reads in 1 MiB chunks for npz,
+# TFRecordDataset's 256 KiB buffer for tfrecord.
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("npz", "npz", loader="pytorch", rule="PyTorch", streams=False, transfer_size=MiB),
+    Format("tfrecord", "TFRecord", loader="tensorflow", rule="tf.data", streams=True, transfer_size=256 * KiB,
+           suffix=".tfrecord", beside=(TFRECORD_INDEX,), reader=tfrecord_samples,
+           local_only="their records are found in local index files"),
+)}
+
+DLIO_DEFAULT = FORMATS["tfrecord"]  # a DLIO workload YAML without dataset.format
+PLAIN = next(f for f in FORMATS.values() if not f.suffix)  # how a folder of files no format names is read
+BESIDE = tuple(s for f in FORMATS.values() for s in f.beside)  # files no dataset folder counts as samples
