@@ -241,7 +241,10 @@ py::list engines_list() {
       options.append(od);
     }
     d["options"] = options;
-    d["schemes"] = e.schemes ? py::tuple(py::cast(e.schemes())) : py::tuple();
+    py::dict schemes;  // scheme -> protocol, in the engine's order
+    if (e.schemes)
+      for (const auto& [scheme, protocol] : e.schemes()) schemes[py::str(scheme)] = py::str(protocol);
+    d["schemes"] = schemes;
     d["unavailable"] = e.unavailable_reason();
     out.append(d);
   }

@@ -155,8 +155,9 @@ struct EngineInfo {
   // Why the engine cannot run here ("" when it can).
   std::string (*unavailable_reason)();
   std::vector<EngineOption> options;
-  // The URL schemes it reads ("s3://", ...), for an engine that opens a URL; nullptr: none.
-  std::vector<std::string> (*schemes)() = nullptr;
+  // The URL schemes it reads, each with the protocol that reads it (("s3://", "s3"), ...), for an
+  // engine that opens a URL; nullptr: none.
+  std::vector<std::pair<std::string, std::string>> (*schemes)() = nullptr;
 
   // The value of one of its options: as the job set it, else its default.
   uint64_t option(const OptionValues& values, const std::string& name) const;

@@ -24,20 +24,22 @@ class InfoCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--path", help="also check O_DIRECT and describe the storage under this file or device")
         parser.add_argument("--json", action="store_true", help="print everything as JSON")
-        add_asking_arguments(parser, "a URL --path (http://, https://, s3://)", 0)
+        from gdsbench.system.targets import url_schemes
+
+        add_asking_arguments(parser, f"a URL --path ({url_schemes()})", 0)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench import _native
         from gdsbench.job.errors import UsageError
         from gdsbench.job.units import format_size
         from gdsbench.system import gpu, gpu_path, provenance
-        from gdsbench.system.targets import protocol_of, target_for
+        from gdsbench.system.targets import protocol_of, target_for, url_schemes
         from gdsbench.system.targets.remote_object import asking_of
 
         if args.path is not None and not args.path:
             raise UsageError("--path '': give a file or block device to check, or leave --path out")
-        asking = asking_from_args(args, protocol_of(args.path) is not None, "a URL --path (http://, https://, "
-                                  "s3://)", asking_of())
+        asking = asking_from_args(args, protocol_of(args.path) is not None, f"a URL --path ({url_schemes()})",
+                                  asking_of())
         target = target_for(args.path, asking=asking) if args.path else None  # looked at once, as run would
         s = gpu.status()
         engines = {e["name"]: e["unavailable"] for e in _native.engines()}

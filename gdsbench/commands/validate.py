@@ -7,7 +7,12 @@ import sys
 
 from gdsbench.commands.options import add_asking_arguments, add_metrics_argument, add_remote_arguments, asking_from_args
 
-URL_SCOPE = "a URL PATH (http://, https://, s3://)"
+
+def url_scope() -> str:
+    """The PATHs --timeout and --retries are for: every URL the native curl engine reads."""
+    from gdsbench.system.targets import url_schemes
+
+    return f"a URL PATH ({url_schemes()})"
 
 
 class ValidateCommand:
@@ -32,7 +37,7 @@ class ValidateCommand:
                             help="shorter measurements (the profile's quick_runtime): about a third of the time (9 s "
                                  "instead of 26 on a 2-core VM without a GPU)")
         add_remote_arguments(parser)
-        add_asking_arguments(parser, URL_SCOPE, 0)
+        add_asking_arguments(parser, url_scope(), 0)
 
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
@@ -43,7 +48,7 @@ class ValidateCommand:
         from gdsbench.validate.judge import load_baseline
         from gdsbench.validate.session import NotReady, Validation, validate
 
-        asking = asking_from_args(args, protocol_of(args.path) is not None, URL_SCOPE, asking_of())
+        asking = asking_from_args(args, protocol_of(args.path) is not None, url_scope(), asking_of())
         chosen = profile.load(args.profile)
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":

@@ -80,6 +80,7 @@ SHORT_PATHS = (
     ("kvikio through cuFile", "kvikio_cufile"),
     ("S3 over", "s3"),
     ("HTTP over", "http"),
+    ("FTP, ", "ftp"),
     ("O_DIRECT", "o_direct"),
     ("page-cache", "page_cache"),
 )
@@ -91,7 +92,7 @@ def short_data_path(label: str) -> str:
     if not label:
         return "unknown"
     short = next((word for key, word in SHORT_PATHS if key in label), "other")
-    if short in ("o_direct", "page_cache", "s3", "http") and "cudaMemcpyAsync" in label:
+    if short in ("o_direct", "page_cache", "s3", "http", "ftp") and "cudaMemcpyAsync" in label:
         short += "_bounce"
     return short
 

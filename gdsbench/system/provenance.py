@@ -126,6 +126,7 @@ TOOLS = {
     "libcurl": _libcurl,
     "nginx": lambda: _first_line(["nginx", "-v"]),
     "rclone": lambda: _first_line(["rclone", "version"]),
+    "vsftpd": lambda: _first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),  # -v writes to stdin
     "seaweedfs": lambda: _first_line(["weed", "version"]),
     "s5cmd": lambda: _first_line(["s5cmd", "version"]),
     "obstore": lambda: distribution_version("obstore"),

@@ -342,10 +342,11 @@ def filesystem(f: Facts) -> Check:
         return skip(name, "no target")
     if not is_local(f.target):
         facts = f.target.describe()
-        return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()} over "
-                                 f"{facts.get('http_version', '?')}, libcurl {facts.get('libcurl', '?')}): no filesystem "
-                                 "here; gdsbench reads remote objects into host memory, and to a GPU through it "
-                                 "(RDMA object transports are not measured)", evidence=f"HEAD {facts.get('url', f.target.path)}")
+        over = f" over {facts['http_version']}" if facts.get("http_version") else ""
+        return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()}{over}, libcurl "
+                                 f"{facts.get('libcurl', '?')}): no filesystem here; gdsbench reads remote objects into "
+                                 "host memory, and to a GPU through it (RDMA object transports are not measured)",
+                     evidence=f"{facts.get('probe', 'HEAD')} {facts.get('url', f.target.path)}")
     if f.target.mount is None:
         return Check(name, INFO, f"block device {f.target.path} (read raw, no filesystem)",
                      evidence=f"stat {f.target.path}")

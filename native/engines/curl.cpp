@@ -1,9 +1,10 @@
-// curl: ranged GETs of an object, through libcurl's multi interface: the
-// transport. Each worker thread drives one curl_multi with up to `depth` GETs
+// curl: ranged reads of an object, through libcurl's multi interface: the
+// transport. Each worker thread drives one curl_multi with up to `depth` reads
 // in flight, each on an easy handle that keeps its connection alive between
-// requests (fio's engines/http.c does one request at a time per job). What a
-// name means, how a request is signed and ranged and what its answer means is
-// its protocol's (curl/protocol.hpp: HTTP(S) and S3 today); https trusts
+// requests where its protocol allows (fio's engines/http.c does one request at
+// a time per job). What a name means, how a request is signed and ranged and
+// what its answer means is its protocol's (curl/protocol.hpp: HTTP(S), S3 and
+// FTP today); https trusts
 // AWS_CA_BUNDLE's certificates where it is set (a private CA), as the AWS tools do.
 //
 // Every body's length is checked: a longer or shorter one than asked is an
@@ -11,7 +12,7 @@
 // connection, or an answer its protocol says may be retried (HTTP 429, 5xx), is
 // tried again up to --retries times, after a backoff (100 ms, doubling, at most
 // 2 s), counted apart; nothing else is retried. Opening the engine asks for the
-// object once (HEAD): a missing object, refused credentials or a server that
+// object once (HTTP's HEAD, FTP's SIZE): a missing object, refused credentials or a server that
 // does not answer fail there, before the run, in one line.
 #include "../engine.hpp"
 #include "../error.hpp"
@@ -117,6 +118,11 @@ std::string transport_failure(CURLcode rc, const char* detail, const Asking& ask
   if (rc == CURLE_OPERATION_TIMEDOUT)
     return "no complete answer within --timeout " + seconds_text(asking.timeout_ns) + " (" + what +
            "); raise --timeout, or find what slows the server";
+  if (rc == CURLE_LOGIN_DENIED)
+    return "the server refused the login (" + what +
+           "); name the user in the URL (ftp://USER@HOST/PATH) and put its password in ~/.netrc";
+  if (rc == CURLE_REMOTE_FILE_NOT_FOUND) return "no such file on the server (" + what + ")";
+  if (rc == CURLE_REMOTE_ACCESS_DENIED) return "the server refused access (" + what + ")";
   if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CACERT_BADFILE ||
       rc == CURLE_SSL_CERTPROBLEM)
     return "TLS failed: " + what + "; for a server with its own CA, set AWS_CA_BUNDLE to its certificate file";
@@ -166,10 +172,9 @@ void set_common(CURL* easy, const remote::Endpoint& endpoint, const std::string&
   curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
   const remote::Signing signing = endpoint.signing();
-  if (!signing.aws_sigv4.empty()) {
-    curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, signing.aws_sigv4.c_str());
-    curl_easy_setopt(easy, CURLOPT_USERPWD, signing.userpwd.c_str());
-  }
+  if (!signing.aws_sigv4.empty()) curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, signing.aws_sigv4.c_str());
+  if (!signing.userpwd.empty()) curl_easy_setopt(easy, CURLOPT_USERPWD, signing.userpwd.c_str());
+  if (signing.netrc) curl_easy_setopt(easy, CURLOPT_NETRC, long(CURL_NETRC_OPTIONAL));
   for (const auto& header : signing.headers) t->headers = curl_slist_append(t->headers, header.c_str());
   if (t->headers) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
 }
@@ -274,7 +279,8 @@ class CurlEngine final : public Engine {
     curl_easy_getinfo(t.easy, CURLINFO_PRIMARY_IP, &ip);
     curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
     const std::string server_ip = ip ? ip : "";
-    const std::string asked = " (HEAD, " + std::to_string(tries) + (tries == 1 ? " try)" : " tries)");
+    const std::string asked =
+        std::string(" (") + endpoint_->probe_name() + ", " + std::to_string(tries) + (tries == 1 ? " try)" : " tries)");
     const std::string error = rc != CURLE_OK ? transport_failure(rc, t.error, asking_)
                                              : endpoint_->refusal(t.answer, status, location ? location : "");
     curl_easy_cleanup(t.easy);  // (location, ip: the handle's own, read above)
@@ -284,11 +290,13 @@ class CurlEngine final : public Engine {
     const bool granted = version == CURL_HTTP_VERSION_2_0;
     facts_ = {{"url", endpoint_->url},
               {"protocol", endpoint_->protocol()},
-              {"http_version", granted         ? "HTTP/2"
-                               : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
-                                               : "HTTP/1.1"},
+              {"probe", endpoint_->probe_name()},
               {"server_ip", server_ip},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version}};
+    if (endpoint_->speaks_http())
+      facts_["http_version"] = granted         ? "HTTP/2"
+                               : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
+                                               : "HTTP/1.1";
     if (!t.answer.mark.empty()) facts_["gdsbench_mark"] = t.answer.mark;
   }
 
@@ -387,7 +395,7 @@ class CurlEngine final : public Engine {
 
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged GETs over HTTP(S) and S3 through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR) through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
       const Asking asking{kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
@@ -405,7 +413,7 @@ const EngineInfo kCurlEngine = {
 namespace gds {
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged GETs over HTTP(S) and S3 through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR) through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine curl: this gdsbench was built without libcurl");

@@ -26,6 +26,9 @@ def open_for_reading(kvikio, path: str, write: bool = False):
             raise UsageError(f"--mode kvikio {path}: this kvikio has no RemoteFile; kvikio >= 24.12 reads URLs")
         if protocol == "http":
             return remote.open_http(path)
+        if protocol != "s3":  # RemoteFile's other openers (WebHDFS, presigned URLs) name no protocol gdsbench reads
+            raise UsageError(f"--mode kvikio {path}: kvikio's RemoteFile reads http(s):// and s3:// only; read "
+                             f"{protocol}:// with the curl engine (--engine curl, into host memory)")
         aws = {"aws_region_name": object_store.region(), "aws_endpoint_url": object_store.endpoint()}
         try:
             return remote.open_s3_url(path, **{k: v for k, v in aws.items() if v})

@@ -98,11 +98,17 @@ def kind_of(name: str) -> type[Target]:
     for kind in kinds():
         if kind.claims(name):
             return kind
-    from gdsbench.system.targets.remote_object import SCHEMES
-
-    *schemes, last = SCHEMES
     raise UsageError(f"PATH {name}: no kind of target reads this name; give a file or block device path, or an "
-                     f"{', '.join(schemes)} or {last} URL")
+                     f"{url_schemes()} URL")
+
+
+def url_schemes() -> str:
+    """The URL schemes gdsbench reads (the native protocols'), for messages and help:
+    "http://, https://, s3:// or ftp://" (read from the engines, not the remote kind: cheap for --help)."""
+    from gdsbench.job.spec import ENGINE_INFO
+
+    *first, last = [scheme for engine in ENGINE_INFO.values() for scheme in engine.get("schemes", ())]
+    return f"{', '.join(first)} or {last}"
 
 
 LOCAL_FILE = "local file"  # what the engines that read this host's files declare they open

@@ -1,7 +1,8 @@
-"""An object behind a URL: http://, https:// or s3://BUCKET/KEY (signed with
+"""An object behind a URL: http://, https://, s3://BUCKET/KEY (signed with
 the AWS credentials and endpoint of the environment, as the AWS tools and
-kvikio read them). The native curl engine answers for it: it asks the server
-once (HEAD) when the target is looked at, so a missing object, refused
+kvikio read them) or ftp://[USER@]HOST/PATH (its password from ~/.netrc): the
+schemes the native curl engine's protocols declare. That engine answers for
+it: it asks the server once (HEAD; FTP's SIZE) when the target is looked at, so a missing object, refused
 credentials or a server that does not answer fail before anything runs.
 Every request, that look and a pattern block's read included, is asked as the
 run asks (asking_of: --timeout, --retries, --http2). Credentials the AWS tools
@@ -25,7 +26,9 @@ OPENED_AS = "url"
 # the engine that looks at and reads these targets: the native one that declares it opens a URL (curl),
 # as resolve_engine picks it for a run
 ENGINE = next(e["name"] for e in _native.engines() if e["opens"] == OPENED_AS)
-SCHEMES = tuple(ENGINE_INFO[ENGINE]["schemes"])  # the native protocols' names, declared once in protocols.cpp
+PROTOCOLS: dict[str, str] = ENGINE_INFO[ENGINE]["schemes"]  # scheme -> protocol, declared once in protocols.cpp
+SCHEMES = tuple(PROTOCOLS)
+WHAT = {"s3": "an S3 object", "http": "an HTTP object", "ftp": "a file on an FTP server"}  # for messages
 
 
 def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
@@ -53,7 +56,7 @@ class NothingHeld:
 class RemoteObject:
     OPENED_AS: ClassVar[str] = OPENED_AS
     path: str
-    kind: str  # "http" or "s3"
+    kind: str  # its protocol: "http", "s3", "ftp"
     size: int
     facts: dict = field(default_factory=dict)  # what the server said: url, protocol, HTTP version, address
     asking: dict = field(default_factory=asking_of, repr=False, compare=False)  # how it is asked (asking_of)
@@ -66,8 +69,8 @@ class RemoteObject:
 
     @classmethod
     def protocol(cls, name: str) -> str:
-        """What a name it claims is asked over: "s3" (signed, object_store's credentials) or "http"."""
-        return "s3" if name.startswith("s3://") else "http"
+        """What a name it claims is asked over: "s3" (signed, object_store's credentials), "http", "ftp"."""
+        return next(protocol for scheme, protocol in PROTOCOLS.items() if name.startswith(scheme))
 
     @classmethod
     def absolute(cls, name: str) -> str:
@@ -87,8 +90,14 @@ class RemoteObject:
 
     @property
     def where(self) -> str:
-        what = "an S3 object" if self.kind == "s3" else "an HTTP object"
-        return f"{what} at {self.facts.get('server_ip') or 'a remote server'}"
+        return f"{WHAT.get(self.kind, 'an object')} at {self.facts.get('server_ip') or 'a remote server'}"
+
+    def requests(self, engine: str) -> str:
+        """How its reads travel, for data-path labels: "S3 over HTTP/1.1, curl engine ranged GETs";
+        a protocol that is not HTTP's by its own name ("FTP, curl engine ranged reads")."""
+        version = self.facts.get("http_version")
+        over = f" over {version}" if version else ""
+        return f"{self.kind.upper()}{over}, {engine} engine ranged {'GETs' if version else 'reads'}"
 
     def identity(self) -> dict | None:
         return {"size": self.size, "url": self.facts.get("url", self.path)}

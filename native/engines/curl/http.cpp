@@ -118,8 +118,9 @@ bool Endpoint::may_retry(long status) const {
   return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
 }
 
-extern const Protocol kHttp = {{"http://", "https://"}, [](const std::string& name) -> std::unique_ptr<Endpoint> {
-                                 return std::make_unique<HttpEndpoint>(name, name);
-                               }};
+extern const Protocol kHttp = {
+    "http", {"http://", "https://"}, [](const std::string& name) -> std::unique_ptr<Endpoint> {
+      return std::make_unique<HttpEndpoint>(name, name);
+    }};
 
 }  // namespace gds::remote

@@ -4,7 +4,8 @@
 // libcurl; a protocol (a file here: http.cpp, s3.cpp) says what a name means
 // and how its requests are asked and answered. Every protocol here speaks HTTP,
 // so an Endpoint's defaults are plain HTTP's rules (http.cpp); a protocol
-// overrides what differs.
+// overrides what differs (ftp.cpp overrides the answers' checks: FTP's
+// refusals come back as libcurl's errors).
 //
 // A new protocol is one file here defining its Protocol, plus one line in
 // protocols.cpp (CMakeLists.txt builds every .cpp of this folder).
@@ -43,8 +44,9 @@ struct Signing {
   std::string aws_sigv4;             // libcurl's CURLOPT_AWS_SIGV4 ("": unsigned)
   std::string userpwd;               // the key pair it signs with
   std::vector<std::string> headers;  // sent with every request
+  bool netrc = false;                // the login's password from the user's ~/.netrc, as curl --netrc-optional
   bool operator==(const Signing& o) const {
-    return aws_sigv4 == o.aws_sigv4 && userpwd == o.userpwd && headers == o.headers;
+    return aws_sigv4 == o.aws_sigv4 && userpwd == o.userpwd && headers == o.headers && netrc == o.netrc;
   }
 };
 
@@ -57,6 +59,10 @@ class Endpoint {
   const std::string url;   // what is requested
 
   virtual const char* protocol() const = 0;  // what the record calls it: "http", "s3"
+  // Whether its answers are HTTP's, with a version the record names (--http2 asks for 2).
+  virtual bool speaks_http() const { return true; }
+  // The size probe, as messages name it: HTTP's HEAD.
+  virtual const char* probe_name() const { return "HEAD"; }
   // Per-handle options. A handle set up for one endpoint may ask for another (retarget) where
   // both sign alike.
   virtual Signing signing() const { return {}; }
@@ -82,6 +88,7 @@ class Endpoint {
 };
 
 struct Protocol {
+  const char* name;                  // the record's word for it, as its Endpoint's protocol(): "http", "s3"
   std::vector<std::string> schemes;  // the names it reads start so: "http://", "s3://"
   // The endpoint a name means (InputError where it cannot be one: its credentials missing, say).
   std::unique_ptr<Endpoint> (*resolve)(const std::string& name);
@@ -89,8 +96,9 @@ struct Protocol {
 
 // Every protocol, in the order gdsbench names their schemes (protocols.cpp).
 const std::vector<Protocol>& protocols();
-// The schemes of every protocol, in protocols.cpp's order (what gdsbench reads as a URL).
-std::vector<std::string> schemes();
+// The schemes of every protocol, each with its protocol's name, in protocols.cpp's order (what
+// gdsbench reads as a URL).
+std::vector<std::pair<std::string, std::string>> schemes();
 // The endpoint a name means, by its scheme (InputError where no protocol reads it).
 std::unique_ptr<Endpoint> resolve(const std::string& name);
 

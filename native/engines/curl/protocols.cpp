@@ -4,16 +4,17 @@
 
 namespace gds::remote {
 
-extern const Protocol kHttp, kS3;  // a new protocol: its name here and in the list below
+extern const Protocol kHttp, kS3, kFtp;  // a new protocol: its name here and in the list below
 
 const std::vector<Protocol>& protocols() {
-  static const std::vector<Protocol> all = {kHttp, kS3};
+  static const std::vector<Protocol> all = {kHttp, kS3, kFtp};
   return all;
 }
 
-std::vector<std::string> schemes() {
-  std::vector<std::string> out;
-  for (const auto& p : protocols()) out.insert(out.end(), p.schemes.begin(), p.schemes.end());
+std::vector<std::pair<std::string, std::string>> schemes() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : protocols())
+    for (const auto& scheme : p.schemes) out.emplace_back(scheme, p.name);
   return out;
 }
 
@@ -22,7 +23,7 @@ std::unique_ptr<Endpoint> resolve(const std::string& name) {
     for (const auto& scheme : p.schemes)
       if (name.rfind(scheme, 0) == 0) return p.resolve(name);
   std::string known;
-  for (const auto& s : schemes()) known += (known.empty() ? "" : ", ") + s;
+  for (const auto& s : schemes()) known += (known.empty() ? "" : ", ") + s.first;
   throw InputError("PATH " + name + ": the curl engine reads " + known + " URLs");
 }
 

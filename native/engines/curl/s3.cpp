@@ -86,6 +86,6 @@ std::unique_ptr<Endpoint> s3_endpoint(const std::string& name) {
 
 }  // namespace
 
-extern const Protocol kS3 = {{"s3://"}, s3_endpoint};
+extern const Protocol kS3 = {"s3", {"s3://"}, s3_endpoint};
 
 }  // namespace gds::remote

@@ -1,0 +1,61 @@
+// FTP: ftp://[USER@]HOST[:PORT]/PATH, a file on an FTP server (vsftpd, ProFTPD, a NAS's), read as
+// curl reads it: a range is REST (its offset) and RETR, the data connection closed once the range's
+// bytes came; passive mode (EPSV, then PASV). The login: the user the URL names (anonymous where
+// none) with its password from ~/.netrc, as `curl --netrc-optional` takes it; a password in the URL
+// is refused, as it would be written into the results with the path.
+//
+// What FTP cannot do: one transfer per control connection at a time, so --qd ranges in flight are
+// --qd connections (each logged in); and a range that stops before the file's end is a transfer cut
+// short, which servers answer 426 and libcurl then closes that connection: such a read pays a new
+// connection and login (the record's `connections` counts them). Its refusals (no such file, a
+// login refused) come back as libcurl's errors, not as answers to read, so the checks of HTTP's
+// answers are left out; the body's length is still checked by the transport.
+#include "../../error.hpp"
+#include "protocol.hpp"
+
+namespace gds::remote {
+namespace {
+
+class FtpEndpoint final : public Endpoint {
+ public:
+  using Endpoint::Endpoint;
+  const char* protocol() const override { return "ftp"; }
+  bool speaks_http() const override { return false; }
+  const char* probe_name() const override { return "SIZE"; }
+  Signing signing() const override {
+    Signing s;
+    s.netrc = true;
+    return s;
+  }
+  uint64_t size_of(int64_t content_length) const override {
+    if (content_length < 0) throw InputError("PATH " + name + ": the server does not give its size (FTP SIZE)");
+    return uint64_t(content_length);
+  }
+  void on_header(Answer&, const std::string&) const override {}  // its reply lines: nothing to keep
+  // the size probe's "body" is libcurl's report of what it learnt (Content-Length: ..., as `curl -I`
+  // prints), not data
+  Body on_body(Answer& a, long, const char*, size_t) const override { return a.asked ? Body::kData : Body::kNotData; }
+  std::string wrong_range(const Answer&, long) const override { return ""; }
+  std::string refusal(const Answer&, long, const std::string&) const override { return ""; }
+  bool may_retry(long) const override { return false; }  // a connection's failure is retried by the transport
+};
+
+std::unique_ptr<Endpoint> ftp_endpoint(const std::string& name) {
+  const size_t host = name.find("://") + 3, path = name.find('/', host);
+  if (path == std::string::npos || path + 1 == name.size())
+    throw InputError("PATH " + name + ": an FTP target is ftp://[USER@]HOST[:PORT]/PATH, a file");
+  const std::string authority = name.substr(host, path - host);
+  const size_t at = authority.rfind('@');
+  if (at != std::string::npos && authority.substr(0, at).find(':') != std::string::npos)
+    throw InputError("PATH " + name.substr(0, host) + authority.substr(0, authority.find(':')) + ":...@" +
+                     authority.substr(at + 1) + name.substr(path) +
+                     ": a password in the URL would be written into the results; name the user only and put its "
+                     "password in ~/.netrc (machine HOST login USER password PASSWORD)");
+  return std::make_unique<FtpEndpoint>(name, name);
+}
+
+}  // namespace
+
+extern const Protocol kFtp = {"ftp", {"ftp://"}, ftp_endpoint};
+
+}  // namespace gds::remote

@@ -1,0 +1,108 @@
+"""FTP targets (the curl engine's ftp:// protocol) against a real vsftpd on 127.0.0.1, started here
+on a free port with anonymous reads of a folder `gdsbench prepare` wrote into, and stopped by its PID.
+vsftpd that is not installed skips these tests with the reason (scripts/setup --tests installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from test_bad_input import assert_one_line_error
+from test_remote import free_port, start, stop
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def ftp(tmp_path_factory):
+    """vsftpd serving an 8 MiB pattern file, data.dat, to anonymous logins: its base URL."""
+    from gdsbench.system.prepare import prepare
+
+    exe = shutil.which("vsftpd") or "/usr/sbin/vsftpd"
+    if not os.path.exists(exe):
+        pytest.skip("vsftpd is not installed (scripts/setup --tests installs it: apt-get install vsftpd)")
+    work = tmp_path_factory.mktemp("vsftpd")
+    root, empty = work / "root", work / "empty"
+    root.mkdir()
+    empty.mkdir()
+    prepare(str(root / "data.dat"), 8 * MiB)
+    for path in (work, root, root / "data.dat"):  # anonymous sessions run as the ftp user: they must read it
+        path.chmod(0o755)
+    port = free_port()
+    settings = {"listen": "YES", "listen_address": "127.0.0.1", "listen_port": port, "background": "NO",
+                "anonymous_enable": "YES", "no_anon_password": "YES", "anon_root": root, "local_enable": "NO",
+                "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
+                "xferlog_enable": "NO", "max_clients": 200, "max_per_ip": 200}
+    conf = work / "vsftpd.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    with open(work / "out.log", "w") as log:
+        proc = start([exe, str(conf)], port, log)
+    yield f"ftp://127.0.0.1:{port}"
+    stop(proc)
+
+
+def run_json(gdsbench, *args):
+    res = gdsbench("run", *args, "--json")
+    assert res.code == 0, res.err
+    return json.loads(res.out)
+
+
+def test_ftp_ranges_are_read_and_verified_each_its_own_connection(gdsbench, ftp):
+    d = run_json(gdsbench, f"{ftp}/data.dat", "--bs", "256K", "--qd", "4", "--io-size", "4M", "--verify")
+    assert d["spec"]["engine"] == "curl" and d["bytes"] == 4 * MiB
+    assert d["verified_blocks"] == 1024 and d["verify_mismatches"] == 0
+    target = d["environment"]["target"]
+    assert target["kind"] == "ftp" and target["size_bytes"] == 8 * MiB and target["probe"] == "SIZE"
+    assert "http_version" not in target  # not HTTP: no version to claim
+    # a range cut before the file's end closes its control connection (vsftpd answers 426): FTP's cost, counted
+    assert d["connections"] >= 4
+    assert 0 < d["first_byte_p50_ns"] <= d["lat_p50_ns"]
+
+
+def test_ftp_reads_to_the_end_of_the_file(gdsbench, ftp):
+    d = run_json(gdsbench, f"{ftp}/data.dat", "--bs", "1M", "--qd", "2", "--threads", "2", "--pattern", "rand",
+                 "--verify", "--io-size", "16M")
+    assert d["bytes"] == 16 * MiB and d["verify_mismatches"] == 0
+
+
+def test_ftp_refusals_are_one_line_before_the_run(gdsbench, ftp):
+    assert_one_line_error(gdsbench("run", f"{ftp}/nope.dat", "--io-size", "1M"), "no such file on the server",
+                          "(SIZE, 1 try)")
+    host = ftp.removeprefix("ftp://")
+    assert_one_line_error(gdsbench("run", f"ftp://nosuchuser@{host}/data.dat", "--io-size", "1M"),
+                          "refused the login", "~/.netrc")
+    res = gdsbench("run", f"ftp://someone:hunter2@{host}/data.dat", "--io-size", "1M")
+    assert_one_line_error(res, "a password in the URL", "~/.netrc")
+    assert "hunter2" not in res.err
+    assert_one_line_error(gdsbench("run", f"{ftp}/", "--io-size", "1M"), "ftp://[USER@]HOST[:PORT]/PATH")
+    assert_one_line_error(gdsbench("run", f"ftp://127.0.0.1:{free_port()}/data.dat", "--io-size", "1M"), "onnect")
+
+
+def test_ftp_is_read_only_and_has_no_o_direct(gdsbench, ftp):
+    url = f"{ftp}/data.dat"
+    assert_one_line_error(gdsbench("run", url, "--direct", "--io-size", "1M"), "--direct", "--buffered")
+    assert_one_line_error(gdsbench("run", url, "--rw", "write", "--io-size", "1M"), code=2)
+
+
+def test_bounce_over_ftp_names_its_data_path_on_the_cpu_stand_in(gdsbench, ftp):
+    """--mode bounce over FTP, copied to the SIMULATED device (a CPU stand-in): logic only, untested on GPU."""
+    d = run_json(gdsbench, f"{ftp}/data.dat", "--mode", "bounce", "--gpu-backend", "sim", "--bs", "1M", "--qd", "2",
+                 "--io-size", "4M", "--verify")
+    assert d["verify_mismatches"] == 0
+    assert d["data_path"].startswith("FTP, curl engine ranged reads into pinned host memory"), d["data_path"]
+    assert "SIMULATED" in d["data_path"]
+
+
+def test_validate_reads_an_ftp_file_and_says_how_it_looked(gdsbench, ftp):
+    res = gdsbench("validate", f"{ftp}/data.dat", "--quick", "--json")
+    assert res.code == 0, res.err
+    checks = {c["name"]: c for c in json.loads(res.out)["checks"]}
+    fs = checks["platform.filesystem"]
+    assert fs["status"] == "INFO" and "(FTP, libcurl" in fs["measured"] and fs["evidence"].startswith("SIZE ftp://")
+    assert checks["integrity.cpu"]["status"] == "PASS"
+
+
+def test_ftp_is_named_where_urls_are_listed(gdsbench):
+    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "s3:// or ftp:// URL")
