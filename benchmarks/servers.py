@@ -1,6 +1,7 @@
 """Real servers on loopback for the benchmark scripts: nginx (HTTP, ranges
 answered 206, sendfile), rclone's S3 server (SigV4 checked, ranges answered
-200 + Content-Range), each on a free port over a folder, and SeaweedFS (a
+200 + Content-Range), vsftpd (FTP, anonymous reads, a range by REST), each on
+a free port over a folder, and SeaweedFS (a
 real object store: SigV4 checked, ranges answered 206, objects uploaded into
 it); each started and stopped by the PID it got (SIGTERM, then SIGKILL after
 a wait), and a process's CPU time from /proc. Each tool's version as it
@@ -67,6 +68,27 @@ def rclone(folder: str, work: str) -> tuple[subprocess.Popen, str]:
                   f"127.0.0.1:{port}", folder], port, os.path.join(work, "rclone.log")), f"http://127.0.0.1:{port}"
 
 
+def vsftpd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
+    """vsftpd serving folder to anonymous logins, passive mode: (process, base URL). Its sessions run
+    as Debian's ftp user, so the folder and what is under it are made readable by all."""
+    for top, _, files in os.walk(folder):
+        os.chmod(top, 0o755)
+        for name in files:
+            os.chmod(os.path.join(top, name), 0o644)
+    os.chmod(os.path.dirname(folder), 0o755)
+    empty = os.path.join(work, "vsftpd-empty")
+    os.makedirs(empty, exist_ok=True)
+    port = free_port()
+    settings = {"listen": "YES", "listen_address": "127.0.0.1", "listen_port": port, "background": "NO",
+                "anonymous_enable": "YES", "no_anon_password": "YES", "anon_root": folder, "local_enable": "NO",
+                "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
+                "xferlog_enable": "NO", "max_clients": 500, "max_per_ip": 500}
+    conf = os.path.join(work, "vsftpd.conf")
+    with open(conf, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return start([vsftpd_binary(), conf], port, os.path.join(work, "vsftpd.log")), f"ftp://127.0.0.1:{port}"
+
+
 def free_ports(count: int) -> list[int]:
     """count distinct free ports from 20000-29999, a range the kernel does not hand out as ephemeral
     ports (a server given several ports must not find one taken by a client's connection meanwhile)."""
@@ -85,6 +107,10 @@ def free_ports(count: int) -> list[int]:
 
 def nginx_binary() -> str:
     return shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def vsftpd_binary() -> str:
+    return shutil.which("vsftpd") or "/usr/sbin/vsftpd"
 
 
 def rclone_binary() -> str:

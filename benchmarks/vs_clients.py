@@ -10,8 +10,9 @@ and range size (64 KiB, 4 MiB), read by
     s5cmd         `s5cmd cat -c Q -p 4`: the whole object in 4 MiB parts (it reads no smaller range)
 
 from nginx (HTTP, ranges answered 206, sendfile), rclone's S3 server (SigV4
-checked, ranges answered 200 + Content-Range) and SeaweedFS (a real object
-store: SigV4 checked, ranges answered 206, so obstore reads it), each on
+checked, ranges answered 200 + Content-Range), SeaweedFS (a real object
+store: SigV4 checked, ranges answered 206, so obstore reads it) and vsftpd
+(FTP: a range is REST + RETR, cut short, on a connection of its own), each on
 loopback, started for its own rows and stopped by its PID after them.
 
 Timing, the same for every client: each run is a process of its own, timed
@@ -91,13 +92,16 @@ PLAN = {
     "nginx (HTTP)": {"object": 3 * GiB, 64 * KiB: 2 * GiB, 4 * MiB: 6 * GiB},
     "rclone (S3)": {"object": 3 * GiB, 64 * KiB: 256 * MiB, 4 * MiB: 3 * GiB},
     "SeaweedFS (S3)": {"object": 1 * GiB, 64 * KiB: 64 * MiB, 4 * MiB: 1 * GiB},
+    "vsftpd (FTP)": {"object": 3 * GiB, 64 * KiB: 64 * MiB, 4 * MiB: 1 * GiB},  # a login per range: slow at 64 KiB
 }
 QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not measurements
     "nginx (HTTP)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
     "rclone (S3)": {"object": 512 * MiB, 64 * KiB: 32 * MiB, 4 * MiB: 512 * MiB},
     "SeaweedFS (S3)": {"object": 256 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
+    "vsftpd (FTP)": {"object": 512 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
 }
-SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)"}
+SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)", "vsftpd": "vsftpd (FTP)"}
+SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)")  # serve one folder, so one object
 
 
 # ---- one run of one client: a process of its own, timed whole ----
@@ -213,6 +217,8 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
                                   for at in offsets(total, bs, object_size)))
         return ["curl", "-sS", "--fail", "--parallel", "--parallel-immediate", "--parallel-max", str(qd),
                 "-K", config], True
+    if url.startswith("ftp://"):  # (gdsbench and curl are above)
+        return f"{client} reads HTTP and S3 only"
     if client == "s5cmd":
         if not s3:
             return "s5cmd reads S3 only"
@@ -388,6 +394,8 @@ def start_server(name: str, folder: str, work: str) -> tuple:
         return servers.nginx(folder, work)
     if name == "rclone (S3)":
         return servers.rclone(folder, work)
+    if name == "vsftpd (FTP)":
+        return servers.vsftpd(folder, work)
     return servers.seaweedfs(work, BUCKET)
 
 
@@ -410,7 +418,9 @@ def tools() -> dict:
     """Every tool in the table, its version as it reports itself."""
     s = servers
     return {"curl": s.first_line(["curl", "--version"]), "nginx": s.first_line([s.nginx_binary(), "-v"]),
-            "rclone": s.first_line([s.rclone_binary(), "version"]), "SeaweedFS": s.first_line([s.weed_binary(), "version"]),
+            "rclone": s.first_line([s.rclone_binary(), "version"]),
+            "vsftpd": s.first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),
+            "SeaweedFS": s.first_line([s.weed_binary(), "version"]),
             "obstore": s.package_version("obstore"),
             "s5cmd": f"{s.package_version('s5cmd')} (its binary: {s.first_line([s5cmd_binary(), 'version'])})",
             "s3torchconnectorclient": s.package_version("s3torchconnectorclient"),
@@ -449,9 +459,9 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="gdsbench-vs-clients-")
     folder = os.path.join(work, "served")
     os.makedirs(os.path.join(folder, BUCKET))
-    if {"nginx (HTTP)", "rclone (S3)"} & set(chosen):
+    if set(SHARING) & set(chosen):
         shared = plan["nginx (HTTP)"]["object"]
-        assert plan["rclone (S3)"]["object"] == shared, "nginx and rclone serve one folder: one object size"
+        assert all(plan[s]["object"] == shared for s in SHARING), "nginx, rclone, vsftpd serve one folder: one size"
         for key, size in ((OBJECT_KEY, shared), (ONE_KEY, 4 * MiB)):
             subprocess.run([GDSBENCH, "prepare", os.path.join(folder, BUCKET, key), "--size", str(size)],
                            check=True, capture_output=True)
@@ -485,7 +495,7 @@ def main() -> int:
     raw["old"] = {"python": args.old, "name": args.old_name} if args.old else None
     md, _ = write_outputs(name, title, markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw,
                           directory=out_dir,
-                          tools=("curl", "libcurl", "nginx", "rclone", "seaweedfs", "s5cmd", "obstore",
+                          tools=("curl", "libcurl", "nginx", "rclone", "vsftpd", "seaweedfs", "s5cmd", "obstore",
                                  "s3torchconnector"), commands={"s5cmd": [s5cmd_binary(), "version"]})
     print(f"wrote {md} ({raw['minutes']:.0f} minutes)")
     return 0
@@ -547,6 +557,11 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
         "one-range run reads a 4 MiB object); s3torchconnector and s5cmd read S3 only.",
         "kvikio's RemoteFile is not in the table: it needs libcuda even into host memory (untested here)",
     ]
+    if "vsftpd (FTP)" in chosen:
+        out.append("vsftpd (FTP), anonymous reads: a range is REST + RETR, and one that ends before the file's end "
+                   "is a transfer cut short, which vsftpd answers 426 and libcurl then closes that connection: every "
+                   "such range costs a new connection and login, for curl and gdsbench alike (both libcurl). "
+                   "obstore, s3torch and s5cmd do not read FTP.")
     if ceiling:
         out.insert(0, f"Loopback reference: nginx's sendfile read whole by one curl into /dev/null, its whole process "
                    f"timed: {ceiling['mib_s']:.0f} MiB/s (curl {ceiling['client_cores']:.2f} cores, nginx "
