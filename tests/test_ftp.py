@@ -1,6 +1,7 @@
-"""FTP targets (the curl engine's ftp:// protocol) against a real vsftpd on 127.0.0.1, started here
-on a free port with anonymous reads of a folder `gdsbench prepare` wrote into, and stopped by its PID.
-vsftpd that is not installed skips these tests with the reason (scripts/setup --tests installs it)."""
+"""FTP targets (the curl engine's ftp:// and ftps:// protocol) against a real vsftpd on 127.0.0.1,
+started here on a free port with anonymous reads of a folder `gdsbench prepare` wrote into (ftps: with
+a self-signed certificate, TLS from the first byte), and stopped by its PID. vsftpd that is not
+installed skips these tests with the reason (scripts/setup --tests installs it)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,19 @@ import shutil
 
 import pytest
 from test_bad_input import assert_one_line_error
-from test_remote import free_port, start, stop
+from test_remote import free_port, self_signed_certificate, start, stop
 
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def ftp(tmp_path_factory):
-    """vsftpd serving an 8 MiB pattern file, data.dat, to anonymous logins: its base URL."""
+def start_vsftpd(work, tls: tuple | None = None):
+    """vsftpd serving an 8 MiB pattern file, data.dat, to anonymous logins, from folder work: (process,
+    base URL). tls, a (certificate, key) pair: implicit FTPS, control and data connections."""
     from gdsbench.system.prepare import prepare
 
     exe = shutil.which("vsftpd") or "/usr/sbin/vsftpd"
     if not os.path.exists(exe):
         pytest.skip("vsftpd is not installed (scripts/setup --tests installs it: apt-get install vsftpd)")
-    work = tmp_path_factory.mktemp("vsftpd")
     root, empty = work / "root", work / "empty"
     root.mkdir()
     empty.mkdir()
@@ -35,11 +35,21 @@ def ftp(tmp_path_factory):
                 "anonymous_enable": "YES", "no_anon_password": "YES", "anon_root": root, "local_enable": "NO",
                 "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
                 "xferlog_enable": "NO", "max_clients": 200, "max_per_ip": 200}
+    if tls:
+        settings.update({"ssl_enable": "YES", "implicit_ssl": "YES", "rsa_cert_file": tls[0],
+                         "rsa_private_key_file": tls[1], "allow_anon_ssl": "YES", "force_anon_data_ssl": "YES",
+                         "force_anon_logins_ssl": "YES", "require_ssl_reuse": "NO"})
     conf = work / "vsftpd.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     with open(work / "out.log", "w") as log:
         proc = start([exe, str(conf)], port, log)
-    yield f"ftp://127.0.0.1:{port}"
+    return proc, f"{'ftps' if tls else 'ftp'}://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def ftp(tmp_path_factory):
+    proc, url = start_vsftpd(tmp_path_factory.mktemp("vsftpd"))
+    yield url
     stop(proc)
 
 
@@ -56,6 +66,7 @@ def test_ftp_ranges_are_read_and_verified_each_its_own_connection(gdsbench, ftp)
     target = d["environment"]["target"]
     assert target["kind"] == "ftp" and target["size_bytes"] == 8 * MiB and target["probe"] == "SIZE"
     assert "http_version" not in target  # not HTTP: no version to claim
+    assert "vsFTPd" in target["server"]  # as its greeting names it
     # a range cut before the file's end closes its control connection (vsftpd answers 426): FTP's cost, counted
     assert d["connections"] >= 4
     assert 0 < d["first_byte_p50_ns"] <= d["lat_p50_ns"]
@@ -100,9 +111,21 @@ def test_validate_reads_an_ftp_file_and_says_how_it_looked(gdsbench, ftp):
     assert res.code == 0, res.err
     checks = {c["name"]: c for c in json.loads(res.out)["checks"]}
     fs = checks["platform.filesystem"]
-    assert fs["status"] == "INFO" and "(FTP, libcurl" in fs["measured"] and fs["evidence"].startswith("SIZE ftp://")
+    assert fs["status"] == "INFO" and "(FTP, server (vsFTPd" in fs["measured"] and fs["evidence"].startswith("SIZE ftp://")
     assert checks["integrity.cpu"]["status"] == "PASS"
 
 
 def test_ftp_is_named_where_urls_are_listed(gdsbench):
-    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "s3:// or ftp:// URL")
+    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "s3://, ftp:// or ftps:// URL")
+
+
+def test_ftps_is_read_over_tls_and_a_private_ca_is_taken_from_aws_ca_bundle(gdsbench, tmp_path, monkeypatch):
+    cert, key = self_signed_certificate(tmp_path)
+    proc, url = start_vsftpd(tmp_path, tls=(str(cert), str(key)))
+    try:
+        assert_one_line_error(gdsbench("run", f"{url}/data.dat", "--io-size", "1M"), "TLS failed", "AWS_CA_BUNDLE")
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+        d = run_json(gdsbench, f"{url}/data.dat", "--bs", "1M", "--qd", "2", "--io-size", "4M", "--verify")
+    finally:
+        stop(proc)
+    assert d["bytes"] == 4 * MiB and d["verify_mismatches"] == 0 and d["environment"]["target"]["kind"] == "ftp"

@@ -130,6 +130,7 @@ def test_http_ranges_are_read_by_the_curl_engine_on_kept_connections(gdsbench, n
     assert any("no page cache here" in w for w in d["warnings"])
     target = d["environment"]["target"]
     assert target["kind"] == "http" and target["size_bytes"] == 8 * MiB and target["http_version"] == "HTTP/1.1"
+    assert target["server"].startswith("nginx")  # its Server header
 
 
 def test_s3_objects_are_read_signed_and_200_with_content_range_counts(gdsbench, s3_env):
@@ -277,15 +278,21 @@ def test_short_bodies_and_dropped_connections_are_one_line(gdsbench, faulty):
     assert_one_line_error(res, "bytes at offset 0 of http://", "(try 3)", code=3)  # tried, then failed for good
 
 
-def test_tls_failure_is_one_line_and_a_private_ca_is_taken_from_aws_ca_bundle(gdsbench, served, tmp_path,
-                                                                             monkeypatch):
+def self_signed_certificate(folder) -> tuple:
+    """(certificate, key) files for 127.0.0.1, made by openssl in folder (skips the test without openssl)."""
     openssl = shutil.which("openssl")
     if not openssl:
         pytest.skip("openssl is not installed (it makes the test server's certificate)")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days",
                     "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
                    capture_output=True)
+    return cert, key
+
+
+def test_tls_failure_is_one_line_and_a_private_ca_is_taken_from_aws_ca_bundle(gdsbench, served, tmp_path,
+                                                                             monkeypatch):
+    cert, key = self_signed_certificate(tmp_path)
     server, url = start_nginx(served, tmp_path, tls=(str(cert), str(key)))
     try:
         res = gdsbench("run", f"{url}/bucket/data.dat", "--bs", "64K", "--io-size", "1M")

@@ -30,7 +30,7 @@ RATIOS = {  # column -> (label, higher is better)
 }
 HOST_KEYS = ("hostname", "kernel", "cpu_model", "cpus", "ram_bytes", "gdsbench")
 TARGET_KEYS = ("kind", "fs_type", "mount_options", "block_device", "model", "rotational", "scheduler", "protocol",
-               "cache")
+               "server", "cache")
 
 
 @dataclass

@@ -53,7 +53,7 @@ def what_was_measured(df: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
     targets = env.get("targets", {})
     storage = "; ".join(
         f"{path}: " + ", ".join(str(t.get(k)) for k in ("fs_type", "block_device", "model", "protocol", "http_version",
-                                                        "server_ip", "cache") if t.get(k))
+                                                        "server", "server_ip", "cache") if t.get(k))
         for path, t in targets.items()) or "no target (null engine)"
     ram = host.get("ram_bytes")
     job = [(what, _values(df, column, fmt)) for what, column, fmt in (

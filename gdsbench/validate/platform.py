@@ -343,6 +343,7 @@ def filesystem(f: Facts) -> Check:
     if not is_local(f.target):
         facts = f.target.describe()
         over = f" over {facts['http_version']}" if facts.get("http_version") else ""
+        over += f", server {facts['server']}" if facts.get("server") else ""
         return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()}{over}, libcurl "
                                  f"{facts.get('libcurl', '?')}): no filesystem here; gdsbench reads remote objects into "
                                  "host memory, and to a GPU through it (RDMA object transports are not measured)",

@@ -298,6 +298,7 @@ class CurlEngine final : public Engine {
                                : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
                                                : "HTTP/1.1";
     if (!t.answer.mark.empty()) facts_["gdsbench_mark"] = t.answer.mark;
+    if (!t.answer.server.empty()) facts_["server"] = t.answer.server;
   }
 
   // Transfers whose backoff is over, started again.

@@ -1,6 +1,6 @@
 """An object behind a URL: http://, https://, s3://BUCKET/KEY (signed with
 the AWS credentials and endpoint of the environment, as the AWS tools and
-kvikio read them) or ftp://[USER@]HOST/PATH (its password from ~/.netrc): the
+kvikio read them) or ftp(s)://[USER@]HOST/PATH (its password from ~/.netrc): the
 schemes the native curl engine's protocols declare. That engine answers for
 it: it asks the server once (HEAD; FTP's SIZE) when the target is looked at, so a missing object, refused
 credentials or a server that does not answer fail before anything runs.

@@ -1,8 +1,10 @@
 // FTP: ftp://[USER@]HOST[:PORT]/PATH, a file on an FTP server (vsftpd, ProFTPD, a NAS's), read as
 // curl reads it: a range is REST (its offset) and RETR, the data connection closed once the range's
-// bytes came; passive mode (EPSV, then PASV). The login: the user the URL names (anonymous where
-// none) with its password from ~/.netrc, as `curl --netrc-optional` takes it; a password in the URL
-// is refused, as it would be written into the results with the path.
+// bytes came; passive mode (EPSV, then PASV). ftps:// is FTP over TLS from the first byte (implicit
+// FTPS, port 990 unless named), as libcurl reads that scheme, control and data connections alike; a
+// private CA's certificate is taken from AWS_CA_BUNDLE, as for https. The login: the user the URL names (anonymous
+// where none) with its password from ~/.netrc, as `curl --netrc-optional` takes it; a password in the URL is refused,
+// as it would be written into the results with the path.
 //
 // What FTP cannot do: one transfer per control connection at a time, so --qd ranges in flight are
 // --qd connections (each logged in); and a range that stops before the file's end is a transfer cut
@@ -31,7 +33,14 @@ class FtpEndpoint final : public Endpoint {
     if (content_length < 0) throw InputError("PATH " + name + ": the server does not give its size (FTP SIZE)");
     return uint64_t(content_length);
   }
-  void on_header(Answer&, const std::string&) const override {}  // its reply lines: nothing to keep
+  // its reply lines: the probe keeps the server's greeting ("220 (vsFTPd 3.0.3)"), nothing else
+  void on_header(Answer& a, const std::string& line) const override {
+    if (!a.asked && a.server.empty() && line.rfind("220", 0) == 0) {
+      a.server = line.substr(3, 200);
+      while (!a.server.empty() && (a.server.back() == '\r' || a.server.back() == '\n')) a.server.pop_back();
+      a.server.erase(0, a.server.find_first_not_of(" -"));
+    }
+  }
   // the size probe's "body" is libcurl's report of what it learnt (Content-Length: ..., as `curl -I`
   // prints), not data
   Body on_body(Answer& a, long, const char*, size_t) const override { return a.asked ? Body::kData : Body::kNotData; }
@@ -43,7 +52,7 @@ class FtpEndpoint final : public Endpoint {
 std::unique_ptr<Endpoint> ftp_endpoint(const std::string& name) {
   const size_t host = name.find("://") + 3, path = name.find('/', host);
   if (path == std::string::npos || path + 1 == name.size())
-    throw InputError("PATH " + name + ": an FTP target is ftp://[USER@]HOST[:PORT]/PATH, a file");
+    throw InputError("PATH " + name + ": an FTP target is ftp://[USER@]HOST[:PORT]/PATH (or ftps://), a file");
   const std::string authority = name.substr(host, path - host);
   const size_t at = authority.rfind('@');
   if (at != std::string::npos && authority.substr(0, at).find(':') != std::string::npos)
@@ -56,6 +65,6 @@ std::unique_ptr<Endpoint> ftp_endpoint(const std::string& name) {
 
 }  // namespace
 
-extern const Protocol kFtp = {"ftp", {"ftp://"}, ftp_endpoint};
+extern const Protocol kFtp = {"ftp", {"ftp://", "ftps://"}, ftp_endpoint};
 
 }  // namespace gds::remote

@@ -19,6 +19,14 @@ namespace {
 
 constexpr char kMarkHeader[] = "x-amz-meta-gdsbench-prepared:";
 
+// A header's value: after its name and the spaces that follow, without the line's end.
+std::string header_value(const std::string& line, size_t name_length) {
+  std::string value = line.substr(name_length, 200);
+  while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back()))) value.pop_back();
+  value.erase(0, value.find_first_not_of(' '));
+  return value;
+}
+
 // The <Code> of an error answer's XML (S3 and the servers that speak its dialect), "" where none.
 std::string error_code(const std::string& body) {
   const size_t a = body.find("<Code>"), b = body.find("</Code>");
@@ -53,14 +61,11 @@ void Endpoint::on_header(Answer& a, const std::string& line) const {
     a.range_matches = false;
     a.content_range.clear();
   } else if (strncasecmp(line.c_str(), kMarkHeader, sizeof kMarkHeader - 1) == 0) {
-    a.mark = line.substr(sizeof kMarkHeader - 1);
-    while (!a.mark.empty() && (a.mark.back() == '\r' || a.mark.back() == '\n')) a.mark.pop_back();
-    a.mark.erase(0, a.mark.find_first_not_of(' '));
+    a.mark = header_value(line, sizeof kMarkHeader - 1);
+  } else if (!a.asked && strncasecmp(line.c_str(), "server:", 7) == 0) {  // the probe's answer only
+    a.server = header_value(line, 7);
   } else if (a.asked && strncasecmp(line.c_str(), "content-range:", 14) == 0) {
-    a.content_range = line.substr(14, 100);
-    while (!a.content_range.empty() && std::isspace(static_cast<unsigned char>(a.content_range.back())))
-      a.content_range.pop_back();
-    a.content_range.erase(0, a.content_range.find_first_not_of(' '));
+    a.content_range = header_value(line, 14);
     unsigned long long first = 0, last = 0;
     const IoRequest& r = *a.asked;
     if (std::sscanf(line.c_str() + 14, " bytes %llu-%llu", &first, &last) == 2)

@@ -28,7 +28,8 @@ struct Answer {
   bool ignores_range = false;        // 200 without the Content-Range asked: the whole object is coming
   std::string content_range;         // the answer's Content-Range, as sent (for the message)
   std::string error_body;            // the start of an error answer (S3's <Code>)
-  std::string mark;  // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
+  std::string mark;    // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
+  std::string server;  // who answered, as it says itself (HTTP's Server header, FTP's greeting); "": unsaid
 };
 
 // What the transport does with a piece of an answer's body.
