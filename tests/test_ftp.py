@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 from test_bad_input import assert_one_line_error
-from test_remote import free_port, self_signed_certificate, start, stop
+from test_remote import free_port, run_json, self_signed_certificate, start, stop
 
 MiB = 1 << 20
 
@@ -51,12 +51,6 @@ def ftp(tmp_path_factory):
     proc, url = start_vsftpd(tmp_path_factory.mktemp("vsftpd"))
     yield url
     stop(proc)
-
-
-def run_json(gdsbench, *args):
-    res = gdsbench("run", *args, "--json")
-    assert res.code == 0, res.err
-    return json.loads(res.out)
 
 
 def test_ftp_ranges_are_read_and_verified_each_its_own_connection(gdsbench, ftp):
