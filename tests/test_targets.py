@@ -85,6 +85,9 @@ class Toy:
     def wrote(self):
         pass
 
+    def folder(self):
+        return None
+
     def has_pattern(self, offset):
         return True
 

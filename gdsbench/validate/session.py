@@ -126,11 +126,12 @@ class Targets:
         block device, a remote object or a file it did not make."""
         if self._writable or self.why_not_writable:
             return self._writable
-        if not is_local(self.target) or self.target.kind == "block":
+        folder = self.target.folder()
+        if folder is None:
             self.why_not_writable = (f"PATH is {self.target.where}: gdsbench writes only into a file it makes; give a "
                                      "directory on the storage to validate writes")
             return None
-        path = os.path.join(os.path.dirname(os.path.abspath(self.target.path)), self.write_name)
+        path = os.path.join(folder, self.write_name)
         before = len(self.notes)
         self._writable = self._make(path, self.size, purpose="to write into")
         if self._writable is None:
@@ -176,11 +177,12 @@ class Targets:
                               "prepare` wrote (`gdsbench prepare s3://BUCKET/KEY --size 1G`, or a prepared file served "
                               "over HTTP) to check integrity")
             return None
-        if target.kind == "block":
+        folder = target.folder()
+        if folder is None:
             self.notes.append("integrity: PATH is a block device, and gdsbench never writes to one; give a directory on "
                               "a filesystem on it to check integrity")
             return None
-        return self._make(os.path.join(os.path.dirname(os.path.abspath(target.path)), self.scratch_name), size)
+        return self._make(os.path.join(folder, self.scratch_name), size)
 
     def remove_made(self) -> None:
         for path in self.made:

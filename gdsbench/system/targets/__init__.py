@@ -72,6 +72,9 @@ class Target(Protocol):
 
     def check_may_write(self) -> None: ...  # UsageError unless gdsbench may write into it (a file it made)
 
+    def folder(self) -> str | None: ...  # the directory on this host it lies in, where gdsbench may make files of
+    # its own beside it (validate's test files); None: a block device or a remote object, beside which it makes none
+
     def wrote(self) -> None: ...  # after gdsbench wrote into it: its mark kept true
 
     def has_pattern(self, offset: int) -> bool: ...  # whether the 4 KiB block there is one `gdsbench prepare` wrote

@@ -134,6 +134,9 @@ class LocalFile:
     def created_by_gdsbench(self) -> bool:
         return self.kind == "file" and prepare.created_by_gdsbench(self.path)
 
+    def folder(self) -> str | None:
+        return os.path.dirname(os.path.abspath(self.path)) if self.kind == "file" else None
+
     def describe(self) -> dict:
         return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **describe_local(self.mount, self.device)}
 
