@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 from test_bad_input import assert_one_line_error
-from test_remote import free_port, run_json, self_signed_certificate, start, stop
+from test_remote import assert_a_sweep_records_the_server, free_port, run_json, self_signed_certificate, start, stop
 
 MiB = 1 << 20
 
@@ -89,6 +89,10 @@ def test_ftp_is_read_only_and_has_no_o_direct(gdsbench, ftp):
     url = f"{ftp}/data.dat"
     assert_one_line_error(gdsbench("run", url, "--direct", "--io-size", "1M"), "--direct", "--buffered")
     assert_one_line_error(gdsbench("run", url, "--rw", "write", "--io-size", "1M"), code=2)
+
+
+def test_a_sweep_over_ftp_records_the_server(gdsbench, ftp, tmp_path):
+    assert_a_sweep_records_the_server(gdsbench, f"{ftp}/data.dat", "ftp", tmp_path)
 
 
 def test_bounce_over_ftp_names_its_data_path_on_the_cpu_stand_in(gdsbench, ftp):

@@ -180,16 +180,21 @@ def test_a_server_that_ignores_range_fails_the_run_in_one_line(gdsbench, served,
     assert_one_line_error(res, "ignores Range", code=3)
 
 
-def test_a_sweep_over_a_url_records_the_server(gdsbench, nginx, tmp_path):
-    res = gdsbench("sweep", f"{nginx}/bucket/data.dat", "--bs", "64K,1M", "--qd", "4", "--io-size", "2M",
-                   "--results", tmp_path, "--name", "remote")
+def assert_a_sweep_records_the_server(gdsbench, url: str, kind: str, folder) -> None:
+    """A two-point sweep over a URL: each point reads what it was asked, and the run names the server."""
+    res = gdsbench("sweep", url, "--bs", "64K,1M", "--qd", "4", "--io-size", "2M", "--results", folder, "--name",
+                   "remote")
     assert res.code == 0, res.err
-    (run,) = list(tmp_path.iterdir())
+    (run,) = list(folder.iterdir())
     info = json.loads((run / "run.json").read_text())
     (target,) = info["environment"]["targets"].values()
-    assert target["kind"] == "http" and target["server_ip"] == "127.0.0.1"
+    assert target["kind"] == kind and target["server_ip"] == "127.0.0.1"
     points = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
     assert len(points) == 2 and all(p["bytes"] == 2 * MiB and p["connections"] >= 1 for p in points)
+
+
+def test_a_sweep_over_a_url_records_the_server(gdsbench, nginx, tmp_path):
+    assert_a_sweep_records_the_server(gdsbench, f"{nginx}/bucket/data.dat", "http", tmp_path)
 
 
 def test_bounce_over_http_runs_on_the_cpu_stand_in(gdsbench, nginx):
