@@ -95,15 +95,21 @@ def test_engines_are_asked_what_they_can_do_not_named():
     (native/engine.hpp), so a new engine is one native file and a registry line."""
     from gdsbench.job.spec import ENGINE_INFO
 
-    for name, tree in modules().items():
-        if name in ("gdsbench.job.modes", "gdsbench.job.spec"):
+    for name, line, value in names_compared(ENGINE_INFO, exempt=("gdsbench.job.modes", "gdsbench.job.spec")):
+        pytest.fail(f"{name}, line {line}: compares with the engine name {value!r}; "
+                    "ask its capabilities (gdsbench.job.spec.ENGINE_INFO) instead")
+
+
+def names_compared(names, exempt=()):
+    """(module, line, name) for every comparison in gdsbench's code, outside `exempt`, with one of `names`."""
+    for module, tree in modules().items():
+        if module in exempt:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
                 for const in ast.walk(node):
-                    if isinstance(const, ast.Constant) and const.value in ENGINE_INFO:
-                        pytest.fail(f"{name}, line {node.lineno}: compares with the engine name {const.value!r}; "
-                                    "ask its capabilities (gdsbench.job.spec.ENGINE_INFO) instead")
+                    if isinstance(const, ast.Constant) and const.value in names:
+                        yield module, node.lineno, const.value
 
 
 def test_the_top_level_holds_few_modules():
@@ -149,15 +155,8 @@ def test_format_names_are_compared_only_in_their_declaration():
     so a new dataset format is one entry there and its reader."""
     from gdsbench.train.formats import FORMATS
 
-    for name, tree in modules().items():
-        if name == "gdsbench.train.formats":
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Compare):
-                for const in ast.walk(node):
-                    if isinstance(const, ast.Constant) and const.value in FORMATS:
-                        pytest.fail(f"{name}, line {node.lineno}: compares with the format name {const.value!r}; "
-                                    "ask gdsbench.train.formats instead")
+    for name, line, value in names_compared(FORMATS, exempt=("gdsbench.train.formats",)):
+        pytest.fail(f"{name}, line {line}: compares with the format name {value!r}; ask gdsbench.train.formats instead")
 
 
 def test_help_texts_list_built_in_names_from_their_tables():
