@@ -16,6 +16,7 @@ STEPS, POINTS, BYTES = "steps", "points", "bytes"
 
 def _bar(counts: str, description: str, total: int, done: int):
     import rich.progress as rich
+    from rich.console import Console
 
     counted = (rich.TextColumn("{task.description}"), rich.BarColumn(), rich.MofNCompleteColumn())
     if counts == BYTES:
@@ -25,7 +26,10 @@ def _bar(counts: str, description: str, total: int, done: int):
         columns = (*counted, rich.TextColumn("{task.fields[rate]}"), rich.TimeRemainingColumn())
     else:
         columns = (*counted, rich.TimeElapsedColumn())
-    bar = rich.Progress(*columns, transient=counts != POINTS)
+    # On stderr, never stdout (rich's default), where a --json result or a table sent to a file goes; the
+    # command's own lines printed while it shows go above it on a terminal, and to their file untouched.
+    bar = rich.Progress(*columns, transient=counts != POINTS, console=Console(stderr=True),
+                        redirect_stdout=sys.stdout.isatty())
     task = bar.add_task(description, total=total, completed=done, rate="")
     bar.start()
     return bar, task
