@@ -255,7 +255,7 @@ def storage_bench(request):
     `gdsbench run`, e.g. bs="1M", qd=16, pattern="seq") in rounds and hand them to pytest-benchmark.
     The Result is the run that measured the rounds (the median one of --gdsbench-repeat); its
     round_ns and round_latency hold each round."""
-    from gdsbench.execution.runner import run, runnable_here  # here: a pytest session that never asks pays nothing
+    from gdsbench.execution.runner import run, runnable_here, with_target  # here: a pytest session that never asks pays nothing
 
     if hasattr(request.config, "workerinput"):
         pytest.fail("storage benchmarks under pytest-xdist would run at once and measure each other: "
@@ -280,11 +280,7 @@ def storage_bench(request):
                 if spec.on_gpu and unavailable == "skip":
                     pytest.skip(f"cannot run here: {e}")
                 raise
-            if not spec.path and spec.opens_target:  # no target given: the scratch file
-                from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
-
-                ensure_scratch()
-                spec = spec.replace(path=SCRATCH_PATH)
+            spec = with_target(spec)  # no target given: the scratch file
             benchmark = _benchmark(request)  # only now: a test skipped above never touched it
             if benchmark.disabled:  # --benchmark-disable: run it once, as a plain test
                 result = run(spec, record_environment=False)

@@ -4,20 +4,18 @@ import argparse
 import json
 import sys
 
+from gdsbench.commands.fio_flags import add_fio_job_arguments, with_fio_job
 from gdsbench.commands.options import (
-    add_fio_job_arguments,
     add_job_arguments,
     add_metrics_argument,
     add_remote_arguments,
     add_target_argument,
     job_values,
-    with_fio_job,
 )
 from gdsbench.execution import mpi
-from gdsbench.execution.runner import resolve_engine, run
-from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
+from gdsbench.execution.runner import run, with_target
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
-from gdsbench.job.spec import opens_target, spec_from_values
+from gdsbench.job.spec import spec_from_values
 from gdsbench.reporting import prom
 from gdsbench.reporting.display import run_summary
 
@@ -36,15 +34,10 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         args = with_fio_job(args, "run")
-        spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
+        spec = spec_from_values(job_values(args))  # each value checked as it is parsed (PATH too); the rest in run()
         if args.metrics and mpi.is_root():  # before the run: a measurement is not lost to where it cannot go
             prom.check(args.metrics)
-        if args.path is None:
-            if opens_target(resolve_engine(spec)):
-                ensure_scratch()
-            spec = spec.replace(path=SCRATCH_PATH)
-        else:
-            spec = spec.replace(path=args.path)
+        spec = with_target(spec)
         failure = None
         try:
             result = run(spec)
@@ -60,7 +53,8 @@ class RunCommand:
         else:
             print(run_summary(result))
         sys.stdout.flush()  # the measurement is out before anything else can fail
-        problem = prom.unwritten(prom.run_metrics(result), args.metrics) if args.metrics else None
+        metrics = prom.run_metrics(result) if args.metrics else None
+        problem = prom.unwritten(metrics, args.metrics) if metrics else None
         if problem:
             print(f"gdsbench: error: {problem}; the result is printed above", file=sys.stderr)
         if result.interrupted:

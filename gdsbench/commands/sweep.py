@@ -5,14 +5,13 @@ import os
 import shlex
 import sys
 
+from gdsbench.commands.fio_flags import add_fio_job_arguments, with_fio_job
 from gdsbench.commands.options import (
-    add_fio_job_arguments,
     add_job_arguments,
     add_remote_arguments,
     add_target_argument,
     job_values,
     sweep_values,
-    with_fio_job,
 )
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError

@@ -10,7 +10,7 @@ from gdsbench.execution import mpi
 from gdsbench.execution.loops import run_part
 from gdsbench.execution.parts import Part, check_direct, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
-from gdsbench.execution.scratch import SCRATCH_PATH
+from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, VerifyFailure
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
@@ -22,6 +22,17 @@ from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, 
 from gdsbench.system.targets.remote_object import asking_of
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
+
+
+def with_target(spec: JobSpec) -> JobSpec:
+    """The job with the target it reads: its PATH, or, with none given, the scratch file (made here once) where
+    its engine reads a target at all (the null engine reads none)."""
+    if spec.path:
+        return spec
+    engine = resolve_engine(spec)
+    if opens_target(engine):
+        ensure_scratch()
+    return spec.replace(path=SCRATCH_PATH)
 
 
 def resolve_engine(spec: JobSpec) -> str:
