@@ -49,9 +49,10 @@ from gdsbench.execution import mpi
 from gdsbench.execution.loops import run_part, sample_data_path
 from gdsbench.execution.parts import check_direct
 from gdsbench.execution.processes import Cancelled, Children, ParentLink
+from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.job.units import format_size
+from gdsbench.job.units import format_rate, format_size
 from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
@@ -519,30 +520,40 @@ def checkpoint(run: CheckpointRun, store=None, on_row=None, out: Outcome | None 
             out.notes.append(f"{folder}: an INCOMPLETE checkpoint (a run stopped while writing it); it is never read "
                              "back, and is replaced when its number is written")
         os.makedirs(run.directory, exist_ok=True)
-    cached = None
-    for phase in PHASES:
-        if phase == "read":
-            cached = clear_cache(run)
-            if cached > 0.01:
-                out.notes.append(f"{cached:.0%} of the checkpoints' pages stayed in the page cache after it was cleared "
-                                 "(pages another process maps, or the cache refused): some reads may come from memory")
-        for k in range(1, run.checkpoints + 1):
-            if phase == "write" and root:
-                note = make_room(run, k)
-                if note:
-                    out.notes.append(note)
-                write_manifest(run, k, complete=False)
-            if phase == "read" and root and not complete(run, k):
-                raise UsageError(f"{run.folder(k)}: not a complete checkpoint of this model and scale; it is not read")
-            if comm is not None:
-                comm.Barrier()  # the folder is there before any rank writes into it
-            records = ranks_do(run, phase, k)
-            if records is None:  # an MPI rank other than 0
-                continue
-            if phase == "write":
-                write_manifest(run, k, complete=True)
-            keep_row(dict(summarise(run, phase, k, records), cached_fraction=cached if phase == "read" else None),
-                     out.rows, store, on_row)
+    # rank 0's bar on a terminal; each checkpoint's line is the command's own (on_row)
+    ui = Progress(len(PHASES) * run.checkpoints, "checkpoint", POINTS) if store is not None else None
+    try:
+        cached = None
+        for phase in PHASES:
+            if phase == "read":
+                cached = clear_cache(run)
+                if cached > 0.01:
+                    out.notes.append(f"{cached:.0%} of the checkpoints' pages stayed in the page cache after it was cleared "
+                                     "(pages another process maps, or the cache refused): some reads may come from memory")
+            for k in range(1, run.checkpoints + 1):
+                if phase == "write" and root:
+                    note = make_room(run, k)
+                    if note:
+                        out.notes.append(note)
+                    write_manifest(run, k, complete=False)
+                if phase == "read" and root and not complete(run, k):
+                    raise UsageError(f"{run.folder(k)}: not a complete checkpoint of this model and scale; it is not read")
+                if comm is not None:
+                    comm.Barrier()  # the folder is there before any rank writes into it
+                if ui:
+                    ui.start(f"{phase} checkpoint {k}")
+                records = ranks_do(run, phase, k)
+                if records is None:  # an MPI rank other than 0
+                    continue
+                if phase == "write":
+                    write_manifest(run, k, complete=True)
+                row = dict(summarise(run, phase, k, records), cached_fraction=cached if phase == "read" else None)
+                if ui:
+                    ui.finish(rate=format_rate(row["throughput_bytes_per_s"]))
+                keep_row(row, out.rows, store, on_row)
+    finally:
+        if ui:
+            ui.close()
     return out
 
 

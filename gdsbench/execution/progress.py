@@ -1,7 +1,8 @@
 """How far a long task has got, on stderr, one display for every command: a
 rich bar where stderr is a terminal, plain lines where it is a log.
 
-A task counts steps (validate's checks, a sweep's points) or bytes (a file or
+A task counts steps (validate's checks; a sweep's points, train's accelerator counts and
+checkpoint's phases, each with its figure beside the bar) or bytes (a file or
 dataset being written, whose log says nothing until the command's own line).
 """
 

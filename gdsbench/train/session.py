@@ -9,6 +9,7 @@ from datetime import datetime
 
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import sample_data_path
+from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.execution.runner import resolve_direct, runnable_here
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec, spec_from_values
@@ -117,15 +118,25 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
 def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
     """Every accelerator count, `repeat` times, each row saved as it completes."""
     check_counts(run)
-    for point, n in enumerate(run.counts):
-        for r in range(run.repeat):
-            row, _ = emulate(run, n)
-            if not row:
-                continue
-            row.update(point=point, point_key=f"accelerators={n}", repeat=r)
-            keep_row(row, run.rows, store, on_point)
-            if store is not None:
-                dlio_summary.write(store.path, run, row, single=len(run.counts) * run.repeat == 1)
+    # rank 0's bar on a terminal; each count's line is the command's own (on_point)
+    ui = Progress(len(run.counts) * run.repeat, "train", POINTS) if store is not None else None
+    try:
+        for point, n in enumerate(run.counts):
+            for r in range(run.repeat):
+                if ui:
+                    ui.start(f"{n} accelerator(s)" + (f" #{r + 1}" if run.repeat > 1 else ""))
+                row, _ = emulate(run, n)
+                if not row:
+                    continue
+                row.update(point=point, point_key=f"accelerators={n}", repeat=r)
+                if ui:
+                    ui.finish(rate=f"AU {row['au_percent']:.1f}%")
+                keep_row(row, run.rows, store, on_point)
+                if store is not None:
+                    dlio_summary.write(store.path, run, row, single=len(run.counts) * run.repeat == 1)
+    finally:
+        if ui:
+            ui.close()
     return run.rows
 
 
