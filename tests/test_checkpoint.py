@@ -66,6 +66,7 @@ def test_checkpoints_are_written_then_read_back_checked_and_reported_as_mlperf_d
     assert (run / "report" / "report.html").exists() and json.loads((run / "run.json").read_text())["status"] == "complete"
     again = gdsbench("report", run, "--out", tmp_path / "page")  # `gdsbench report` knows a checkpoint run's page
     assert again.code == 0 and (tmp_path / "page" / "report.html").exists(), again.err
+    assert again.out.startswith("answer: write: ") and "read: " in again.out  # the means, as checkpoint said them
 
 
 def test_every_rank_times_from_the_one_release_so_a_rank_started_late_counts_its_wait(gdsbench, tmp_path,

@@ -179,7 +179,7 @@ def test_the_checkpoint_page_fits_its_chart_subtitle_and_names_every_column(gdsb
     (run,) = (tmp_path / "res").iterdir()
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
-    page = checkpoint_report.build(str(run), str(tmp_path / "page"))
+    page = checkpoint_report.build(str(run), str(tmp_path / "page")).html_path
     (fig,) = figures
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:

@@ -228,6 +228,7 @@ def test_train_emulates_and_saves_a_run_with_its_page(dataset_dir, gdsbench, tmp
     assert os.path.exists(os.path.join(run, "report", "au_vs_accelerators.png"))
     again = gdsbench("report", run, "--out", tmp_path / "page")
     assert again.code == 0 and os.path.exists(tmp_path / "page" / "step_times.png")
+    assert again.out.startswith("answer: unet3d: ")  # the verdict, as train said it at its end
 
 
 def test_train_prints_a_pass_or_fail_line(dataset_dir, gdsbench, tmp_path):

@@ -35,9 +35,7 @@ class ReportCommand:
             store.records()
             for problem in store.problems:  # a sweep's page lists them in its summary, printed below
                 print(f"gdsbench: warning: {problem}", file=sys.stderr)
-            print(f"report: {build(run_dir, args.out)}")
-            return 0
-        built = build(run_dir, args.out, args.point)
+        built = build(run_dir, args.out, args.point) if kind.picks_point else build(run_dir, args.out)
         for what, value in built.summary.items():
             print(f"{what}: {value}")
         print(f"report: {built.html_path}")

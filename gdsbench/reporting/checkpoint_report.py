@@ -77,8 +77,8 @@ def _ranks_chart(rows: list[dict], path: str, title: str, sub: str) -> str:
     return charts._save(fig, ax, path, title, sub)
 
 
-def build(run_dir: str, out_dir: str | None = None) -> str:
-    """The run's page and chart (default: RUN/report/); its path."""
+def build(run_dir: str, out_dir: str | None = None) -> html.Report:
+    """The run's page and chart (default: RUN/report/), and its answer."""
     df = load(run_dir)
     info = df.attrs["run"]
     require_kind(info, run_dir, "checkpoint", "the checkpoint page")
@@ -92,9 +92,9 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                   f"{r['rank_min_s']:.3f} s", f"rank {r['slowest_rank']} ({r['slowest_host']})", format_size(r["bytes"]),
                   f"{r['verified_blocks']:,}" if r["phase"] == "read" else "-"]
                  for r in rows]
-        m = info["model"]
+        m, answer = info["model"], verdict(rows)
         sections = [
-            ("Answer", f"<p class='headline'>{html.esc(verdict(rows))}</p><p class='rule'>As MLPerf Storage v2.0 reports "
+            ("Answer", f"<p class='headline'>{html.esc(answer)}</p><p class='rule'>As MLPerf Storage v2.0 reports "
                        "a checkpoint: its duration is the longest rank's (from the start all ranks share to its last "
                        "file closed, fsync'd when written), its throughput its bytes over that duration, the minimum "
                        "over ranks; figures are means over checkpoints.</p>"),
@@ -110,4 +110,4 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
             sections.append(("Notes", "".join(f"<p class='notice'>{html.esc(n)}</p>" for n in info["notes"])))
         path = os.path.join(out, "report.html")
         html.write_page(path, f"gdsbench checkpoint: {info['run_id']}", sections)
-    return path
+    return html.Report(path, {"rank_times": png}, {"answer": answer})

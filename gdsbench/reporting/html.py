@@ -9,6 +9,7 @@ import html
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from gdsbench.job.errors import UsageError
 
@@ -37,6 +38,16 @@ th { background: #f3f3f3; } .headline { font-size: 1.2em; font-weight: 600; marg
 
 
 MARKER = ".gdsbench-report"  # in every folder gdsbench writes pages into: a folder it may write again
+
+
+@dataclass
+class Report:
+    """What a page module's build() returns, for every kind of run."""
+    html_path: str
+    charts: dict[str, str]  # name -> PNG path
+    # what -> value, in page order: `gdsbench report` prints them, the answer first (a sweep's best points, a
+    # train run's verdict on AU, a checkpoint run's mean duration and throughput)
+    summary: dict[str, str] = field(default_factory=dict)
 
 
 @contextlib.contextmanager

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 
 import pandas as pd
 
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_count, format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html, measured
+from gdsbench.reporting.html import Report
 from gdsbench.results import analysis
 from gdsbench.results.store import load
-
-
-@dataclass
-class Report:
-    html_path: str
-    charts: dict[str, str]  # name -> PNG path
-    summary: dict[str, str] = field(default_factory=dict)  # what -> value, in page order; sweep prints some
-
 
 SIMULATED = "SIMULATED"  # the summary's first line when any point ran on the CPU stand-in for a GPU
 

@@ -148,8 +148,8 @@ def _step_chart(df: pd.DataFrame, compute_s: float, path: str, title: str, sub: 
     return charts._save(fig, ax, path, title, sub)
 
 
-def build(run_dir: str, out_dir: str | None = None) -> str:
-    """The run's page and charts (default: RUN/report/); its path."""
+def build(run_dir: str, out_dir: str | None = None) -> html.Report:
+    """The run's page and charts (default: RUN/report/), and its answer."""
     df = load(run_dir)
     info = df.attrs["run"]
     require_kind(info, run_dir, "train", "the train page")
@@ -183,8 +183,9 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                                                     f"{format_size(ds['stdev_sample_bytes'])}"]]
         workload_rows += [[k, format_size(v) if k in ("record_bytes", "record_stdev", "transfer_size") else v]
                           for k, v in w.items() if k not in ("files", "samples_per_file")]
+        answer = verdict(df.to_dict("records"), w["name"], w["au_threshold"])
         sections = [
-            ("Answer", f"<p class='headline'>{html.esc(verdict(df.to_dict('records'), w['name'], w['au_threshold']))}</p>"
+            ("Answer", f"<p class='headline'>{html.esc(answer)}</p>"
                        "<p class='rule'>AU as DLIO computes it: compute of every step but the first, over the time "
                        "from the end of the first step's compute to the last barrier; mean over accelerators.</p>"),
             ("Utilisation by accelerators", html.image(au_png, "AU by accelerators")),
@@ -211,4 +212,4 @@ def build(run_dir: str, out_dir: str | None = None) -> str:
                 *[["out of its depth", x] for x in p["warnings"]]])))
         path = os.path.join(out, "report.html")
         html.write_page(path, f"gdsbench train: {info['run_id']}", sections)
-    return path
+    return html.Report(path, {"au": au_png, "au_over_time": time_png, "step_times": step_png}, {"answer": answer})

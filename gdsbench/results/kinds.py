@@ -2,7 +2,7 @@
 its records carry and the module that draws its page.
 
 Adding a kind of run is one RunKind below and one page module in
-gdsbench/reporting/ with build(run_dir, out_dir=None): `gdsbench report` and
+gdsbench/reporting/ with build(run_dir, out_dir=None) -> Report: `gdsbench report` and
 the end of the command that made the run find the page here; the store
 checks every record against the fields.
 """
@@ -22,9 +22,10 @@ class RunKind:
     numbers: tuple[str, ...]
     optional: tuple[str, ...]  # numbers, or null
     lists: tuple[str, ...]
-    page: str  # the module under gdsbench.reporting that draws its page
-    # its page draws one point's timeline, which `report --point` picks, and leads with summary lines:
-    # build(run_dir, out_dir, point) returns a Report (a page without: build(run_dir, out_dir), its path)
+    # the module under gdsbench.reporting that draws its page: build(run_dir, out_dir=None) returns a
+    # reporting.html.Report, whose summary (its answer first) `gdsbench report` prints
+    page: str
+    # its page draws one point's timeline, which `report --point` picks: build(run_dir, out_dir, point)
     picks_point: bool = False
 
     @property
