@@ -5,8 +5,8 @@ import json
 import sys
 
 from gdsbench.commands.options import add_job_arguments, count_arg, job_values
-from gdsbench.commands.pages import show_page
-from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+from gdsbench.commands.pages import measured
+from gdsbench.job.errors import UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how each file is written and read
 
@@ -117,7 +117,7 @@ class CheckpointCommand:
         from gdsbench.checkpoint import session
         from gdsbench.execution import mpi
         from gdsbench.reporting import checkpoint_report
-        from gdsbench.results.store import RunStore, writing
+        from gdsbench.results.store import RunStore
 
         info = run.info()
         store = None
@@ -127,20 +127,7 @@ class CheckpointCommand:
             if not args.json:
                 print(checkpoint_report.header({**info, "name": store.path}), flush=True)
         outcome = session.Outcome()
-        with writing(store, final=lambda: {"notes": outcome.notes}) as held:
-            session.checkpoint(run, store, None if args.json or not mpi.is_root() else
-                               lambda row: print(checkpoint_report.row_line(row), flush=True), outcome)
-        if held.status == "interrupted":
-            print("gdsbench: interrupted; the checkpoints finished so far are saved", file=sys.stderr)
-        if not mpi.is_root():
-            return 0
-        for note in outcome.notes:
-            print(f"gdsbench: note: {note}", file=sys.stderr)
-        if args.json:
-            json.dump(outcome.rows, sys.stdout, indent=1, default=float)
-            print()
-        elif outcome.rows:
-            print(checkpoint_report.verdict(outcome.rows))
-        if store is not None and outcome.rows:
-            show_page(store, args.json)
-        return EXIT_INTERRUPTED if held.status == "interrupted" else 0
+        show = None if args.json or not mpi.is_root() else lambda row: print(checkpoint_report.row_line(row), flush=True)
+        return measured(store, lambda: session.checkpoint(run, store, show, outcome), what="checkpoints",
+                        as_json=args.json, rows=lambda: outcome.rows, answer=lambda: checkpoint_report.verdict(outcome.rows),
+                        notes=lambda: outcome.notes, final=lambda: {"notes": outcome.notes})

@@ -1,12 +1,18 @@
 """A saved run's page: the one its kind declares (gdsbench/results/kinds.py),
-built by `gdsbench report` and at the end of the command that made the run."""
+built by `gdsbench report` and at the end of the command that made the run;
+and that end itself, the same for train and checkpoint (measured())."""
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
+from collections.abc import Callable
 
+from gdsbench.execution import mpi
+from gdsbench.job.errors import EXIT_INTERRUPTED
 from gdsbench.results.kinds import RunKind, kind_of
+from gdsbench.results.store import RunStore, writing
 
 
 def page_builder(kind: RunKind):
@@ -24,3 +30,28 @@ def show_page(store, to_stderr: bool) -> None:
         print(f"run: {store.path}\nreport: {page}", file=sys.stderr if to_stderr else sys.stdout)
     except Exception as e:  # noqa: BLE001 - the run is saved whatever the page does
         print(f"gdsbench: warning: the report page could not be written: {e}", file=sys.stderr)
+
+
+def measured(store: RunStore | None, measure: Callable[[], None], *, what: str, as_json: bool,
+             rows: Callable[[], list[dict]], answer: Callable[[], str], notes: Callable[[], list[str]] = list,
+             final: Callable[[], dict] = dict) -> int:
+    """measure() into `store` (None on MPI ranks but 0) under the one lifecycle (results/store.py's
+    writing()); then, on rank 0, the notes it gathered, its rows as JSON or its answer in a line, and
+    its page. The command's exit code: interrupted, or 0 (an error goes on up, the run marked failed)."""
+    with writing(store, final=final) as held:
+        measure()
+    if held.status == "interrupted":
+        print(f"gdsbench: interrupted; the {what} finished so far are saved", file=sys.stderr)
+    if not mpi.is_root():
+        return 0
+    for note in notes():
+        print(f"gdsbench: note: {note}", file=sys.stderr)
+    made = rows()
+    if as_json:
+        json.dump(made, sys.stdout, indent=1, default=float)
+        print()
+    elif line := answer():
+        print(line)
+    if store is not None and made:
+        show_page(store, as_json)
+    return EXIT_INTERRUPTED if held.status == "interrupted" else 0

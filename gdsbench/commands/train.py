@@ -5,9 +5,8 @@ import json
 import sys
 
 from gdsbench.commands.options import add_job_arguments, add_remote_arguments, count_arg, job_values, seconds_arg
-from gdsbench.commands.pages import show_page
+from gdsbench.commands.pages import measured
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
-from gdsbench.job.errors import EXIT_INTERRUPTED
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +91,6 @@ class TrainCommand:
     def run(self, args: argparse.Namespace) -> int:
         from gdsbench.execution import mpi
         from gdsbench.reporting import train_report
-        from gdsbench.results.store import writing
         from gdsbench.train import predict, session
 
         workload, dataset, spec, notes = open_inputs(args)
@@ -115,21 +113,10 @@ class TrainCommand:
         show = mpi.is_root() and not args.json
         if show:
             print(train_report.header(run))
-        with writing(store) as held:
-            session.train(run, store, on_point=(lambda row: print(train_report.point_line(row, workload), flush=True))
-                          if show else None)
-        if held.status == "interrupted":
-            print("gdsbench: interrupted; the counts finished so far are saved", file=sys.stderr)
-        if not mpi.is_root():
-            return 0
-        if args.json:  # the rows, each with the run's notes (session.json_rows)
-            json.dump(session.json_rows(run), sys.stdout, indent=1, default=float)
-            print()
-        else:
-            print(train_report.verdict(run.rows, workload.name, workload.au_threshold))
-        if store is not None and run.rows:
-            show_page(store, args.json)
-        return EXIT_INTERRUPTED if held.status == "interrupted" else 0
+        on_point = (lambda row: print(train_report.point_line(row, workload), flush=True)) if show else None
+        return measured(store, lambda: session.train(run, store, on_point), what="counts", as_json=args.json,
+                        rows=lambda: session.json_rows(run),  # each with the run's notes
+                        answer=lambda: train_report.verdict(run.rows, workload.name, workload.au_threshold))
 
 
 def _say(text: str) -> None:
