@@ -1,7 +1,7 @@
 """Real servers on loopback for the benchmark scripts: nginx (HTTP, ranges
 answered 206, sendfile), rclone's S3 server (SigV4 checked, ranges answered
-200 + Content-Range), vsftpd (FTP, anonymous reads, a range by REST), each on
-a free port over a folder, and SeaweedFS (a
+200 + Content-Range), vsftpd (FTP, anonymous reads, a range by REST),
+nfs-ganesha (NFSv4 in user space), each on a free port over a folder, and SeaweedFS (a
 real object store: SigV4 checked, ranges answered 206, objects uploaded into
 it); each started and stopped by the PID it got (SIGTERM, then SIGKILL after
 a wait), and a process's CPU time from /proc. Each tool's version as it
@@ -87,6 +87,28 @@ def vsftpd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
     with open(conf, "w") as f:
         f.write("".join(f"{k}={v}\n" for k, v in settings.items()))
     return start([vsftpd_binary(), conf], port, os.path.join(work, "vsftpd.log")), f"ftp://127.0.0.1:{port}"
+
+
+def ganesha(folder: str, work: str) -> tuple[subprocess.Popen, str]:
+    """nfs-ganesha exporting folder read-only as /exp over NFSv4 (no portmapper needed): (process, base URL,
+    its arguments after a `?` that a file's path goes before: nfs_url)."""
+    port = free_port()
+    conf = os.path.join(work, "ganesha.conf")
+    with open(conf, "w") as f:
+        f.write(f"NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {port}; Bind_addr = 127.0.0.1; Enable_NLM = false; "
+                "Enable_RQUOTA = false; }\nNFSv4 { Graceless = true; }\n"
+                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = /exp; Access_Type = RO; Squash = No_Root_Squash; "
+                "Protocols = 4; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
+                "LOG { Default_Log_Level = WARN; }\n")
+    argv = [shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd", "-F", "-f", conf, "-L",
+            os.path.join(work, "ganesha-own.log"), "-p", os.path.join(work, "ganesha.pid"), "-N", "NIV_WARN"]
+    return start(argv, port, os.path.join(work, "ganesha.log")), f"nfs://127.0.0.1/exp?version=4&nfsport={port}"
+
+
+def nfs_url(base: str, path: str) -> str:
+    """A file's URL under ganesha's base URL: its path before libnfs's arguments."""
+    where, _, arguments = base.partition("?")
+    return f"{where}/{path}?{arguments}"
 
 
 def free_ports(count: int) -> list[int]:

@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""gdsbench's curl engine against the clients users would pick instead: the
-same object, on the same server, at the same requests in flight (1, 8, 32)
-and range size (64 KiB, 4 MiB), read by
+"""gdsbench's remote engines (curl; nfs) against the clients users would pick
+instead: the same object, on the same server, at the same requests in flight
+(1, 8, 32) and range size (64 KiB, 4 MiB; NFS: 64 KiB, 1 MiB), read by
 
     gdsbench      `gdsbench run URL --bs B --qd Q --io-size N` (its native curl engine)
     curl          curl's own CLI, `--parallel --parallel-max Q`, one ranged GET per request
     obstore       obstore (Rust object_store), get_range_async under a semaphore of Q
     s3torch       s3torchconnectorclient's MountpointS3Client (the AWS CRT), Q threads
     s5cmd         `s5cmd cat -c Q -p 4`: the whole object in 4 MiB parts (it reads no smaller range)
+    nfs-cat       libnfs's own `nfs-cat URL`: a whole file, 1 MiB at a time, one request in flight
 
 from nginx (HTTP, ranges answered 206, sendfile), rclone's S3 server (SigV4
 checked, ranges answered 200 + Content-Range), SeaweedFS (a real object
 store: SigV4 checked, ranges answered 206, so obstore reads it) and vsftpd
-(FTP: a range is REST + RETR, cut short, on a connection of its own), each on
+(FTP: a range is REST + RETR, cut short, on a connection of its own) and
+nfs-ganesha (NFSv4 in user space, read by libnfs: no kernel mount), each on
 loopback, started for its own rows and stopped by its PID after them.
 
 Timing, the same for every client: each run is a process of its own, timed
@@ -71,7 +73,7 @@ from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd")
+CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat")
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
@@ -79,6 +81,7 @@ SAME_WITHIN = 0.05  # --old: this build against the old one, as build_ab.py judg
 OLD = "gdsbench-old"  # the client that is the old build (--old)
 OLD_PYTHON = ""  # its environment's Python (--old)
 BUCKET, OBJECT_KEY, ONE_KEY = "bucket", "obj.dat", "one.dat"  # ONE_KEY: one 4 MiB range, s5cmd's one-range run
+ONE_MIB_KEY = "one-mib.dat"  # one 1 MiB range: nfs-cat's one-range run
 RUN_LIMIT_S = 600  # a client process still running after this is killed and its run reported as failed
 
 # What one run reads, by server and range size, and the object each server holds. Sized from the last
@@ -93,15 +96,19 @@ PLAN = {
     "rclone (S3)": {"object": 3 * GiB, 64 * KiB: 256 * MiB, 4 * MiB: 3 * GiB},
     "SeaweedFS (S3)": {"object": 1 * GiB, 64 * KiB: 64 * MiB, 4 * MiB: 1 * GiB},
     "vsftpd (FTP)": {"object": 3 * GiB, 64 * KiB: 64 * MiB, 4 * MiB: 1 * GiB},  # a login per range: slow at 64 KiB
+    # NFS: 1 MiB, as one RPC carries (larger requests go as several); its 1 MiB rows read the whole file (nfs-cat's)
+    "ganesha (NFS)": {"object": 3 * GiB, 64 * KiB: 2 * GiB, 1 * MiB: 3 * GiB},  # 0.4-1 GiB/s at 64 KiB
 }
 QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not measurements
     "nginx (HTTP)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
     "rclone (S3)": {"object": 512 * MiB, 64 * KiB: 32 * MiB, 4 * MiB: 512 * MiB},
     "SeaweedFS (S3)": {"object": 256 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
     "vsftpd (FTP)": {"object": 512 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
+    "ganesha (NFS)": {"object": 512 * MiB, 64 * KiB: 256 * MiB, 1 * MiB: 512 * MiB},
 }
-SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)", "vsftpd": "vsftpd (FTP)"}
-SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)")  # serve one folder, so one object
+SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)", "vsftpd": "vsftpd (FTP)",
+           "ganesha": "ganesha (NFS)"}
+SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)", "ganesha (NFS)")  # serve one folder, so one object
 
 
 # ---- one run of one client: a process of its own, timed whole ----
@@ -206,6 +213,8 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     if client in ("gdsbench", OLD):
         exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-m", "gdsbench"]
         return [*exe, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
+    if client == "curl" and url.startswith("nfs://"):
+        return "curl does not read NFS"
     if client == "curl":
         where = f"{endpoint}/{url[len('s3://'):]}" if s3 else url
         config = os.path.join(work, "curl.cfg")
@@ -217,6 +226,18 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
                                   for at in offsets(total, bs, object_size)))
         return ["curl", "-sS", "--fail", "--parallel", "--parallel-immediate", "--parallel-max", str(qd),
                 "-K", config], True
+    if url.startswith("nfs://"):
+        if client != "nfs-cat":
+            return f"{client} does not read NFS without a kernel mount"
+        if qd != 1 or bs != MiB:
+            return "nfs-cat reads 1 MiB at a time, one request in flight"
+        if total == bs:  # its one-range run: the whole of a file one range long
+            url = url.replace(f"/{OBJECT_KEY}?", f"/{ONE_MIB_KEY}?")
+        elif total != object_size:
+            return "nfs-cat reads whole files only: this row reads part of one"
+        return ["nfs-cat", url], False
+    if client == "nfs-cat":
+        return "nfs-cat reads NFS only"
     if url.startswith("ftp://"):  # (gdsbench and curl are above)
         return f"{client} reads HTTP and S3 only"
     if client == "s5cmd":
@@ -246,7 +267,7 @@ def bytes_read(client: str, stdout: str, total: int) -> int:
     each transfer; s5cmd's data is its stdout, sent to /dev/null, so its exit status stands for it."""
     if client == "curl":
         return sum(int(n) for n in stdout.split())
-    if client == "s5cmd":
+    if client in ("s5cmd", "nfs-cat"):
         return total
     return int(json.loads(stdout)["bytes"])
 
@@ -396,6 +417,8 @@ def start_server(name: str, folder: str, work: str) -> tuple:
         return servers.rclone(folder, work)
     if name == "vsftpd (FTP)":
         return servers.vsftpd(folder, work)
+    if name == "ganesha (NFS)":
+        return servers.ganesha(folder, work)
     return servers.seaweedfs(work, BUCKET)
 
 
@@ -409,6 +432,9 @@ def upload(endpoint: str, object_size: int) -> None:
 
 def warm(url: str, endpoint: str) -> None:
     """The object read whole once, untimed, so that every run reads it from the server's page cache."""
+    if url.startswith("nfs://"):
+        subprocess.run(["nfs-cat", url], check=True, stdout=subprocess.DEVNULL)
+        return
     sign = ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{KEY}:{SECRET}"] if url.startswith("s3://") else []
     where = f"{endpoint}/{url[len('s3://'):]}" if url.startswith("s3://") else url
     subprocess.run(["curl", "-sS", "--fail", "-o", "/dev/null", *sign, where], check=True)
@@ -420,6 +446,8 @@ def tools() -> dict:
     return {"curl": s.first_line(["curl", "--version"]), "nginx": s.first_line([s.nginx_binary(), "-v"]),
             "rclone": s.first_line([s.rclone_binary(), "version"]),
             "vsftpd": s.first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),
+            "nfs-ganesha": s.first_line(["dpkg-query", "-W", "-f=nfs-ganesha ${Version}", "nfs-ganesha"]),
+            "libnfs (nfs-cat, gdsbench's nfs engine)": s.first_line(["dpkg-query", "-W", "-f=${Version}", "libnfs13"]),
             "SeaweedFS": s.first_line([s.weed_binary(), "version"]),
             "obstore": s.package_version("obstore"),
             "s5cmd": f"{s.package_version('s5cmd')} (its binary: {s.first_line([s5cmd_binary(), 'version'])})",
@@ -462,7 +490,7 @@ def main() -> int:
     if set(SHARING) & set(chosen):
         shared = plan["nginx (HTTP)"]["object"]
         assert all(plan[s]["object"] == shared for s in SHARING), "nginx, rclone, vsftpd serve one folder: one size"
-        for key, size in ((OBJECT_KEY, shared), (ONE_KEY, 4 * MiB)):
+        for key, size in ((OBJECT_KEY, shared), (ONE_KEY, 4 * MiB), (ONE_MIB_KEY, MiB)):
             subprocess.run([GDSBENCH, "prepare", os.path.join(folder, BUCKET, key), "--size", str(size)],
                            check=True, capture_output=True)
     rows, raw, ceiling = [], {"rows": [], "tools": tools(), "plan": {s: plan[s] for s in chosen}}, None
@@ -474,11 +502,12 @@ def main() -> int:
                 object_size = plan[server]["object"]
                 if server == "SeaweedFS (S3)":
                     upload(base, object_size)
-                url = f"s3://{BUCKET}/{OBJECT_KEY}" if "S3" in server else f"{base}/{BUCKET}/{OBJECT_KEY}"
+                url = f"s3://{BUCKET}/{OBJECT_KEY}" if "S3" in server else \
+                    servers.nfs_url(base, f"{BUCKET}/{OBJECT_KEY}") if "NFS" in server else f"{base}/{BUCKET}/{OBJECT_KEY}"
                 warm(url, base)
                 if server == "nginx (HTTP)":
                     ceiling = measure_ceiling(proc.pid, url, object_size, work)
-                for bs in (64 * KiB, 4 * MiB):
+                for bs in (size for size in plan[server] if size != "object"):
                     total = plan[server][bs]
                     for qd in depths:
                         runs = measure_row(clients, url, base, bs, qd, total, object_size, repeats, work, proc.pid)
@@ -495,8 +524,8 @@ def main() -> int:
     raw["old"] = {"python": args.old, "name": args.old_name} if args.old else None
     md, _ = write_outputs(name, title, markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw,
                           directory=out_dir,
-                          tools=("curl", "libcurl", "nginx", "rclone", "vsftpd", "seaweedfs", "s5cmd", "obstore",
-                                 "s3torchconnector"), commands={"s5cmd": [s5cmd_binary(), "version"]})
+                          tools=("curl", "libcurl", "nginx", "rclone", "vsftpd", "nfs-ganesha", "libnfs", "seaweedfs",
+                                 "s5cmd", "obstore", "s3torchconnector"), commands={"s5cmd": [s5cmd_binary(), "version"]})
     print(f"wrote {md} ({raw['minutes']:.0f} minutes)")
     return 0
 
@@ -538,8 +567,9 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
         "Bytes per run (every 4 MiB row 1 GiB or more; each sized so that the fastest client's reads last about "
         "2 s or more beyond its fixed costs at the speeds measured before; an S3 server's 4 MiB rows read its "
         "whole object, as s5cmd must, nginx's read its object twice over): " + "; ".join(
-            f"{s}: object {size_text(plan[s]['object'])}, 64 KiB rows {size_text(plan[s][64 * KiB])}, 4 MiB rows "
-            f"{size_text(plan[s][4 * MiB])}" for s in chosen) + ". Each object is read whole once before its "
+            f"{s}: object {size_text(plan[s]['object'])}, " + ", ".join(
+                f"{size_text(bs)} rows {size_text(n)}" for bs, n in plan[s].items() if bs != "object")
+            for s in chosen) + ". Each object is read whole once before its "
         "server's rows, so every run reads from the server's page cache.",
         f"Repeats: {repeats}, the clients alternating, the order rotated each repeat. 'MiB/s median (min-max)': the "
         "median over the repeats, and their lowest and highest (min-max, not an interval). Other figures are "
@@ -562,6 +592,13 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
                    "is a transfer cut short, which vsftpd answers 426 and libcurl then closes that connection: every "
                    "such range costs a new connection and login, for curl and gdsbench alike (both libcurl). "
                    "obstore, s3torch and s5cmd do not read FTP.")
+    if "ganesha (NFS)" in chosen:
+        out.append("nfs-ganesha (NFSv4, VFS export, read-only) is read in user space by libnfs: gdsbench's nfs engine "
+                   "and libnfs's own nfs-cat, no kernel mount (this machine has no kernel NFS client, and Debian's fio "
+                   "3.33 has no nfs engine). An RPC carries at most 1 MiB, so the NFS rows read 1 MiB requests "
+                   "(larger ones go as several RPCs at once); nfs-cat reads a whole file 1 MiB at a time, one request "
+                   "in flight, so it is beside gdsbench only in the 1 MiB rows at 1 in flight; elsewhere gdsbench's "
+                   "figures stand alone.")
     if ceiling:
         out.insert(0, f"Loopback reference: nginx's sendfile read whole by one curl into /dev/null, its whole process "
                    f"timed: {ceiling['mib_s']:.0f} MiB/s (curl {ceiling['client_cores']:.2f} cores, nginx "

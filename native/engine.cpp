@@ -13,7 +13,17 @@ namespace gds {
 const char* direction_name(Direction d) { return d == Direction::kWrite ? "write" : "read"; }
 
 const char* opens_name(Opens o) {
-  return o == Opens::kNothing ? "nothing" : o == Opens::kLocalFile ? "local file" : "url";
+  switch (o) {
+    case Opens::kNothing:
+      return "nothing";
+    case Opens::kLocalFile:
+      return "local file";
+    case Opens::kUrl:
+      return "url";
+    case Opens::kNfsFile:
+      return "nfs file";
+  }
+  return "?";
 }
 
 Direction parse_direction(const std::string& name) {

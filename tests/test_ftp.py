@@ -114,7 +114,7 @@ def test_validate_reads_an_ftp_file_and_says_how_it_looked(gdsbench, ftp):
 
 
 def test_ftp_is_named_where_urls_are_listed(gdsbench):
-    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "s3://, ftp:// or ftps:// URL")
+    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "s3://, ftp://, ftps://")
 
 
 def test_ftps_is_read_over_tls_and_a_private_ca_is_taken_from_aws_ca_bundle(gdsbench, tmp_path, monkeypatch):

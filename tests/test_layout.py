@@ -216,7 +216,7 @@ def test_a_remote_protocol_is_one_file_and_its_name_in_the_registry():
     import re
 
     from gdsbench import _native
-    from gdsbench.system.targets.remote_object import SCHEMES
+    from gdsbench.system.targets.remote_object import ENGINE, SCHEMES
 
     folder = os.path.join(ENGINES_DIR, "curl")
     registry = open(os.path.join(folder, "protocols.cpp")).read()
@@ -225,7 +225,7 @@ def test_a_remote_protocol_is_one_file_and_its_name_in_the_registry():
             declared = re.findall(r"extern const Protocol (k\w+) =", open(path).read())
             assert len(declared) == 1, f"{os.path.basename(path)} should define one Protocol, found {declared}"
             assert len(re.findall(rf"\b{declared[0]}\b", registry)) == 2, f"{declared[0]} is not in protocols.cpp"
-    schemes = tuple(s for e in _native.engines() for s in e["schemes"])
+    schemes = tuple(s for e in _native.engines() if e["name"] == ENGINE for s in e["schemes"])
     assert schemes and SCHEMES == schemes
     transport = open(os.path.join(ENGINES_DIR, "curl.cpp")).read()
     assert not [s for s in schemes if f'"{s}' in transport], "engines/curl.cpp spells a scheme: its protocol's"

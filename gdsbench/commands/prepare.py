@@ -16,16 +16,17 @@ from gdsbench.train.workloads import BUILT_IN
 
 def writer_for(path: str, asking: dict | None = None):
     """What writes a pattern file or object at path: prepare() for a local file, an upload for
-    s3:// (asking: its --timeout and --retries, options.asking_from_args); an HTTP server cannot be written to."""
+    s3:// (asking: its --timeout and --retries, options.asking_from_args); an HTTP, FTP or NFS server cannot
+    be written to yet."""
     import functools
 
     protocol = protocol_of(path)
     if protocol == "s3":
         return functools.partial(object_store.put_pattern, s3=object_store.client(asking))
     if protocol:
-        raise UsageError(f"PATH {path}: an HTTP server cannot be written to; prepare a local file and serve its "
-                         "folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size 4G`, then "
-                         "`rclone serve http DIR` or nginx), and read http://SERVER/data.dat")
+        raise UsageError(f"PATH {path}: an {protocol.upper()} server cannot be written to yet; prepare a local file "
+                         "and serve its folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size "
+                         "4G`, then `rclone serve http DIR`, nginx, vsftpd or an NFS export of DIR), and read its URL")
     return prepare
 
 

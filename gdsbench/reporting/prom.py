@@ -63,6 +63,15 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
+# The paths by which bytes reach host memory (a staged GPU mode's then go on to the GPU: word_bounce).
+HOST_PATHS = (
+    ("S3 over", "s3"),
+    ("HTTP over", "http"),
+    ("FTP, ", "ftp"),
+    ("NFS, ", "nfs"),
+    ("O_DIRECT", "o_direct"),
+    ("page-cache", "page_cache"),
+)
 # The data path in a word, for a label: what the bytes passed through, from the words of its full
 # label (system/gpu_path.data_path), the most telling first. The full label is in the run's JSON.
 SHORT_PATHS = (
@@ -78,11 +87,7 @@ SHORT_PATHS = (
     (nvfs.INFERRED, "gpudirect_inferred"),
     ("COMPATIBILITY mode", "cufile_compat"),
     ("kvikio through cuFile", "kvikio_cufile"),
-    ("S3 over", "s3"),
-    ("HTTP over", "http"),
-    ("FTP, ", "ftp"),
-    ("O_DIRECT", "o_direct"),
-    ("page-cache", "page_cache"),
+    *HOST_PATHS,
 )
 
 
@@ -92,7 +97,7 @@ def short_data_path(label: str) -> str:
     if not label:
         return "unknown"
     short = next((word for key, word in SHORT_PATHS if key in label), "other")
-    if short in ("o_direct", "page_cache", "s3", "http", "ftp") and "cudaMemcpyAsync" in label:
+    if short in {word for _, word in HOST_PATHS} and "cudaMemcpyAsync" in label:
         short += "_bounce"
     return short
 

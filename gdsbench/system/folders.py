@@ -192,12 +192,12 @@ class ObjectFolder(Folder):
 
 def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder:
     """Where a dataset named so lives (asking: how a remote one's server is asked, ObjectFolder). An
-    HTTP server cannot be listed or written to."""
+    HTTP, FTP or NFS server cannot be listed or written to yet."""
     protocol = protocol_of(name)
     if protocol == "s3":
         return ObjectFolder(name, asking)
     if protocol:
         raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
-                         "HTTP server cannot be listed. Serve it as S3 (e.g. `rclone serve s3`), or read one object "
-                         "with `gdsbench run URL`")
+                         f"{protocol.upper()} server cannot be listed yet. Serve it as S3 (e.g. `rclone serve s3`), "
+                         "mount it and give the directory, or read one file with `gdsbench run URL`")
     return LocalFolder(name)

@@ -127,6 +127,8 @@ TOOLS = {
     "nginx": lambda: _first_line(["nginx", "-v"]),
     "rclone": lambda: _first_line(["rclone", "version"]),
     "vsftpd": lambda: _first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),  # -v writes to stdin
+    "nfs-ganesha": lambda: _first_line(["dpkg-query", "-W", "-f=nfs-ganesha ${Version}", "nfs-ganesha"]),
+    "libnfs": lambda: _first_line(["dpkg-query", "-W", "-f=libnfs ${Version}", "libnfs13"]),  # also nfs-cat's
     "seaweedfs": lambda: _first_line(["weed", "version"]),
     "s5cmd": lambda: _first_line(["s5cmd", "version"]),
     "obstore": lambda: distribution_version("obstore"),

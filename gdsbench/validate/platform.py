@@ -344,9 +344,10 @@ def filesystem(f: Facts) -> Check:
         facts = f.target.describe()
         over = f" over {facts['http_version']}" if facts.get("http_version") else ""
         over += f", server {facts['server']}" if facts.get("server") else ""
-        return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()}{over}, libcurl "
-                                 f"{facts.get('libcurl', '?')}): no filesystem here; gdsbench reads remote objects into "
-                                 "host memory, and to a GPU through it (RDMA object transports are not measured)",
+        client = next((f"{library} {facts[library]}" for library in ("libcurl", "libnfs") if library in facts), "?")
+        return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()}{over}, {client}): no "
+                                 "filesystem here; gdsbench reads it over the network into host memory, and to a GPU "
+                                 "through it (RDMA transports are not measured)",
                      evidence=f"{facts.get('probe', 'HEAD')} {facts.get('url', f.target.path)}")
     if f.target.mount is None:
         return Check(name, INFO, f"block device {f.target.path} (read raw, no filesystem)",

@@ -4,7 +4,8 @@
 namespace gds {
 
 const std::vector<EngineInfo>& engines() {
-  static const std::vector<EngineInfo> all = {kNullEngine, kPsyncEngine, kIoUringEngine, kCuFileEngine, kCurlEngine};
+  static const std::vector<EngineInfo> all = {kNullEngine,   kPsyncEngine, kIoUringEngine,
+                                              kCuFileEngine, kCurlEngine,  kNfsEngine};
   return all;
 }
 

@@ -1,7 +1,8 @@
-"""What a job reads or writes. A target is a local file or block device, or an
-HTTP(S) or S3 object: each kind is one module in this package with a class that
-answers the Target protocol below, so a new kind of target is one file and
-nothing else in gdsbench asks the operating system about it.
+"""What a job reads or writes. A target is a local file or block device, an
+HTTP(S), S3 or FTP object, or a file on an NFS server: each kind is one module
+in this package with a class that answers the Target protocol below, so a new
+kind of target is one file and nothing else in gdsbench asks the operating
+system about it.
 
 target_for(name) hands a name to the first kind that claims it. The checks a
 kind makes raise UsageError with the parameter and the fix; the native engine

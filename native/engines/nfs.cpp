@@ -1,0 +1,224 @@
+// nfs: a file on an NFS server read and written in user space through libnfs
+// (the client fio's engines/nfs.c uses), no kernel mount between: each worker
+// thread has its own libnfs context (one TCP connection to the server), with
+// up to `depth` requests in flight through libnfs's async calls, driven by
+// poll() on the context's socket. nfs://SERVER/EXPORT/PATH?version=4 as libnfs
+// parses it (its own arguments: version=3|4, nfsport=N, uid=, gid=).
+//
+// An RPC carries at most 1 MiB here (libnfs 4.0 does not split an NFSv4 read,
+// and drops a connection whose answer exceeds its PDU limit), so a larger
+// request goes as several RPCs in flight together, done when the last lands.
+// libnfs hands a read's bytes in its own buffer: they are copied once into the
+// request's, as the curl engine copies a body.
+#include "../engine.hpp"
+#include "../error.hpp"
+
+namespace gds {
+constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
+                                  /*gpu_buffers=*/false};
+}  // namespace gds
+
+#ifdef GDSBENCH_HAVE_LIBNFS
+#include <fcntl.h>
+#include <nfsc/libnfs.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+
+namespace gds {
+namespace {
+
+constexpr uint64_t kMaxRpc = 1 << 20;  // bytes one READ or WRITE carries
+constexpr int kTimeoutMs = 30000;  // libnfs's RPC timeout: a server that stops answering fails the run within a minute
+constexpr int kPollMs = 100;       // libnfs checks its timeouts when serviced: at least this often
+
+// libnfs's words for its last failure (it may have none: NULL).
+std::string error_of(struct nfs_context* nfs) {
+  const char* words = nfs_get_error(nfs);
+  return words && *words ? words : "no reason given";
+}
+
+// One RPC of a request: where its bytes go, and the request it belongs to.
+struct Piece {
+  class NfsEngine* engine;
+  IoRequest* request;
+  uint64_t at;  // its offset within the request
+  uint32_t length;
+};
+
+class NfsEngine final : public Engine {
+ public:
+  explicit NfsEngine(const Target& target) : path_(target.path) {
+    nfs_ = nfs_init_context();
+    if (!nfs_) throw IoError("libnfs: cannot create a context for " + path_);
+    nfs_set_timeout(nfs_, kTimeoutMs);
+    nfs_set_autoreconnect(nfs_, 0);  // a lost connection fails the run, not a silent pause
+    // NFSv4 knows a client by its name: libnfs names every context of a process alike, so a second thread's
+    // would take over the first's lease (its reads then fail NFS4ERR_EXPIRED). Each context is a client here.
+    static std::atomic<unsigned> contexts{0};
+    char host[256] = "";
+    ::gethostname(host, sizeof host - 1);
+    const std::string client = "gdsbench " + std::string(host) + " pid " + std::to_string(::getpid()) + " context " +
+                               std::to_string(contexts++);
+    nfs4_set_client_name(nfs_, client.c_str());
+    struct nfs_url* url = nfs_parse_url_full(nfs_, path_.c_str());
+    if (!url) {
+      std::string why = error_of(nfs_);
+      nfs_destroy_context(nfs_);
+      throw InputError("PATH " + path_ + ": not an NFS URL libnfs reads (" + why +
+                       "); write nfs://SERVER/EXPORT/FILE?version=4 (a port: ?nfsport=N, not SERVER:N)");
+    }
+    server_ = url->server;
+    export_ = url->path;
+    std::string file = url->file;
+    nfs_destroy_url(url);
+    if (std::count(server_.begin(), server_.end(), ':') == 1) {  // HOST:PORT, which libnfs 4.0 cannot resolve
+      nfs_destroy_context(nfs_);
+      throw InputError("PATH " + path_ + ": libnfs takes a port as ?nfsport=N, not SERVER:N; write nfs://" +
+                       server_.substr(0, server_.find(':')) + export_ +
+                       "/FILE?version=4&nfsport=" + server_.substr(server_.find(':') + 1));
+    }
+    if (nfs_mount(nfs_, server_.c_str(), export_.c_str()) != 0) {
+      std::string why = error_of(nfs_);
+      nfs_destroy_context(nfs_);
+      throw InputError("PATH " + path_ + ": cannot reach export " + export_ + " on " + server_ + " (" + why +
+                       "); is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
+    }
+    const int flags = target.direction == Direction::kWrite ? O_WRONLY : O_RDONLY;
+    if (nfs_open(nfs_, file.c_str(), flags, &file_) != 0) {
+      std::string why = error_of(nfs_);
+      nfs_destroy_context(nfs_);
+      throw InputError("PATH " + path_ + ": cannot open " + file + " in export " + export_ + " (" + why + ")");
+    }
+    struct nfs_stat_64 st;
+    if (nfs_fstat64(nfs_, file_, &st) != 0) {
+      std::string why = error_of(nfs_);
+      close();
+      throw InputError("PATH " + path_ + ": cannot stat it (" + why + ")");
+    }
+    size_ = st.nfs_size;
+  }
+  ~NfsEngine() override { close(); }
+
+  uint64_t size() const override { return size_; }
+  uint64_t connections() const override { return 1; }
+  std::map<std::string, std::string> describe() const override {
+    return {{"url", path_},         {"protocol", "nfs"}, {"probe", "GETATTR"},
+            {"server_ip", server_}, {"export", export_}, {"libnfs", GDSBENCH_LIBNFS_VERSION}};
+  }
+
+  void queue(IoRequest* r) override {
+    r->result = 0;
+    unsigned pieces = 0;
+    uint64_t at = 0;
+    do {  // a request of any length is at least one RPC
+      auto* piece = new Piece{this, r, at, uint32_t(std::min<uint64_t>(kMaxRpc, r->length - at))};
+      const int rc = r->direction == Direction::kWrite
+                         ? nfs_pwrite_async(nfs_, file_, r->offset + at, piece->length, r->buf + at, landed, piece)
+                         : nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
+      if (rc != 0) {
+        delete piece;
+        throw IoError("libnfs: cannot send a request for " + path_ + " (" + error_of(nfs_) + ")");
+      }
+      ++pieces;
+      at += piece->length;
+    } while (at < r->length);
+    outstanding_[r] = pieces;
+  }
+
+  unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
+    while (finished_.size() < min && !outstanding_.empty()) service();
+    unsigned n = 0;
+    while (n < max && !finished_.empty()) {
+      done[n++] = finished_.front();
+      finished_.pop_front();
+    }
+    return n;
+  }
+
+  int sync() override { return nfs_fsync(nfs_, file_) == 0 ? 0 : -EIO; }
+
+ private:
+  // One RPC answered: its bytes copied (a read), counted; its request finished with its last piece.
+  static void landed(int status, struct nfs_context*, void* data, void* opaque) {
+    auto* piece = static_cast<Piece*>(opaque);
+    NfsEngine* self = piece->engine;
+    IoRequest* r = piece->request;
+    if (status < 0) {
+      if (self->error_.empty()) self->error_ = data ? static_cast<const char*>(data) : errno_text(status);
+      r->result = status;
+    } else if (r->result >= 0) {
+      if (r->direction == Direction::kRead && status > 0) std::memcpy(r->buf + piece->at, data, size_t(status));
+      r->result += status;
+    }
+    delete piece;
+    auto it = self->outstanding_.find(r);
+    if (--it->second == 0) {
+      self->outstanding_.erase(it);
+      self->finished_.push_back(r);
+    }
+  }
+
+  void service() {
+    struct pollfd p = {nfs_get_fd(nfs_), short(nfs_which_events(nfs_)), 0};
+    const int ready = ::poll(&p, 1, kPollMs);
+    if (ready < 0 && errno != EINTR)
+      throw IoError("poll on the NFS connection to " + server_ + ": " + errno_text(errno));
+    if (nfs_service(nfs_, ready > 0 ? p.revents : 0) < 0)
+      throw IoError("the NFS connection to " + server_ + " failed (" + error_of(nfs_) + ") reading " + path_);
+    if (!error_.empty()) throw IoError("NFS: " + error_ + " (" + path_ + ")");
+  }
+
+  void close() {
+    if (!nfs_) return;
+    if (file_) nfs_close(nfs_, file_);
+    nfs_destroy_context(nfs_);  // answers still in flight are dropped with it
+    nfs_ = nullptr;
+  }
+
+  std::string path_, server_, export_;
+  struct nfs_context* nfs_ = nullptr;
+  struct nfsfh* file_ = nullptr;
+  uint64_t size_ = 0;
+  std::map<IoRequest*, unsigned> outstanding_;  // request -> its pieces not yet answered
+  std::deque<IoRequest*> finished_;
+  std::string error_;  // the first failed RPC's words, thrown by the next service()
+};
+
+}  // namespace
+
+const EngineInfo kNfsEngine = {
+    "nfs",
+    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread",
+    kNfsCan,
+    [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+      return std::make_unique<NfsEngine>(target);
+    },
+    []() { return std::string(); },
+    {},
+    []() { return std::vector<std::pair<std::string, std::string>>{{"nfs://", "nfs"}}; }};
+
+}  // namespace gds
+
+#else
+
+namespace gds {
+
+const EngineInfo kNfsEngine = {
+    "nfs",
+    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread",
+    kNfsCan,
+    [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+      throw InputError("--engine nfs: this gdsbench was built without libnfs");
+    },
+    []() { return std::string("built without libnfs (apt-get install libnfs-dev, then rebuild)"); },
+    {},
+    []() { return std::vector<std::pair<std::string, std::string>>{{"nfs://", "nfs"}}; }};
+
+}  // namespace gds
+
+#endif
