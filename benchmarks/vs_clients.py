@@ -520,7 +520,7 @@ def main() -> int:
     raw["ceiling"], raw["minutes"] = ceiling, (time.monotonic() - started) / 60
     name = args.name or ("vs_clients-build_ab" if args.old else "vs_clients")
     title = (f"gdsbench's curl engine: {args.old_name} ({OLD}) against this build, other clients beside"
-             if args.old else "gdsbench's curl engine against other HTTP and S3 clients")
+             if args.old else "gdsbench against other clients of the same server: " + ", ".join(chosen))
     raw["old"] = {"python": args.old, "name": args.old_name} if args.old else None
     md, _ = write_outputs(name, title, markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw,
                           directory=out_dir,
