@@ -22,6 +22,8 @@ const char* opens_name(Opens o) {
       return "url";
     case Opens::kNfsFile:
       return "nfs file";
+    case Opens::kSmbFile:
+      return "smb file";
   }
   return "?";
 }

@@ -1,7 +1,7 @@
 // The engine contract, after fio's ioengine_ops: an engine opens its target
-// (a local file, an HTTP(S), S3 or FTP object for the curl engine, a file on an NFS server for nfs), moves bytes
-// between it and caller-owned buffers in the direction each request says, and knows nothing of timing, statistics or
-// offsets. The transfer loop (transfer.hpp) owns all of that.
+// (a local file, an HTTP(S), S3 or FTP object for the curl engine, a file on an NFS server or SMB share for nfs and
+// smb), moves bytes between it and caller-owned buffers in the direction each request says, and knows nothing of
+// timing, statistics or offsets. The transfer loop (transfer.hpp) owns all of that.
 //
 //   queue(r)      hand over one request; the engine may do it at once (psync),
 //                 or start it with others when it has enough (io_uring's
@@ -44,7 +44,7 @@ struct IoRequest {
 
 // What an engine is handed to open.
 struct Target {
-  std::string path;     // a local file's path, or a URL (Opens::kUrl, Opens::kNfsFile)
+  std::string path;     // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
   bool direct = false;  // O_DIRECT
   Direction direction = Direction::kRead;
 };
@@ -116,9 +116,9 @@ class SynchronousEngine : public Engine {
 // What an engine can do, as fio's ioengine_ops flags say it: the Python layer
 // plans from these (gdsbench.job.spec.ENGINE_INFO), never from engine names.
 // What kind of target an engine opens.
-// kNfsFile: a file on an NFS server, read without a mount (the nfs engine).
-enum class Opens { kNothing, kLocalFile, kUrl, kNfsFile };
-const char* opens_name(Opens o);  // "nothing", "local file", "url", "nfs file": what gdsbench.job.spec.ENGINE_INFO says
+// kNfsFile, kSmbFile: a file on an NFS server or an SMB share, read without a mount (the nfs and smb engines).
+enum class Opens { kNothing, kLocalFile, kUrl, kNfsFile, kSmbFile };
+const char* opens_name(Opens o);  // "nothing", "local file", "url", "nfs file", "smb file": as ENGINE_INFO says
 
 struct Capabilities {
   Opens opens;           // kNothing: reads nothing (null)
@@ -177,5 +177,6 @@ extern const EngineInfo kIoUringEngine;
 extern const EngineInfo kCuFileEngine;
 extern const EngineInfo kCurlEngine;
 extern const EngineInfo kNfsEngine;
+extern const EngineInfo kSmbEngine;
 
 }  // namespace gds

@@ -106,8 +106,8 @@ def test_nfs_refusals_are_one_line_before_the_run(gdsbench, nfs):
                           "?nfsport=N, not SERVER:N", f"nfsport={port}")
     assert_one_line_error(gdsbench("run", "nfs://127.0.0.1", "--io-size", "1M"), "nfs://SERVER/EXPORT/FILE")
     assert_one_line_error(gdsbench("run", nfs, "--direct", "--io-size", "1M"), "--direct", "--buffered")
-    assert_one_line_error(gdsbench("run", nfs, "--rw", "write", "--io-size", "1M"), "writes over NFS", code=2)
-    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "nfs:// URL")
+    assert_one_line_error(gdsbench("run", nfs, "--rw", "write", "--io-size", "1M"), "cannot write", "yet", code=2)
+    assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "ftps://, nfs:// or smb:// URL")
     assert_one_line_error(gdsbench("prepare", nfs.replace("data.dat", "new.dat"), "--size", "1M"),
                           "an NFS server cannot be written to yet", code=2)
     assert_one_line_error(gdsbench("train", nfs.replace("data.dat", ""), "--workload", "unet3d"),

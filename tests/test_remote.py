@@ -27,9 +27,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(argv: list[str], port: int, log) -> subprocess.Popen:
-    """A server process, once it accepts connections on port."""
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+def start(argv: list[str], port: int, log, own_group: bool = False) -> subprocess.Popen:
+    """A server process, once it accepts connections on port. own_group: in a process group of its own
+    (smbd, stopping, signals its whole group)."""
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=own_group)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:

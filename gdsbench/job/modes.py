@@ -34,7 +34,7 @@ class Mode:
     stand_ins: tuple[str, ...] = ()  # under --gpu-backend sim, the host engines that stand in for its own
 
 
-_HOST_ENGINES = ("io_uring", "psync", "curl", "nfs", "null")  # auto: the first that is here and opens the target's kind
+_HOST_ENGINES = ("io_uring", "psync", "curl", "nfs", "smb", "null")  # auto: the first that is here and opens the target's kind
 
 _NATIVE = dict(native_loop=True, own_open_flags=False, many_processes=True)  # what the native core's modes share
 _STAGED_WRITE = ("from GPU memory, copied first by cudaMemcpyAsync to pinned host memory (where each 4 KiB block's "

@@ -31,7 +31,8 @@ KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECOND = 1_000_000_000
 
 # Every engine: native/engines/registry.cpp lists the native ones, job/modes.py the Python-driven one.
-# `opens`: the kinds of target each reads, a tuple ("local file", "url", "nfs file" or "nothing"), as native/engine.hpp's Opens.
+# `opens`: the kinds of target each reads, a tuple ("local file", "url", "nfs file", "smb file" or "nothing"), as
+# native/engine.hpp's Opens.
 ENGINE_INFO: dict[str, dict] = {**{e["name"]: {**e, "opens": (e["opens"],)} for e in _native.engines()},
                                 **PYTHON_ENGINES}
 ENGINES = ("auto", *ENGINE_INFO)
@@ -62,7 +63,8 @@ class _JobOptions:
     engine: str = option(
         "auto", "choice", "--engine",
         "I/O engine; auto: the mode's first engine here that opens the target (a file: io_uring where the kernel "
-        "allows it, else psync; an nfs:// URL: nfs; another URL: curl; gds: cufile; kvikio: kvikio)", choices=ENGINES,
+        "allows it, else psync; nfs:// and smb:// URLs: nfs and smb; another URL: curl; gds: cufile; kvikio: "
+        "kvikio)", choices=ENGINES,
     )
     bs: int = option(MiB, "size", "--bs", "block size of each read or write", low=1, high=_native.MAX_BS)
     qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null; psync is always 1); "

@@ -69,6 +69,7 @@ HOST_PATHS = (
     ("HTTP over", "http"),
     ("FTP, ", "ftp"),
     ("NFS, ", "nfs"),
+    ("SMB, ", "smb"),
     ("O_DIRECT", "o_direct"),
     ("page-cache", "page_cache"),
 )

@@ -344,7 +344,8 @@ def filesystem(f: Facts) -> Check:
         facts = f.target.describe()
         over = f" over {facts['http_version']}" if facts.get("http_version") else ""
         over += f", server {facts['server']}" if facts.get("server") else ""
-        client = next((f"{library} {facts[library]}" for library in ("libcurl", "libnfs") if library in facts), "?")
+        client = next((f"{library} {facts[library]}" for library in ("libcurl", "libnfs", "libsmbclient")
+                       if library in facts), "?")
         return Check(name, INFO, f"{f.target.where} ({facts.get('protocol', '?').upper()}{over}, {client}): no "
                                  "filesystem here; gdsbench reads it over the network into host memory, and to a GPU "
                                  "through it (RDMA transports are not measured)",

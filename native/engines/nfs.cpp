@@ -1,4 +1,4 @@
-// nfs: a file on an NFS server read and written in user space through libnfs
+// nfs: a file on an NFS server read in user space through libnfs
 // (the client fio's engines/nfs.c uses), no kernel mount between: each worker
 // thread has its own libnfs context (one TCP connection to the server), with
 // up to `depth` requests in flight through libnfs's async calls, driven by
@@ -14,7 +14,7 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
+constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
                                   /*gpu_buffers=*/false};
 }  // namespace gds
 
@@ -88,8 +88,7 @@ class NfsEngine final : public Engine {
       throw InputError("PATH " + path_ + ": cannot reach export " + export_ + " on " + server_ + " (" + why +
                        "); is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
     }
-    const int flags = target.direction == Direction::kWrite ? O_WRONLY : O_RDONLY;
-    if (nfs_open(nfs_, file.c_str(), flags, &file_) != 0) {
+    if (nfs_open(nfs_, file.c_str(), O_RDONLY, &file_) != 0) {  // reads only: writes are not built yet
       std::string why = error_of(nfs_);
       nfs_destroy_context(nfs_);
       throw InputError("PATH " + path_ + ": cannot open " + file + " in export " + export_ + " (" + why + ")");
@@ -117,9 +116,7 @@ class NfsEngine final : public Engine {
     uint64_t at = 0;
     do {  // a request of any length is at least one RPC
       auto* piece = new Piece{this, r, at, uint32_t(std::min<uint64_t>(kMaxRpc, r->length - at))};
-      const int rc = r->direction == Direction::kWrite
-                         ? nfs_pwrite_async(nfs_, file_, r->offset + at, piece->length, r->buf + at, landed, piece)
-                         : nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
+      const int rc = nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
       if (rc != 0) {
         delete piece;
         throw IoError("libnfs: cannot send a request for " + path_ + " (" + error_of(nfs_) + ")");
@@ -140,8 +137,6 @@ class NfsEngine final : public Engine {
     return n;
   }
 
-  int sync() override { return nfs_fsync(nfs_, file_) == 0 ? 0 : -EIO; }
-
  private:
   // One RPC answered: its bytes copied (a read), counted; its request finished with its last piece.
   static void landed(int status, struct nfs_context*, void* data, void* opaque) {
@@ -152,7 +147,7 @@ class NfsEngine final : public Engine {
       if (self->error_.empty()) self->error_ = data ? static_cast<const char*>(data) : errno_text(status);
       r->result = status;
     } else if (r->result >= 0) {
-      if (r->direction == Direction::kRead && status > 0) std::memcpy(r->buf + piece->at, data, size_t(status));
+      if (status > 0) std::memcpy(r->buf + piece->at, data, size_t(status));
       r->result += status;
     }
     delete piece;

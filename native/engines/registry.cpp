@@ -4,8 +4,8 @@
 namespace gds {
 
 const std::vector<EngineInfo>& engines() {
-  static const std::vector<EngineInfo> all = {kNullEngine,   kPsyncEngine, kIoUringEngine,
-                                              kCuFileEngine, kCurlEngine,  kNfsEngine};
+  static const std::vector<EngineInfo> all = {kNullEngine, kPsyncEngine, kIoUringEngine, kCuFileEngine,
+                                              kCurlEngine, kNfsEngine,   kSmbEngine};
   return all;
 }
 

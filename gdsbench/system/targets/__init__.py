@@ -1,5 +1,5 @@
 """What a job reads or writes. A target is a local file or block device, an
-HTTP(S), S3 or FTP object, or a file on an NFS server: each kind is one module
+HTTP(S), S3 or FTP object, or a file on an NFS server or SMB share: each kind is one module
 in this package with a class that answers the Target protocol below, so a new
 kind of target is one file and nothing else in gdsbench asks the operating
 system about it.
@@ -92,7 +92,8 @@ def kinds() -> list[type[Target]]:
 
 @functools.cache
 def _kinds_in(folders: tuple[str, ...]) -> list[type[Target]]:  # looked for once, not at every plan
-    return [importlib.import_module(f"{__name__}.{m.name}").TARGET for m in pkgutil.iter_modules(list(folders))]
+    return [importlib.import_module(f"{__name__}.{m.name}").TARGET for m in pkgutil.iter_modules(list(folders))
+            if not m.name.startswith("_")]  # _served.py: what several kinds share, not a kind
 
 
 def kind_of(name: str) -> type[Target]:

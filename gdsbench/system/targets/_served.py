@@ -1,0 +1,95 @@
+"""What the kinds of target that are a file on a server, read by a native engine of
+their own without a kernel mount (nfs_file.py, smb_file.py), share: the engine looks
+at the file when it is opened (so a server that does not answer, a missing share or
+file, or a refused login fail before anything runs), and reads it; nothing of it is
+cached on this host, and the server's cache cannot be seen. Writes are not built
+yet. (A module whose name starts with _ is not itself a kind.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from gdsbench import _native
+from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import ENGINE_INFO
+from gdsbench.system.targets.remote_object import NothingHeld
+
+
+def engine_opening(opened_as: str) -> str:
+    """The native engine that declares it opens this kind of target."""
+    return next(e["name"] for e in _native.engines() if e["opens"] == opened_as)
+
+
+@dataclass(frozen=True)
+class ServedFile:
+    OPENED_AS: ClassVar[str]
+    ENGINE: ClassVar[str]  # engine_opening(OPENED_AS)
+    WHAT: ClassVar[str]  # "an NFS server": where the file is, in messages
+    path: str
+    size: int
+    facts: dict = field(default_factory=dict)  # what the engine found: url, server, its client library's version
+    device: None = None
+    mount: None = None
+
+    @property
+    def kind(self) -> str:  # its protocol, as the engine names it: "nfs", "smb"
+        return self.facts.get("protocol", self.ENGINE)
+
+    @classmethod
+    def claims(cls, name: str) -> bool:
+        return name.startswith(tuple(ENGINE_INFO[cls.ENGINE]["schemes"]))
+
+    @classmethod
+    def protocol(cls, name: str) -> str:
+        return next(protocol for scheme, protocol in ENGINE_INFO[cls.ENGINE]["schemes"].items()
+                    if name.startswith(scheme))
+
+    @classmethod
+    def absolute(cls, name: str) -> str:
+        return name
+
+    @classmethod
+    def open(cls, name: str, need: int = 0, asking: dict | None = None):
+        unavailable = ENGINE_INFO[cls.ENGINE]["unavailable"]
+        if unavailable:
+            raise UsageError(f"PATH {name}: reading it needs the {cls.ENGINE} engine, not available here: {unavailable}")
+        facts = _native.probe_target(cls.ENGINE, name, {})
+        return cls(path=name, size=int(facts.pop("size")), facts=facts)
+
+    @property
+    def where(self) -> str:
+        return f"a file on {self.WHAT} at {self.facts.get('server_ip') or 'a remote server'}"
+
+    def identity(self) -> dict | None:
+        return {"size": self.size, "url": self.path}
+
+    def direct_alignment(self) -> int:
+        return 1
+
+    def check_direct(self, bs: int, offset: int) -> None:
+        raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
+
+    def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
+        return NothingHeld()  # the server's file: nothing held or locked here
+
+    def check_may_write(self) -> None:
+        raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
+                         "file `gdsbench prepare` made (or to the share through a kernel mount)")
+
+    def wrote(self) -> None:
+        pass
+
+    def folder(self) -> None:
+        return None  # the server's: gdsbench makes no file beside it
+
+    def has_pattern(self, offset: int) -> bool:
+        block = _native.read_range(self.ENGINE, self.path, offset, _native.PATTERN_BLOCK, {})
+        return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
+
+    def created_by_gdsbench(self) -> bool:
+        return False  # not known on a server without reading every block; writes are refused above
+
+    def describe(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
+                "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
