@@ -1,7 +1,8 @@
 """Real servers on loopback for the benchmark scripts: nginx (HTTP, ranges
 answered 206, sendfile), rclone's S3 server (SigV4 checked, ranges answered
 200 + Content-Range), vsftpd (FTP, anonymous reads, a range by REST),
-nfs-ganesha (NFSv4 in user space), each on a free port over a folder, and SeaweedFS (a
+nfs-ganesha (NFSv4 in user space), Samba's smbd (SMB), each on a free port over a
+folder, and SeaweedFS (a
 real object store: SigV4 checked, ranges answered 206, objects uploaded into
 it); each started and stopped by the PID it got (SIGTERM, then SIGKILL after
 a wait), and a process's CPU time from /proc. Each tool's version as it
@@ -28,10 +29,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(argv: list[str], port: int, log: str) -> subprocess.Popen:
-    """A server process, once it accepts connections on port; stopped again if it never does (or on ^C)."""
+def start(argv: list[str], port: int, log: str, own_group: bool = False) -> subprocess.Popen:
+    """A server process, once it accepts connections on port; stopped again if it never does (or on ^C).
+    own_group: in a process group of its own (smbd, stopping, signals its whole group)."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=own_group)
     try:
         for _ in range(600):
             try:
@@ -103,6 +105,30 @@ def ganesha(folder: str, work: str) -> tuple[subprocess.Popen, str]:
     argv = [shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd", "-F", "-f", conf, "-L",
             os.path.join(work, "ganesha-own.log"), "-p", os.path.join(work, "ganesha.pid"), "-N", "NIV_WARN"]
     return start(argv, port, os.path.join(work, "ganesha.log")), f"nfs://127.0.0.1/exp?version=4&nfsport={port}"
+
+
+SMB_PASSWORD = "gdsbench-bench-smb"  # root's, in the benchmark's own Samba password database only
+
+
+def smbd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
+    """Samba's smbd sharing folder read-only as [share], its state and password database (one user:
+    root, SMB_PASSWORD) under work: (process, base URL smb://127.0.0.1:PORT/share)."""
+    port = free_port()
+    state = {name: os.path.join(work, f"smb-{name}") for name in ("state", "lock", "pid", "cache", "private")}
+    for path in state.values():
+        os.makedirs(path, exist_ok=True)
+    conf = os.path.join(work, "smb.conf")
+    settings = {"smb ports": port, "interfaces": "127.0.0.1", "bind interfaces only": "yes",
+                "disable netbios": "yes", "server role": "standalone server", "state directory": state["state"],
+                "lock directory": state["lock"], "pid directory": state["pid"], "cache directory": state["cache"],
+                "private dir": state["private"], "log file": os.path.join(work, "smb-log.%m")}
+    with open(conf, "w") as f:
+        f.write("[global]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
+                + f"[share]\npath = {folder}\nread only = yes\n")
+    subprocess.run(["smbpasswd", "-c", conf, "-s", "-a", "root"], input=f"{SMB_PASSWORD}\n{SMB_PASSWORD}\n",
+                   text=True, check=True, capture_output=True)
+    argv = [shutil.which("smbd") or "/usr/sbin/smbd", "--foreground", "--no-process-group", "-s", conf]
+    return start(argv, port, os.path.join(work, "smbd.log"), own_group=True), f"smb://127.0.0.1:{port}/share"
 
 
 def nfs_url(base: str, path: str) -> str:

@@ -9,13 +9,15 @@ instead: the same object, on the same server, at the same requests in flight
     s3torch       s3torchconnectorclient's MountpointS3Client (the AWS CRT), Q threads
     s5cmd         `s5cmd cat -c Q -p 4`: the whole object in 4 MiB parts (it reads no smaller range)
     nfs-cat       libnfs's own `nfs-cat URL`: a whole file, 1 MiB at a time, one request in flight
+    smbclient     Samba's `smbclient //SERVER/share -c 'get FILE /dev/null'`: a whole file, its own way
 
 from nginx (HTTP, ranges answered 206, sendfile), rclone's S3 server (SigV4
 checked, ranges answered 200 + Content-Range), SeaweedFS (a real object
 store: SigV4 checked, ranges answered 206, so obstore reads it) and vsftpd
 (FTP: a range is REST + RETR, cut short, on a connection of its own) and
-nfs-ganesha (NFSv4 in user space, read by libnfs: no kernel mount), each on
-loopback, started for its own rows and stopped by its PID after them.
+nfs-ganesha (NFSv4 in user space, read by libnfs: no kernel mount) and
+Samba's smbd (SMB, read by libsmbclient: no cifs mount), each on loopback,
+started for its own rows and stopped by its PID after them.
 
 Timing, the same for every client: each run is a process of its own, timed
 whole from outside, start to exit (wall clock around fork/exec and wait4; its
@@ -73,7 +75,7 @@ from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat")
+CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "smbclient")
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
@@ -98,6 +100,8 @@ PLAN = {
     "vsftpd (FTP)": {"object": 3 * GiB, 64 * KiB: 64 * MiB, 4 * MiB: 1 * GiB},  # a login per range: slow at 64 KiB
     # NFS: 1 MiB, as one RPC carries (larger requests go as several); its 1 MiB rows read the whole file (nfs-cat's)
     "ganesha (NFS)": {"object": 3 * GiB, 64 * KiB: 2 * GiB, 1 * MiB: 3 * GiB},  # 0.4-1 GiB/s at 64 KiB
+    # SMB: one request in flight per process (--procs for more); its 4 MiB rows read the whole file (smbclient's)
+    "smbd (SMB)": {"object": 3 * GiB, 64 * KiB: 512 * MiB, 4 * MiB: 3 * GiB},
 }
 QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not measurements
     "nginx (HTTP)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
@@ -105,10 +109,12 @@ QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not mea
     "SeaweedFS (S3)": {"object": 256 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
     "vsftpd (FTP)": {"object": 512 * MiB, 64 * KiB: 16 * MiB, 4 * MiB: 256 * MiB},
     "ganesha (NFS)": {"object": 512 * MiB, 64 * KiB: 256 * MiB, 1 * MiB: 512 * MiB},
+    "smbd (SMB)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
 }
 SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)", "vsftpd": "vsftpd (FTP)",
-           "ganesha": "ganesha (NFS)"}
-SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)", "ganesha (NFS)")  # serve one folder, so one object
+           "ganesha": "ganesha (NFS)", "smbd": "smbd (SMB)"}
+# serve one folder, so one object
+SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)", "ganesha (NFS)", "smbd (SMB)")
 
 
 # ---- one run of one client: a process of its own, timed whole ----
@@ -212,6 +218,9 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     s3 = url.startswith("s3://")
     if client in ("gdsbench", OLD):
         exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-m", "gdsbench"]
+        if url.startswith("smb://") and qd > 1:  # one request in flight per process: qd processes, each its share
+            each = max(total // qd, bs)  # the one-range run: a range in each process (smb_processes)
+            return [*exe, "run", url, "--bs", str(bs), "--procs", str(qd), "--io-size", str(each), "--json"], True
         return [*exe, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
     if client == "curl" and url.startswith("nfs://"):
         return "curl does not read NFS"
@@ -238,6 +247,23 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
         return ["nfs-cat", url], False
     if client == "nfs-cat":
         return "nfs-cat reads NFS only"
+    if url.startswith("smb://"):
+        if client != "smbclient":
+            return f"{client} does not read SMB without a cifs mount"
+        if qd != 1:
+            return "smbclient's get reads one file in one session"
+        server, _, path = url[len("smb://"):].partition("/share/")
+        if total == bs:  # its one-range run: the whole of a file one range long
+            path = path.replace(OBJECT_KEY, ONE_KEY if bs == 4 * MiB else ONE_MIB_KEY)
+            if bs not in (MiB, 4 * MiB):
+                return "smbclient reads whole files only: no one-range file of this size"
+        elif total != object_size:
+            return "smbclient reads whole files only: this row reads part of one"
+        host, _, port = server.partition(":")
+        return ["smbclient", f"//{host}/share", "-p", port, "-U", f"root%{servers.SMB_PASSWORD}", "-c",
+                f"get {path} /dev/null"], False
+    if client == "smbclient":
+        return "smbclient reads SMB only"
     if url.startswith("ftp://"):  # (gdsbench and curl are above)
         return f"{client} reads HTTP and S3 only"
     if client == "s5cmd":
@@ -262,12 +288,20 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     return f"unknown client {client}"
 
 
+def expected_bytes(client: str, url: str, bs: int, qd: int, total: int) -> int:
+    """What a run reads: total, but gdsbench's one-range run over SMB at qd in flight reads a range in
+    each of its qd processes (one request in flight each)."""
+    if client in ("gdsbench", OLD) and url.startswith("smb://") and qd > 1:
+        return qd * max(total // qd, bs)
+    return total
+
+
 def bytes_read(client: str, stdout: str, total: int) -> int:
     """The bytes a client's process says it read: gdsbench's and the workers' JSON, curl's size_download of
     each transfer; s5cmd's data is its stdout, sent to /dev/null, so its exit status stands for it."""
     if client == "curl":
         return sum(int(n) for n in stdout.split())
-    if client in ("s5cmd", "nfs-cat"):
+    if client in ("s5cmd", "nfs-cat", "smbclient"):
         return total
     return int(json.loads(stdout)["bytes"])
 
@@ -288,8 +322,8 @@ def measure(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
         got = bytes_read(client, r["stdout"], total)
     except (ValueError, KeyError) as e:
         return {"error": f"{client}: no count of bytes read ({e})"}
-    if got != total:
-        return {"error": f"{client} read {got} of {total} bytes"}
+    if got != expected_bytes(client, url, bs, qd, total):
+        return {"error": f"{client} read {got} of {expected_bytes(client, url, bs, qd, total)} bytes"}
     return {"bytes": got, "seconds": r["seconds"], "cpu_s": r["cpu_s"], "server_cpu_s": r["server_cpu_s"]}
 
 
@@ -419,6 +453,9 @@ def start_server(name: str, folder: str, work: str) -> tuple:
         return servers.vsftpd(folder, work)
     if name == "ganesha (NFS)":
         return servers.ganesha(folder, work)
+    if name == "smbd (SMB)":
+        os.environ["USER"] = f"root%{servers.SMB_PASSWORD}"  # gdsbench's login, as smbclient's users give it
+        return servers.smbd(folder, work)
     return servers.seaweedfs(work, BUCKET)
 
 
@@ -435,6 +472,9 @@ def warm(url: str, endpoint: str) -> None:
     if url.startswith("nfs://"):
         subprocess.run(["nfs-cat", url], check=True, stdout=subprocess.DEVNULL)
         return
+    if url.startswith("smb://"):
+        subprocess.run([GDSBENCH, "run", url, "--bs", "4M", "--pattern", "seq"], check=True, capture_output=True)
+        return
     sign = ["--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{KEY}:{SECRET}"] if url.startswith("s3://") else []
     where = f"{endpoint}/{url[len('s3://'):]}" if url.startswith("s3://") else url
     subprocess.run(["curl", "-sS", "--fail", "-o", "/dev/null", *sign, where], check=True)
@@ -448,6 +488,7 @@ def tools() -> dict:
             "vsftpd": s.first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),
             "nfs-ganesha": s.first_line(["dpkg-query", "-W", "-f=nfs-ganesha ${Version}", "nfs-ganesha"]),
             "libnfs (nfs-cat, gdsbench's nfs engine)": s.first_line(["dpkg-query", "-W", "-f=${Version}", "libnfs13"]),
+            "samba (smbd, smbclient, libsmbclient)": s.first_line(["dpkg-query", "-W", "-f=${Version}", "samba"]),
             "SeaweedFS": s.first_line([s.weed_binary(), "version"]),
             "obstore": s.package_version("obstore"),
             "s5cmd": f"{s.package_version('s5cmd')} (its binary: {s.first_line([s5cmd_binary(), 'version'])})",
@@ -524,7 +565,7 @@ def main() -> int:
     raw["old"] = {"python": args.old, "name": args.old_name} if args.old else None
     md, _ = write_outputs(name, title, markdown_table(HEADER, rows), notes(repeats, ceiling, plan, chosen), raw,
                           directory=out_dir,
-                          tools=("curl", "libcurl", "nginx", "rclone", "vsftpd", "nfs-ganesha", "libnfs", "seaweedfs",
+                          tools=("curl", "libcurl", "nginx", "rclone", "vsftpd", "nfs-ganesha", "libnfs", "samba", "seaweedfs",
                                  "s5cmd", "obstore", "s3torchconnector"), commands={"s5cmd": [s5cmd_binary(), "version"]})
     print(f"wrote {md} ({raw['minutes']:.0f} minutes)")
     return 0
@@ -599,6 +640,13 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
                    "(larger ones go as several RPCs at once); nfs-cat reads a whole file 1 MiB at a time, one request "
                    "in flight, so it is beside gdsbench only in the 1 MiB rows at 1 in flight; elsewhere gdsbench's "
                    "figures stand alone.")
+    if "smbd (SMB)" in chosen:
+        out.append("Samba's smbd (a read-only share, its own password database) is read in user space by "
+                   "libsmbclient: gdsbench's smb engine, one request in flight per process (libsmbclient's calls are "
+                   "not safe from two threads), so its rows at N in flight are N processes (--procs N, each reading "
+                   "its share of the bytes); smbclient's get reads a whole file in one session its own way (SMB2 "
+                   "reads pipelined), so it is beside gdsbench in the rows at 1 in flight that read whole files. "
+                   "This machine has no cifs client to mount the share.")
     if ceiling:
         out.insert(0, f"Loopback reference: nginx's sendfile read whole by one curl into /dev/null, its whole process "
                    f"timed: {ceiling['mib_s']:.0f} MiB/s (curl {ceiling['client_cores']:.2f} cores, nginx "

@@ -129,6 +129,7 @@ TOOLS = {
     "vsftpd": lambda: _first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),  # -v writes to stdin
     "nfs-ganesha": lambda: _first_line(["dpkg-query", "-W", "-f=nfs-ganesha ${Version}", "nfs-ganesha"]),
     "libnfs": lambda: _first_line(["dpkg-query", "-W", "-f=libnfs ${Version}", "libnfs13"]),  # also nfs-cat's
+    "samba": lambda: _first_line(["dpkg-query", "-W", "-f=samba ${Version}", "samba"]),  # smbd, smbclient's
     "seaweedfs": lambda: _first_line(["weed", "version"]),
     "s5cmd": lambda: _first_line(["s5cmd", "version"]),
     "obstore": lambda: distribution_version("obstore"),
