@@ -1,9 +1,10 @@
-"""What the kinds of target that are a file on a server, read by a native engine of
-their own without a kernel mount (nfs_file.py, smb_file.py), share: the engine looks
-at the file when it is opened (so a server that does not answer, a missing share or
-file, or a refused login fail before anything runs), and reads it; nothing of it is
-cached on this host, and the server's cache cannot be seen. Writes are not built
-yet. (A module whose name starts with _ is not itself a kind.)"""
+"""What the kinds of target on a server share (a module whose name starts with _ is
+not itself a kind): OnAServer, what every remote kind is (remote_object.py's too):
+nothing of it cached or held on this host, no O_DIRECT, no folder beside it; and
+ServedFile, a file on a server read by a native engine of its own without a
+kernel mount (nfs_file.py, smb_file.py): the engine looks at the file when it is
+opened (so a server that does not answer, a missing share or file, or a refused
+login fail before anything runs), and reads it. Writes are not built yet."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import ClassVar
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO
-from gdsbench.system.targets.remote_object import NothingHeld
 
 
 def engine_opening(opened_as: str) -> str:
@@ -21,8 +21,44 @@ def engine_opening(opened_as: str) -> str:
     return next(e["name"] for e in _native.engines() if e["opens"] == opened_as)
 
 
+class NothingHeld:
+    """A region on a server: nothing cached here to drop or measure."""
+
+    def evict(self) -> None:
+        pass
+
+    def cached_fraction(self) -> float | None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class OnAServer:
+    """What a target on a server is, whatever its protocol (path, where: the kind's own)."""
+
+    @classmethod
+    def absolute(cls, name: str) -> str:
+        return name  # a URL reads the same from any directory
+
+    def direct_alignment(self) -> int:
+        return 1
+
+    def check_direct(self, bs: int, offset: int) -> None:
+        raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
+
+    def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
+        return NothingHeld()  # the server's: nothing held or locked here
+
+    def wrote(self) -> None:
+        pass
+
+    def folder(self) -> None:
+        return None  # the server's: gdsbench makes no file beside it
+
+
 @dataclass(frozen=True)
-class ServedFile:
+class ServedFile(OnAServer):
     OPENED_AS: ClassVar[str]
     ENGINE: ClassVar[str]  # engine_opening(OPENED_AS)
     WHAT: ClassVar[str]  # "an NFS server": where the file is, in messages
@@ -46,10 +82,6 @@ class ServedFile:
                     if name.startswith(scheme))
 
     @classmethod
-    def absolute(cls, name: str) -> str:
-        return name
-
-    @classmethod
     def open(cls, name: str, need: int = 0, asking: dict | None = None):
         unavailable = ENGINE_INFO[cls.ENGINE]["unavailable"]
         if unavailable:
@@ -64,24 +96,9 @@ class ServedFile:
     def identity(self) -> dict | None:
         return {"size": self.size, "url": self.path}
 
-    def direct_alignment(self) -> int:
-        return 1
-
-    def check_direct(self, bs: int, offset: int) -> None:
-        raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
-
-    def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
-        return NothingHeld()  # the server's file: nothing held or locked here
-
     def check_may_write(self) -> None:
         raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
                          "file `gdsbench prepare` made (or to the share through a kernel mount)")
-
-    def wrote(self) -> None:
-        pass
-
-    def folder(self) -> None:
-        return None  # the server's: gdsbench makes no file beside it
 
     def has_pattern(self, offset: int) -> bool:
         block = _native.read_range(self.ENGINE, self.path, offset, _native.PATTERN_BLOCK, {})

@@ -21,6 +21,7 @@ from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
 from gdsbench.system import object_store
+from gdsbench.system.targets._served import OnAServer
 
 OPENED_AS = "url"
 # the engine that looks at and reads these targets: the native one that declares it opens a URL (curl),
@@ -39,21 +40,8 @@ def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
     return {o.name: int(getattr(spec, o.name)) for o in OPTIONS if o.engine == ENGINE}
 
 
-class NothingHeld:
-    """A remote region: nothing cached here to drop or measure."""
-
-    def evict(self) -> None:
-        pass
-
-    def cached_fraction(self) -> float | None:
-        return None
-
-    def close(self) -> None:
-        pass
-
-
 @dataclass(frozen=True)
-class RemoteObject:
+class RemoteObject(OnAServer):
     OPENED_AS: ClassVar[str] = OPENED_AS
     path: str
     kind: str  # its protocol: "http", "s3", "ftp"
@@ -71,10 +59,6 @@ class RemoteObject:
     def protocol(cls, name: str) -> str:
         """What a name it claims is asked over: "s3" (signed, object_store's credentials), "http", "ftp"."""
         return next(protocol for scheme, protocol in PROTOCOLS.items() if name.startswith(scheme))
-
-    @classmethod
-    def absolute(cls, name: str) -> str:
-        return name
 
     @classmethod
     def open(cls, name: str, need: int = 0, asking: dict | None = None) -> RemoteObject:
@@ -102,24 +86,9 @@ class RemoteObject:
     def identity(self) -> dict | None:
         return {"size": self.size, "url": self.facts.get("url", self.path)}
 
-    def direct_alignment(self) -> int:
-        return 1
-
-    def check_direct(self, bs: int, offset: int) -> None:
-        raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
-
-    def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
-        return NothingHeld()  # a server's object: nothing held or locked here
-
     def check_may_write(self) -> None:
         raise UsageError(f"PATH {self.path}: writes to remote objects are not measured yet; write to a local file "
                          "`gdsbench prepare` made (or upload one: `gdsbench prepare s3://BUCKET/KEY --size 1G`)")
-
-    def wrote(self) -> None:
-        pass
-
-    def folder(self) -> None:
-        return None  # a server's: gdsbench makes no file beside it
 
     def has_pattern(self, offset: int) -> bool:
         block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, self.asking)
