@@ -468,3 +468,24 @@ def test_compare_leads_with_a_short_headline_and_says_once_how_tiers_differ(gdsb
     assert not any("runs differ: storage" in line for line in res.err.splitlines())
     page = (tmp_path / "cmp" / "compare.html").read_text()
     assert '<p class="headline">flash/base: 3.0x bandwidth at 64 KiB, 3.0x IOPS' in page
+
+
+def test_a_comparison_of_many_tiers_gives_each_its_own_colour_and_a_subtitle_that_fits(tmp_path, monkeypatch):
+    """Five tiers of one curve each (the protocol page: one sweep per tier, queue depth 1): four line styles
+    cannot tell five apart, so each tier is a colour too; the subtitle naming them all is wrapped."""
+    spec = SweepSpec(grid={"bs": ["4K", "64K"]}, fixed={"engine": "null", "runtime": "20ms"}, repeat=1, name="one")
+    store, grid, plans = start(spec, str(tmp_path / "runs"))
+    run(store, grid, plans, show_progress=False)
+    runs = [store.path] + [faster_copy(store.path, str(tmp_path / f"tier{k}"), factor=k + 2.0, p99_factor=1.0)
+                           for k in range(4)]
+    drawn, draw = {}, charts.bandwidth_vs_block_size
+
+    def capture(curves, path, title, sub, styles):
+        drawn.update(styles=[styles[name] for name, _ in curves], sub=sub)
+        return draw(curves, path, title, sub, styles)
+
+    monkeypatch.setattr(charts, "bandwidth_vs_block_size", capture)
+    compare.write(compare.compare(runs), str(tmp_path / "page"))
+    colours = [style["color"] for style in drawn["styles"]]
+    assert len(colours) == 5 and len(set(colours)) == 5
+    assert all(len(line) <= charts.CHART_LINE for line in drawn["sub"].splitlines())

@@ -11,6 +11,7 @@ was measured, and is drawn at twice its display resolution for sharp screens.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib
@@ -43,6 +44,14 @@ def count_unit(max_count: float) -> tuple[float, str]:
         if max_count >= factor:
             return factor, f" ({unit})"
     return 1.0, ""
+
+
+CHART_LINE = 90  # characters of a chart's 11 pt subtitle that fit across it
+
+
+def wrapped(subtitle: str) -> str:
+    """A subtitle in lines that fit across a chart (a comparison of many tiers names each)."""
+    return "\n".join(textwrap.wrap(subtitle, CHART_LINE))
 
 
 def _figure():

@@ -6,7 +6,6 @@ times spread, and which rank was slowest."""
 from __future__ import annotations
 
 import os
-import textwrap
 
 import numpy as np
 
@@ -17,7 +16,6 @@ from gdsbench.results.kinds import require_kind
 from gdsbench.results.store import load
 
 GIB = 1 << 30
-CHART_LINE = 90  # characters of the chart's 11 pt subtitle that fit across it
 
 
 def _gib_s(row: dict) -> str:
@@ -60,7 +58,7 @@ def verdict(rows: list[dict]) -> str:
 
 def chart_subtitle(info: dict) -> str:
     """The header's first line, wrapped to the chart's width (its data paths are in the page's table)."""
-    return "\n".join(textwrap.wrap(header(info).splitlines()[0], CHART_LINE))
+    return charts.wrapped(header(info).splitlines()[0])
 
 
 def _ranks_chart(rows: list[dict], path: str, title: str, sub: str) -> str:

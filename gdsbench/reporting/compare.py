@@ -370,20 +370,23 @@ def write(c: Comparison, out_dir: str, chosen: bool = False) -> str:
 
 
 def _write(c: Comparison, out_dir: str) -> str:
-    # a tier is a line style, a series (queue depth, or block size) a colour: the legend reads as a grid
+    # a tier is a line style, a series (queue depth, or block size) a colour: the legend reads as a grid; where
+    # every tier has one series along an axis, each tier is a colour too (5 tiers, 4 line styles)
     bs_curves, qd_curves, styles = [], [], {}
     line_styles = ("-", "--", ":", "-.")
     colours: dict[tuple[str, str], str] = {}
-    for t, run in enumerate(c.runs):
-        for kind, along in ((bs_curves, "bs_bytes"), (qd_curves, "qd")):
-            for label, df in analysis.series(run.summary, along):
+    for kind, along in ((bs_curves, "bs_bytes"), (qd_curves, "qd")):
+        per_run = [analysis.series(run.summary, along) for run in c.runs]
+        one_each = all(len(series) <= 1 for series in per_run)
+        for t, (run, series) in enumerate(zip(c.runs, per_run)):
+            for label, df in series:
                 name = f"{run.label} {label}".strip()
-                n = sum(1 for k in colours if k[0] == along)
-                colours.setdefault((along, label), f"C{n % 10}")
-                styles[name] = {"color": colours[(along, label)], "linestyle": line_styles[t % len(line_styles)]}
+                colours.setdefault((along, label), f"C{len(colours) % 10}")
+                styles[name] = {"color": f"C{t % 10}" if one_each else colours[(along, label)],
+                                "linestyle": line_styles[t % len(line_styles)]}
                 kind.append((name, df))
     title = " vs ".join(r.label for r in c.runs)
-    sub = "; ".join(measured.subtitle(r.df, r.label) for r in c.runs)
+    sub = charts.wrapped("; ".join(measured.subtitle(r.df, r.label) for r in c.runs))
     column = charts.throughput_column(qd_curves)[0]
     knees = {label: analysis.knee(df, column) for label, df in qd_curves}
     base_curves = {name for name, _ in qd_curves if name.startswith(f"{c.runs[0].label} ") or name == c.runs[0].label}
