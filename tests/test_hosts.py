@@ -135,9 +135,12 @@ def test_a_rank_killed_on_another_host_is_named_and_the_points_so_far_are_kept(h
     # says why, once), unless (on a loaded machine) rank 0's TCP transport sees the closed socket first:
     # then Open MPI aborts rank 0 inside its C library, naming the peer's host, before any Python runs
     # (no error handler reaches that path without Open MPI's fault tolerance). Which comes first is
-    # Open MPI's race, not gdsbench's to settle; either way the failure is named, in one account.
+    # Open MPI's race, not gdsbench's to settle; either way the failure is named, in one account. In that
+    # abort Open MPI names the peer's host, or (seen once under load, the socket closed before its peer was
+    # known: "on a NULL communicator") says only that the socket closed and that rank 0 aborted.
     if "An error occurred in Socket" in words:
-        assert "Peer host: h3" in words and len(ours) <= 1, err
+        assert "Peer host: h3" in words or ("Socket closed" in words and "calling \"abort\"" in words), err
+        assert len(ours) <= 1, err
     else:
         assert "process rank 2 with PID" in words and "on node h3 exited on signal 9" in words, words
         assert len(ours) == 1 and "rank 0 on h1" in ours[0], err
