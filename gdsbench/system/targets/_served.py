@@ -35,11 +35,27 @@ class NothingHeld:
 
 
 class OnAServer:
-    """What a target on a server is, whatever its protocol (path, where: the kind's own)."""
+    """What a target on a server is, whatever its protocol: named by the schemes its ENGINE declares, looked
+    at and read by it as `asking` says (path, size, facts, where: the kind's own)."""
+
+    ENGINE: ClassVar[str]  # engine_opening(its OPENED_AS)
+
+    @classmethod
+    def claims(cls, name: str) -> bool:
+        return name.startswith(tuple(ENGINE_INFO[cls.ENGINE]["schemes"]))
+
+    @classmethod
+    def protocol(cls, name: str) -> str:
+        """What a name it claims is asked over, as its engine names the scheme's protocol ("s3", "nfs")."""
+        return next(protocol for scheme, protocol in ENGINE_INFO[cls.ENGINE]["schemes"].items()
+                    if name.startswith(scheme))
 
     @classmethod
     def absolute(cls, name: str) -> str:
         return name  # a URL reads the same from any directory
+
+    def identity(self) -> dict | None:
+        return {"size": self.size, "url": self.facts.get("url", self.path)}
 
     def direct_alignment(self) -> int:
         return 1
@@ -56,11 +72,18 @@ class OnAServer:
     def folder(self) -> None:
         return None  # the server's: gdsbench makes no file beside it
 
+    def has_pattern(self, offset: int) -> bool:
+        block = _native.read_range(self.ENGINE, self.path, offset, _native.PATTERN_BLOCK, self.asking)
+        return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
+
+    def describe(self) -> dict:
+        return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
+                "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
+
 
 @dataclass(frozen=True)
 class ServedFile(OnAServer):
     OPENED_AS: ClassVar[str]
-    ENGINE: ClassVar[str]  # engine_opening(OPENED_AS)
     WHAT: ClassVar[str]  # "an NFS server": where the file is, in messages
     path: str
     size: int
@@ -72,14 +95,9 @@ class ServedFile(OnAServer):
     def kind(self) -> str:  # its protocol, as the engine names it: "nfs", "smb"
         return self.facts.get("protocol", self.ENGINE)
 
-    @classmethod
-    def claims(cls, name: str) -> bool:
-        return name.startswith(tuple(ENGINE_INFO[cls.ENGINE]["schemes"]))
-
-    @classmethod
-    def protocol(cls, name: str) -> str:
-        return next(protocol for scheme, protocol in ENGINE_INFO[cls.ENGINE]["schemes"].items()
-                    if name.startswith(scheme))
+    @property
+    def asking(self) -> dict:
+        return {}  # the nfs and smb engines have no options of their own
 
     @classmethod
     def open(cls, name: str, need: int = 0, asking: dict | None = None):
@@ -93,20 +111,9 @@ class ServedFile(OnAServer):
     def where(self) -> str:
         return f"a file on {self.WHAT} at {self.facts.get('server_ip') or 'a remote server'}"
 
-    def identity(self) -> dict | None:
-        return {"size": self.size, "url": self.path}
-
     def check_may_write(self) -> None:
         raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
                          "file `gdsbench prepare` made (or to the share through a kernel mount)")
 
-    def has_pattern(self, offset: int) -> bool:
-        block = _native.read_range(self.ENGINE, self.path, offset, _native.PATTERN_BLOCK, {})
-        return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
-
     def created_by_gdsbench(self) -> bool:
         return False  # not known on a server without reading every block; writes are refused above
-
-    def describe(self) -> dict:
-        return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
-                "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}

@@ -21,14 +21,13 @@ from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
 from gdsbench.system import object_store
-from gdsbench.system.targets._served import OnAServer
+from gdsbench.system.targets._served import OnAServer, engine_opening
 
 OPENED_AS = "url"
 # the engine that looks at and reads these targets: the native one that declares it opens a URL (curl),
 # as resolve_engine picks it for a run
-ENGINE = next(e["name"] for e in _native.engines() if e["opens"] == OPENED_AS)
-PROTOCOLS: dict[str, str] = ENGINE_INFO[ENGINE]["schemes"]  # scheme -> protocol, declared once in protocols.cpp
-SCHEMES = tuple(PROTOCOLS)
+ENGINE = engine_opening(OPENED_AS)
+SCHEMES = tuple(ENGINE_INFO[ENGINE]["schemes"])  # its protocols' schemes, declared once in protocols.cpp
 WHAT = {"s3": "an S3 object", "http": "an HTTP object", "ftp": "a file on an FTP server"}  # for messages
 
 
@@ -43,6 +42,7 @@ def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
 @dataclass(frozen=True)
 class RemoteObject(OnAServer):
     OPENED_AS: ClassVar[str] = OPENED_AS
+    ENGINE: ClassVar[str] = ENGINE
     path: str
     kind: str  # its protocol: "http", "s3", "ftp"
     size: int
@@ -50,15 +50,6 @@ class RemoteObject(OnAServer):
     asking: dict = field(default_factory=asking_of, repr=False, compare=False)  # how it is asked (asking_of)
     device: None = None
     mount: None = None
-
-    @classmethod
-    def claims(cls, name: str) -> bool:
-        return name.startswith(SCHEMES)
-
-    @classmethod
-    def protocol(cls, name: str) -> str:
-        """What a name it claims is asked over: "s3" (signed, object_store's credentials), "http", "ftp"."""
-        return next(protocol for scheme, protocol in PROTOCOLS.items() if name.startswith(scheme))
 
     @classmethod
     def open(cls, name: str, need: int = 0, asking: dict | None = None) -> RemoteObject:
@@ -83,25 +74,14 @@ class RemoteObject(OnAServer):
         over = f" over {version}" if version else ""
         return f"{self.kind.upper()}{over}, {engine} engine ranged {'GETs' if version else 'reads'}"
 
-    def identity(self) -> dict | None:
-        return {"size": self.size, "url": self.facts.get("url", self.path)}
-
     def check_may_write(self) -> None:
         raise UsageError(f"PATH {self.path}: writes to remote objects are not measured yet; write to a local file "
                          "`gdsbench prepare` made (or upload one: `gdsbench prepare s3://BUCKET/KEY --size 1G`)")
-
-    def has_pattern(self, offset: int) -> bool:
-        block = _native.read_range(ENGINE, self.path, offset, _native.PATTERN_BLOCK, self.asking)
-        return len(block) == _native.PATTERN_BLOCK and _native.pattern_check(block, offset)[0] == 0
 
     def created_by_gdsbench(self) -> bool:
         """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),
         as the server answered when it was looked at."""
         return "gdsbench_mark" in self.facts
-
-    def describe(self) -> dict:
-        return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
-                "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
 
 
 TARGET = RemoteObject
