@@ -34,7 +34,7 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         args = with_fio_job(args, "run")
-        spec = spec_from_values(job_values(args))  # each value checked as it is parsed (PATH too); the rest in run()
+        spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
         if args.metrics and mpi.is_root():  # before the run: a measurement is not lost to where it cannot go
             prom.check(args.metrics)
         spec = with_target(spec)
@@ -53,8 +53,7 @@ class RunCommand:
         else:
             print(run_summary(result))
         sys.stdout.flush()  # the measurement is out before anything else can fail
-        metrics = prom.run_metrics(result) if args.metrics else None
-        problem = prom.unwritten(metrics, args.metrics) if metrics else None
+        problem = prom.unwritten(prom.run_metrics(result), args.metrics) if args.metrics else None
         if problem:
             print(f"gdsbench: error: {problem}; the result is printed above", file=sys.stderr)
         if result.interrupted:
