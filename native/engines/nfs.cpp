@@ -16,6 +16,9 @@
 namespace gds {
 constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
                                   /*gpu_buffers=*/false};
+constexpr const char* kNfsAbout =
+    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread";
+inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {{"nfs://", "nfs"}}; }
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBNFS
@@ -32,7 +35,7 @@ constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*
 namespace gds {
 namespace {
 
-constexpr uint64_t kMaxRpc = 1 << 20;  // bytes one READ or WRITE carries
+constexpr uint64_t kMaxRpc = 1 << 20;  // bytes one READ carries
 constexpr int kTimeoutMs = 30000;  // libnfs's RPC timeout: a server that stops answering fails the run within a minute
 constexpr int kPollMs = 100;       // libnfs checks its timeouts when serviced: at least this often
 
@@ -66,39 +69,26 @@ class NfsEngine final : public Engine {
                                std::to_string(contexts++);
     nfs4_set_client_name(nfs_, client.c_str());
     struct nfs_url* url = nfs_parse_url_full(nfs_, path_.c_str());
-    if (!url) {
-      std::string why = error_of(nfs_);
-      nfs_destroy_context(nfs_);
-      throw InputError("PATH " + path_ + ": not an NFS URL libnfs reads (" + why +
-                       "); write nfs://SERVER/EXPORT/FILE?version=4 (a port: ?nfsport=N, not SERVER:N)");
-    }
+    if (!url)
+      refuse("not an NFS URL libnfs reads",
+             "; write nfs://SERVER/EXPORT/FILE?version=4 (a port: ?nfsport=N, not SERVER:N)");
     server_ = url->server;
     export_ = url->path;
     std::string file = url->file;
     nfs_destroy_url(url);
     if (std::count(server_.begin(), server_.end(), ':') == 1) {  // HOST:PORT, which libnfs 4.0 cannot resolve
-      nfs_destroy_context(nfs_);
+      close();
       throw InputError("PATH " + path_ + ": libnfs takes a port as ?nfsport=N, not SERVER:N; write nfs://" +
                        server_.substr(0, server_.find(':')) + export_ +
                        "/FILE?version=4&nfsport=" + server_.substr(server_.find(':') + 1));
     }
-    if (nfs_mount(nfs_, server_.c_str(), export_.c_str()) != 0) {
-      std::string why = error_of(nfs_);
-      nfs_destroy_context(nfs_);
-      throw InputError("PATH " + path_ + ": cannot reach export " + export_ + " on " + server_ + " (" + why +
-                       "); is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
-    }
-    if (nfs_open(nfs_, file.c_str(), O_RDONLY, &file_) != 0) {  // reads only: writes are not built yet
-      std::string why = error_of(nfs_);
-      nfs_destroy_context(nfs_);
-      throw InputError("PATH " + path_ + ": cannot open " + file + " in export " + export_ + " (" + why + ")");
-    }
+    if (nfs_mount(nfs_, server_.c_str(), export_.c_str()) != 0)
+      refuse("cannot reach export " + export_ + " on " + server_,
+             "; is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
+    if (nfs_open(nfs_, file.c_str(), O_RDONLY, &file_) != 0)  // reads only: writes are not built yet
+      refuse("cannot open " + file + " in export " + export_);
     struct nfs_stat_64 st;
-    if (nfs_fstat64(nfs_, file_, &st) != 0) {
-      std::string why = error_of(nfs_);
-      close();
-      throw InputError("PATH " + path_ + ": cannot stat it (" + why + ")");
-    }
+    if (nfs_fstat64(nfs_, file_, &st) != 0) refuse("cannot stat it");
     size_ = st.nfs_size;
   }
   ~NfsEngine() override { close(); }
@@ -138,6 +128,14 @@ class NfsEngine final : public Engine {
   }
 
  private:
+  // The target cannot be opened: the context closed, and one line naming PATH, what failed, libnfs's words
+  // for it and the fix (`hint`).
+  [[noreturn]] void refuse(const std::string& what, const std::string& hint = "") {
+    const std::string why = error_of(nfs_);
+    close();
+    throw InputError("PATH " + path_ + ": " + what + " (" + why + ")" + hint);
+  }
+
   // One RPC answered: its bytes copied (a read), counted; its request finished with its last piece.
   static void landed(int status, struct nfs_context*, void* data, void* opaque) {
     auto* piece = static_cast<Piece*>(opaque);
@@ -186,16 +184,15 @@ class NfsEngine final : public Engine {
 
 }  // namespace
 
-const EngineInfo kNfsEngine = {
-    "nfs",
-    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread",
-    kNfsCan,
-    [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
-      return std::make_unique<NfsEngine>(target);
-    },
-    []() { return std::string(); },
-    {},
-    []() { return std::vector<std::pair<std::string, std::string>>{{"nfs://", "nfs"}}; }};
+const EngineInfo kNfsEngine = {"nfs",
+                               kNfsAbout,
+                               kNfsCan,
+                               [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+                                 return std::make_unique<NfsEngine>(target);
+                               },
+                               []() { return std::string(); },
+                               {},
+                               nfs_schemes};
 
 }  // namespace gds
 
@@ -205,14 +202,14 @@ namespace gds {
 
 const EngineInfo kNfsEngine = {
     "nfs",
-    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread",
+    kNfsAbout,
     kNfsCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine nfs: this gdsbench was built without libnfs");
     },
     []() { return std::string("built without libnfs (apt-get install libnfs-dev, then rebuild)"); },
     {},
-    []() { return std::vector<std::pair<std::string, std::string>>{{"nfs://", "nfs"}}; }};
+    nfs_schemes};
 
 }  // namespace gds
 

@@ -16,6 +16,9 @@
 namespace gds {
 constexpr Capabilities kSmbCan = {Opens::kSmbFile, /*supports_direct=*/false, /*max_depth=*/1, kReadOnly,
                                   /*gpu_buffers=*/false};
+constexpr const char* kSmbAbout =
+    "a file on an SMB share through libsmbclient, in user space (no cifs mount), one request at a time per process";
+inline std::vector<std::pair<std::string, std::string>> smb_schemes() { return {{"smb://", "smb"}}; }
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBSMBCLIENT
@@ -208,16 +211,15 @@ class SmbEngine final : public SynchronousEngine {
 
 }  // namespace
 
-const EngineInfo kSmbEngine = {
-    "smb",
-    "a file on an SMB share through libsmbclient, in user space (no cifs mount), one request at a time per thread",
-    kSmbCan,
-    [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
-      return std::make_unique<SmbEngine>(target);
-    },
-    []() { return std::string(); },
-    {},
-    []() { return std::vector<std::pair<std::string, std::string>>{{"smb://", "smb"}}; }};
+const EngineInfo kSmbEngine = {"smb",
+                               kSmbAbout,
+                               kSmbCan,
+                               [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+                                 return std::make_unique<SmbEngine>(target);
+                               },
+                               []() { return std::string(); },
+                               {},
+                               smb_schemes};
 
 }  // namespace gds
 
@@ -227,14 +229,14 @@ namespace gds {
 
 const EngineInfo kSmbEngine = {
     "smb",
-    "a file on an SMB share through libsmbclient, in user space (no cifs mount), one request at a time per thread",
+    kSmbAbout,
     kSmbCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine smb: this gdsbench was built without libsmbclient");
     },
     []() { return std::string("built without libsmbclient (apt-get install libsmbclient-dev, then rebuild)"); },
     {},
-    []() { return std::vector<std::pair<std::string, std::string>>{{"smb://", "smb"}}; }};
+    smb_schemes};
 
 }  // namespace gds
 
