@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
-from gdsbench.system.targets import Target, target_for
-from gdsbench.system.targets.remote_object import asking_of
+from gdsbench.system.targets import Target, job_target
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
     for p, s in enumerate(part_specs(spec, nparts, shift)):
         target = None
         if s.path and s.opens_target and own in (None, p):
-            target = target_for(s.path, asking=asking_of(s))
+            target = job_target(s)
             if s.direction == "write":
                 target.check_may_write()
             check_region(s, target)

@@ -35,8 +35,7 @@ from gdsbench.execution.record import RunRecord
 from gdsbench.job import errors
 from gdsbench.job.errors import GdsbenchError, IoFailure
 from gdsbench.job.spec import JobSpec
-from gdsbench.system.targets import target_for
-from gdsbench.system.targets.remote_object import asking_of
+from gdsbench.system.targets import job_target
 
 FAILURE_GRACE_S = 5.0  # how long the others get to stop after one part fails
 INTERRUPT_GRACE_S = 3.0  # after Ctrl-C: how long they get to send what they have before they are killed
@@ -145,7 +144,7 @@ def _child(index: int, nparts: int, spec: JobSpec, pin: str, control, report, pa
         return POLL_STONEWALL if spec.stonewall and link.stonewalled else POLL_CONTINUE
 
     def body() -> RunRecord:
-        target = target_for(spec.path, asking=asking_of(spec)) if spec.path and spec.opens_target else None
+        target = job_target(spec) if spec.path and spec.opens_target else None
         info["cpus"] = pin_cpus(pin, index, nparts, spec, target)
         try:
             return run_part(spec, poll=poll, on_ready=link.ready_then_wait).record

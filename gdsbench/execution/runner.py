@@ -18,8 +18,7 @@ from gdsbench.job.units import format_duration, format_size
 from gdsbench.system import gpu, gpu_path, nvfs, provenance
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
-from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, kind_of, size_to_prepare, target_for
-from gdsbench.system.targets.remote_object import asking_of
+from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, job_target, kind_of, size_to_prepare
 
 NULL_REGION = GiB  # region the null engine pretends to read when no --size is given
 
@@ -249,11 +248,11 @@ def plan(spec: JobSpec) -> Plan:
     if spec.opens_target:
         if nparts > 1:
             # per-proc: sized from this process's own file (rank 0's locally; under MPI, the rank's)
-            target = target_for(f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else spec.path, need,
-                                asking_of(spec))
+            target = job_target(spec, f"{spec.path}.{own or 0}" if spec.layout == "per-proc" else None,
+                                need)
             size = part_size(spec, target, nparts)
         else:
-            target = target_for(spec.path, need, asking_of(spec))
+            target = job_target(spec, need=need)
             if spec.direction == "write":
                 target.check_may_write()
             size = resolve_region(spec, target)

@@ -16,8 +16,7 @@ from gdsbench.job.spec import JobSpec, spec_from_values
 from gdsbench.results.store import RunStore, keep_row
 from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
-from gdsbench.system.targets import target_for
-from gdsbench.system.targets.remote_object import asking_of
+from gdsbench.system.targets import job_target
 from gdsbench.train import accelerators, dlio_summary, metrics
 from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
@@ -35,12 +34,12 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     values = {k: v for k, v in values.items() if k != "path"}  # PATH is the dataset, not a job's target
     # (a reader reads the samples it is given: the job's runtime is never used)
     spec = runnable_here(spec_from_values(values, JobSpec(path=dataset.paths[0], bs=workload.transfer_size)))
-    first = target_for(dataset.paths[0], asking=asking_of(spec)) if dataset.folder.remote else None  # local: no look
+    first = job_target(spec, dataset.paths[0])  # looked at once: how O_DIRECT applies, whether it can
     spec = spec.replace(direct=resolve_direct(spec, first), runtime_ns=spec.runtime_ns or 0)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
     if spec.checks_direct:
-        target_for(dataset.paths[0], asking=asking_of(spec)).check_direct(spec.bs, 0)
+        first.check_direct(spec.bs, 0)
     return spec
 
 
@@ -103,7 +102,7 @@ def emulate(run: TrainRun, n: int) -> tuple[dict, list]:
     row = metrics.summarise(records, run.workload)
     at, au = metrics.au_over_time(records)
     kvikio_path = sample_data_path(run.spec, int(run.dataset.length.mean()))
-    path = gpu_path.data_path(run.spec, target_for(run.dataset.paths[0], asking=asking_of(run.spec)), kvikio_path,
+    path = gpu_path.data_path(run.spec, job_target(run.spec, run.dataset.paths[0]), kvikio_path,
                               seen)
     row.update(started_at=started.isoformat(timespec="microseconds"),
                ended_at=datetime.now().isoformat(timespec="microseconds"), cached_fraction=cached, data_path=path,

@@ -152,6 +152,14 @@ def target_for(name: str, need: int = 0, asking: dict | None = None) -> Target:
     return kind_of(name).open(name, need, asking)
 
 
+def job_target(spec, path: str | None = None, need: int = 0) -> Target:
+    """The target a job reads or writes (its PATH, or `path`: one file of a dataset, a
+    process's own file), looked at as the job asks its server (remote_object.asking_of)."""
+    from gdsbench.system.targets.remote_object import asking_of
+
+    return target_for(path or spec.path, need, asking_of(spec))
+
+
 def size_to_prepare(need: int, least: int = 1 << 30) -> str:
     """The --size to suggest to `gdsbench prepare` for a job that uses `need` bytes from the
     start: `least` (1G), or need rounded up to a whole multiple of it ("10G")."""
