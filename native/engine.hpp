@@ -67,6 +67,9 @@ class Engine {
   virtual void queue(IoRequest* r) = 0;
   // Make what it has written durable (fsync(2)): 0, or -errno. Only engines that write have anything to sync.
   virtual int sync() { return 0; }
+  // Whether its writes land only at sync() (an object uploaded in parts: curl): the worker then
+  // syncs at the end of its writes, asked (--fsync-end) or not.
+  virtual bool writes_need_sync() const { return false; }
   // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;

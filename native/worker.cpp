@@ -229,7 +229,7 @@ void Worker::loop() {
     control_.first_done_ns.compare_exchange_strong(expected, now_ns());
     if (job_.stonewall) control_.stonewall = true;
   }
-  if (job_.fsync_end && !control_.stop.load()) {  // fio's end_fsync: part of the measured window
+  if ((job_.fsync_end || engine_->writes_need_sync()) && !control_.stop.load()) {  // fio's end_fsync: timed
     sync();
     window.extend_to(now_ns());
   }

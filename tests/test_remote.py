@@ -373,6 +373,43 @@ def test_prepare_uploads_a_marked_pattern_object_in_parts_and_overwrites_only_it
     assert_one_line_error(gdsbench("prepare", "s3://bucket/prefix/", "--size", "1M"), "name an object")
 
 
+def test_s3_writes_replace_a_gdsbench_object_whole_and_nothing_else(gdsbench, s3_env, served, nginx):
+    """--rw write into an object gdsbench made: an upload in parts (one per write, --qd in flight),
+    completed at the end; the whole object in one PUT where --bs is its size; a run that ends
+    before every part is in aborts its upload and leaves the object as it was."""
+    assert gdsbench("prepare", "s3://bucket/written.dat", "--size", "48M").code == 0
+    on_disk = served / "bucket" / "written.dat"  # rclone's object, as its folder holds it
+    before = on_disk.stat().st_mtime_ns
+    d = run_json(gdsbench, "s3://bucket/written.dat", "--rw", "write", "--bs", "8M", "--qd", "3", "--io-size", "48M")
+    assert d["ops"] == 6 and d["bytes"] == 48 * MiB and d["fsyncs"] == 1  # the completion, timed as end_fsync
+    assert "curl engine PUTs" in d["data_path"] and "what it acknowledged" in d["warnings"][0]
+    assert on_disk.stat().st_mtime_ns > before and on_disk.stat().st_size == 48 * MiB
+    mark = {k.lower(): v for k, v in boto3_client(s3_env).head_object(Bucket="bucket", Key="written.dat")["Metadata"]
+            .items()}
+    assert mark["gdsbench-prepared"] == '{"size": 50331648, "seed": 1}'  # carried over: still gdsbench's
+    back = run_json(gdsbench, "s3://bucket/written.dat", "--bs", "8M", "--qd", "3", "--verify", "--io-size", "48M")
+    assert back["verify_mismatches"] == 0 and back["verified_blocks"] == 48 * MiB // 4096
+
+    whole = run_json(gdsbench, "s3://bucket/written.dat", "--rw", "write", "--bs", "48M", "--io-size", "96M")
+    assert whole["ops"] == 2 and whole["fsync_p50_ns"] < 1e6  # two PUTs of it all; nothing left to complete
+
+    before = on_disk.stat().st_mtime_ns
+    short = gdsbench("run", "s3://bucket/written.dat", "--rw", "write", "--bs", "8M", "--io-size", "16M")
+    assert_one_line_error(short, "only 2 of the 6 parts", code=3)  # an I/O failure, as a failed write
+    assert on_disk.stat().st_mtime_ns == before and not [p for p in os.listdir(served / "bucket") if "multipart" in p]
+
+    writes = ("--rw", "write", "--bs", "8M")
+    for args, words in ((("--threads", "2"), "--threads 2: an S3 object is written by one upload"),
+                        (("--bs", "1M"), "--bs 1 MiB: s3://bucket/written.dat (48 MiB) is uploaded in parts"),
+                        (("--size", "16M"), "--size/--offset: an S3 object is written whole"),
+                        (("--verify",), "read it back with a run of --rw read --verify")):
+        assert_one_line_error(gdsbench("run", "s3://bucket/written.dat", *writes, *args), words)
+    boto3_client(s3_env).put_object(Bucket="bucket", Key="theirs-w.dat", Body=b"x" * 8 * MiB)
+    assert_one_line_error(gdsbench("run", "s3://bucket/theirs-w.dat", *writes), "gdsbench did not create this object")
+    assert (served / "bucket" / "theirs-w.dat").read_bytes() == b"x" * 8 * MiB
+    assert_one_line_error(gdsbench("run", f"{nginx}/bucket/data.dat", *writes), "writes over HTTP are not measured yet")
+
+
 def test_prepare_refuses_http_and_says_how_to_serve_a_file(gdsbench, nginx):
     assert_one_line_error(gdsbench("prepare", f"{nginx}/bucket/new.dat", "--size", "1M"),
                           "an HTTP server cannot be written to", "rclone serve http")

@@ -76,7 +76,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
         if s.path and s.opens_target and own in (None, p):
             target = job_target(s)
             if s.direction == "write":
-                target.check_may_write()
+                target.check_may_write(s)
             check_region(s, target)
             check_direct(s, target)
         parts.append(Part(p, s, target))

@@ -159,8 +159,10 @@ MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 def cache_warnings(spec: JobSpec, target: Target, cached: float | None) -> list[str]:
     """What a reader of this result must know about the page cache (cached None: the target has none here)."""
     if cached is None:
+        held = ("what it acknowledged may be in its memory yet" if spec.direction == "write"
+                else "a region read again may come from its memory")
         return [f"{target.path} is {target.where}: there is no page cache here to drop, and the server's own cache "
-                "cannot be seen; a region read again may come from its memory"]
+                f"cannot be seen; {held}"]
     if target.mount and target.mount.fs_type in MEMORY_FILESYSTEMS:
         return [f"{target.path} is on {target.mount.fs_type}: its data lives in RAM, so this measures memory, not storage"]
     if spec.direction == "write":
@@ -254,7 +256,7 @@ def plan(spec: JobSpec) -> Plan:
         else:
             target = job_target(spec, need=need)
             if spec.direction == "write":
-                target.check_may_write()
+                target.check_may_write(spec)
             size = resolve_region(spec, target)
             check_direct(spec, target)
             if spec.verify:

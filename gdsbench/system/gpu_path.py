@@ -85,7 +85,8 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read
     if target is not None and not is_local(target):  # what the server answered over, from the target's record
-        return f"{target.requests(spec.engine)} {mode.landing}{sim}"
+        ends = mode.write_source if spec.direction == "write" else mode.landing
+        return f"{target.requests(spec.engine, spec.direction)} {ends}{sim}"
     cache = "O_DIRECT" if spec.uses_o_direct else "page-cache"
     if spec.direction == "write":
         return f"{spec.engine} {cache} writes {mode.write_source}{sim}"

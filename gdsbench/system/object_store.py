@@ -38,6 +38,7 @@ import numpy as np
 
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
+from gdsbench.job.units import format_size
 
 MARK = "gdsbench-prepared"  # the metadata key (S3 sends it as x-amz-meta-gdsbench-prepared)
 MULTIPART = 64 * 1024 * 1024  # objects larger than this are uploaded in parts of this size
@@ -241,6 +242,32 @@ def check_may_write(s3, url: str) -> dict | None:
         raise UsageError(f"PATH {url}: refusing to overwrite an object gdsbench did not create (it has no "
                          f"x-amz-meta-{MARK}); choose a new key or remove it yourself")
     return answer
+
+
+MIN_PART, MAX_PARTS = 5 * 1024 * 1024, 10_000  # S3's rules for an upload in parts (all but the last part)
+
+
+def check_upload(url: str, size: int, spec) -> None:
+    """UsageError unless a job (a JobSpec) can write the object at url as S3 writes one: whole
+    (its region all of it), by one upload (one thread of one process: a write of part of it would
+    shorten it), in parts of --bs (at least MIN_PART, at most MAX_PARTS of them, the last whole),
+    or in one PUT where --bs is its size. Verified by reading it back after, not in the run."""
+    if spec.offset or (spec.size and spec.size != size):
+        raise UsageError(f"--size/--offset: an S3 object is written whole ({url}: {format_size(size)}); drop "
+                         "--size and --offset")
+    if spec.threads > 1 or (spec.procs > 1 and spec.layout != "per-proc"):
+        flag = f"--threads {spec.threads}" if spec.threads > 1 else f"--procs {spec.procs}"
+        raise UsageError(f"{flag}: an S3 object is written by one upload, from one thread; raise --qd for more "
+                         "parts in flight (or --layout per-proc: an object per process)")
+    parts = size // spec.bs
+    if parts > 1 and (spec.bs < MIN_PART or size % spec.bs or parts > MAX_PARTS):
+        raise UsageError(f"--bs {format_size(spec.bs)}: {url} ({format_size(size)}) is uploaded in parts of --bs, "
+                         f"which S3 takes from {format_size(MIN_PART)}, at most {MAX_PARTS:,} of them, the object a "
+                         f"whole number of them; give such a --bs, or --bs {format_size(size).replace(' ', '')} for one PUT")
+    if spec.verify:
+        raise UsageError("--verify with writes to an S3 object: read it back with a run of --rw read --verify after it")
+    if spec.fsync_every:
+        raise UsageError("--fsync-every with an S3 object: it is completed once, when its writes end")
 
 
 def _only_if(answer: dict | None) -> dict:

@@ -1,10 +1,8 @@
-// curl: ranged reads of an object, through libcurl's multi interface: the
-// transport. Each worker thread drives one curl_multi with up to `depth` reads
-// in flight, each on an easy handle that keeps its connection alive between
-// requests where its protocol allows (fio's engines/http.c does one request at
-// a time per job). What a name means, how a request is signed and ranged and
-// what its answer means is its protocol's (curl/protocol.hpp: HTTP(S), S3 and
-// FTP today); https trusts
+// curl: ranged reads of an object, and whole-object writes where its protocol
+// writes (S3), through libcurl's multi interface: the transport. Each worker thread drives one curl_multi with up to
+// `depth` reads in flight, each on an easy handle that keeps its connection alive between requests where its protocol
+// allows (fio's engines/http.c does one request at a time per job). What a name means, how a request is signed and
+// ranged and what its answer means is its protocol's (curl/protocol.hpp: HTTP(S), S3 and FTP today); https trusts
 // AWS_CA_BUNDLE's certificates where it is set (a private CA), as the AWS tools do.
 //
 // Every body's length is checked: a longer or shorter one than asked is an
@@ -14,12 +12,20 @@
 // 2 s), counted apart; nothing else is retried. Opening the engine asks for the
 // object once (HTTP's HEAD, FTP's SIZE): a missing object, refused credentials or a server that
 // does not answer fail there, before the run, in one line.
+//
+// A write engine writes the object whole (curl/protocol.hpp's Uploads): a write
+// of all of it is one PUT; else the first write begins an upload in parts (its
+// wait is that write's), each write is part offset/length + 1, and sync(), at the
+// end of the worker's writes, completes it (timed as fio's end_fsync) only if
+// every part of the object is in: a region written in part would shorten it, so
+// that upload is aborted and the run fails saying so. An upload not completed
+// (a failure, a stop) is aborted when the engine closes; the object stays as it was.
 #include "../engine.hpp"
 #include "../error.hpp"
 #include "curl/protocol.hpp"
 
 namespace gds {
-constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
+constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
                                    /*gpu_buffers=*/false};
 constexpr uint64_t kSecond = 1000000000ull;
 const std::vector<EngineOption> kCurlOptions = {
@@ -37,6 +43,7 @@ const std::vector<EngineOption> kCurlOptions = {
 #ifdef GDSBENCH_HAVE_LIBCURL
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -69,6 +76,8 @@ struct Transfer {
   uint64_t issued_ns = 0;  // the first try's issue (the loop's stamp, now_ns()): kept across retries
   uint64_t body_ns = 0;    // now_ns() when this try's first body byte came (0: none yet)
   uint64_t got = 0;
+  uint64_t sent = 0;                           // of a write's body
+  curl_slist* ask_headers = nullptr;           // a write's own (remote::Ask), in place of the signing's
   bool too_long = false;                       // more body than the range asked
   remote::Answer answer;                       // what this try was answered, as its protocol reads it
   const remote::Endpoint* endpoint = nullptr;  // who reads its answers
@@ -86,6 +95,10 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   const size_t bytes = size * n;
   long status = 0;
   curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (t->request && t->request->direction == Direction::kWrite) {  // the answer to a write: words, never data
+    if (status >= 300) t->answer.error_body.append(data, std::min<size_t>(bytes, 2048));
+    return bytes;
+  }
   switch (t->endpoint->on_body(t->answer, status, data, bytes)) {
     case remote::Body::kNotData:
       return bytes;
@@ -102,6 +115,22 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   std::memcpy(t->request->buf + t->got, data, bytes);
   t->got += bytes;
   return bytes;
+}
+
+// A write's body, from its request's buffer.
+size_t on_read(char* out, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t bytes = std::min<uint64_t>(size * n, t->request->length - t->sent);
+  std::memcpy(out, t->request->buf + t->sent, bytes);
+  t->sent += bytes;
+  return bytes;
+}
+
+// A write's headers as a list libcurl keeps: the Ask's.
+curl_slist* header_list(const std::vector<std::string>& headers) {
+  curl_slist* list = nullptr;
+  for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
+  return list;
 }
 
 constexpr long kReceiveBuffer = 512 * 1024;
@@ -190,6 +219,16 @@ class CurlEngine final : public Engine {
       : endpoint_(remote::resolve(target.path)), ca_bundle_(env("AWS_CA_BUNDLE")), asking_(asking) {
     init_once();
     probe();
+    if (target.direction == Direction::kWrite) {  // (gdsbench's Python checks the same, first)
+      uploads_ = endpoint_->uploads();
+      if (!uploads_)
+        throw InputError("PATH " + endpoint_->name + ": writes over " + endpoint_->protocol() +
+                         " are not measured yet");
+      if (!facts_.count("gdsbench_mark"))
+        throw InputError("PATH " + endpoint_->name +
+                         ": gdsbench did not create this object, and writes only into "
+                         "objects it made");
+    }
     multi_ = curl_multi_init();
     transfers_.resize(depth);
     for (auto& t : transfers_) {
@@ -203,8 +242,34 @@ class CurlEngine final : public Engine {
       if (t.request) curl_multi_remove_handle(multi_, t.easy);
       curl_easy_cleanup(t.easy);
       curl_slist_free_all(t.headers);
+      curl_slist_free_all(t.ask_headers);
     }
     if (multi_) curl_multi_cleanup(multi_);
+    if (!upload_.empty()) {  // not completed (a failure, a stop): its parts dropped, the object as it was
+      try {
+        ask_alone(uploads_->abort(upload_), "aborting the upload");
+      } catch (...) {  // the server's own rules expire what is left (S3's lifecycle), as for any client that died
+      }
+    }
+  }
+  bool writes_need_sync() const override { return uploads_ != nullptr; }
+  // The upload in parts completed, where every part of the object is in (see the top).
+  int sync() override {
+    if (upload_.empty()) return 0;
+    const std::string upload = upload_;
+    upload_.clear();  // from here, completed or aborted: never again
+    const size_t in = size_t(std::count_if(etags_.begin(), etags_.end(), [](const auto& e) { return !e.empty(); }));
+    if (in < etags_.size()) {
+      ask_alone(uploads_->abort(upload), "aborting the upload");
+      throw IoError("only " + std::to_string(in) + " of the " + std::to_string(etags_.size()) + " parts of " +
+                    endpoint_->name +
+                    " were written when the writes ended; an object is written whole, so the upload was aborted "
+                    "and the object left as it was: write all of it (--io-size its size, or a longer --runtime)");
+    }
+    const std::string answer = ask_alone(uploads_->complete(upload, etags_), "completing the upload");
+    const std::string error = uploads_->error_in(answer);
+    if (!error.empty()) throw IoError("completing the upload of " + endpoint_->name + ": the server answered " + error);
+    return 0;
   }
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return connections_; }
@@ -323,21 +388,101 @@ class CurlEngine final : public Engine {
     return int(wait);
   }
 
-  // (Re)start t's request: a ranged GET of its bytes.
+  // (Re)start t's request: a ranged GET of its bytes, or the write of them (write_ask).
   void start(Transfer& t) {
     const IoRequest& r = *t.request;
     ++t.attempts;
     t.got = 0;
+    t.sent = 0;
     t.body_ns = 0;  // each try's own: only the try that counts gives the first byte (a 503's body is no data)
     t.too_long = false;
     t.answer = remote::Answer();
     t.answer.asked = &r;
     t.error[0] = 0;
-    const std::string range = endpoint_->range(r.offset, r.length);
-    curl_easy_setopt(t.easy, CURLOPT_URL, endpoint_->url.c_str());  // copied by libcurl, as is the range
-    curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());
+    if (r.direction == Direction::kWrite) {
+      const remote::Ask ask = write_ask(r);
+      curl_slist_free_all(t.ask_headers);
+      t.ask_headers = header_list(ask.headers);
+      curl_easy_setopt(t.easy, CURLOPT_URL, ask.url.c_str());  // copied by libcurl
+      curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.ask_headers);
+      curl_easy_setopt(t.easy, CURLOPT_UPLOAD, 1L);  // a PUT of the request's bytes
+      curl_easy_setopt(t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(r.length));
+      curl_easy_setopt(t.easy, CURLOPT_READFUNCTION, on_read);
+      curl_easy_setopt(t.easy, CURLOPT_READDATA, &t);
+      // the body at once: libcurl asks "Expect: 100-continue" before one over 1 MiB and would wait up
+      // to a second for a server that does not answer it (an empty Expect header would drop it, but
+      // libcurl 7.88 signs that header for S3 and then leaves it out: the signature fails)
+      curl_easy_setopt(t.easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
+    } else {
+      const std::string range = endpoint_->range(r.offset, r.length);
+      curl_easy_setopt(t.easy, CURLOPT_URL, endpoint_->url.c_str());  // copied by libcurl, as is the range
+      curl_easy_setopt(t.easy, CURLOPT_RANGE, range.c_str());
+    }
     curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
     curl_multi_add_handle(multi_, t.easy);
+  }
+
+  // What writes r: the whole object in one PUT, or its part in the upload, begun by the first
+  // write that is not all of it.
+  remote::Ask write_ask(const IoRequest& r) {
+    if (r.offset == 0 && r.length >= size_) return uploads_->whole(facts_["gdsbench_mark"]);
+    if (etags_.empty()) {
+      part_length_ = r.length;
+      etags_.assign(size_t((size_ + part_length_ - 1) / part_length_), "");
+    }
+    if (r.offset % part_length_ || (r.length != part_length_ && r.offset + r.length != size_))
+      throw IoError("writing " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) + " of " +
+                    endpoint_->name + ": an object's parts are all of one size (" + std::to_string(part_length_) +
+                    " bytes), at multiples of it");
+    if (upload_.empty()) {
+      const std::string answer = ask_alone(uploads_->begin(facts_["gdsbench_mark"]), "beginning an upload");
+      upload_ = uploads_->upload_id(answer);
+      if (upload_.empty())
+        throw IoError("beginning an upload of " + endpoint_->name + ": the server named no upload (" +
+                      answer.substr(0, 200) + ")");
+    }
+    return uploads_->part(upload_, unsigned(r.offset / part_length_ + 1));
+  }
+
+  // One request of its own, outside the run's (an upload's beginning, completion or abort), tried
+  // as the run's are (--timeout, --retries): the answer's body, or IoError naming `what`.
+  std::string ask_alone(const remote::Ask& ask, const std::string& what) {
+    Transfer t;
+    t.easy = curl_easy_init();
+    set_common(t.easy, *endpoint_, ca_bundle_, asking_, &t);
+    t.ask_headers = header_list(ask.headers);
+    curl_easy_setopt(t.easy, CURLOPT_URL, ask.url.c_str());
+    curl_easy_setopt(t.easy, CURLOPT_HTTPHEADER, t.ask_headers);
+    curl_easy_setopt(t.easy, CURLOPT_CUSTOMREQUEST, ask.method.c_str());
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, ask.body.c_str());
+    curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE, long(ask.body.size()));
+    std::string body;
+    curl_easy_setopt(
+        t.easy, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* user) {
+          static_cast<std::string*>(user)->append(data, size * n);
+          return size * n;
+        });
+    curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &body);
+    CURLcode rc;
+    long status = 0;
+    for (unsigned tries = 1;; ++tries) {
+      body.clear();
+      t.error[0] = 0;
+      rc = curl_easy_perform(t.easy);
+      curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+      if (tries > asking_.retries || !may_retry(rc, status, *endpoint_)) break;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
+    }
+    const std::string failure = rc != CURLE_OK ? transport_failure(rc, t.error, asking_) : "";
+    curl_easy_cleanup(t.easy);
+    curl_slist_free_all(t.headers);
+    curl_slist_free_all(t.ask_headers);
+    if (!failure.empty()) throw IoError(what + " of " + endpoint_->name + ": " + failure);
+    if (status >= 300) {
+      t.answer.error_body = body;
+      throw IoError(what + " of " + endpoint_->name + ": " + endpoint_->refusal(t.answer, status, ""));
+    }
+    return body;
   }
 
   // t's request, checked, once its answer is complete; nullptr where it was started again (--retries).
@@ -352,7 +497,8 @@ class CurlEngine final : public Engine {
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(t.easy, CURLINFO_NUM_CONNECTS, &connects);
     connections_ += uint64_t(connects);
-    const std::string wrong_range = endpoint_->wrong_range(t.answer, status);
+    const bool writing = r->direction == Direction::kWrite;
+    const std::string wrong_range = writing ? "" : endpoint_->wrong_range(t.answer, status);
     const bool ranged_ok = wrong_range.empty() && !t.too_long;
     if (ranged_ok && may_retry(rc, status, *endpoint_) && t.attempts <= asking_.retries) {
       ++retries_;
@@ -361,8 +507,8 @@ class CurlEngine final : public Engine {
     }
     t.request = nullptr;
     idle_.push_back(&t);
-    const std::string where = " reading " + std::to_string(r->length) + " bytes at offset " +
-                              std::to_string(r->offset) + " of " + endpoint_->name +
+    const std::string where = std::string(writing ? " writing " : " reading ") + std::to_string(r->length) +
+                              " bytes at offset " + std::to_string(r->offset) + " of " + endpoint_->name +
                               (t.attempts > 1 ? " (try " + std::to_string(t.attempts) + ")" : "");
     if (!wrong_range.empty()) throw IoError(wrong_range + where);
     if (t.too_long) throw IoError("the server sent more than the range asked" + where);
@@ -371,6 +517,11 @@ class CurlEngine final : public Engine {
     curl_easy_getinfo(t.easy, CURLINFO_REDIRECT_URL, &location);
     const std::string refusal = endpoint_->refusal(t.answer, status, location ? location : "");
     if (!refusal.empty()) throw IoError(refusal + where);
+    if (writing) {
+      if (!etags_.empty() && !(r->offset == 0 && r->length >= size_)) etags_[r->offset / part_length_] = t.answer.etag;
+      r->result = int64_t(r->length);
+      return r;
+    }
     const bool at_end = size_ != UINT64_MAX && r->offset + t.got == size_;  // a range asked past the end, cut there
     if (t.got < r->length && !at_end)
       throw IoError("the server sent a shorter body than asked: " + std::to_string(t.got) + " of " +
@@ -390,13 +541,18 @@ class CurlEngine final : public Engine {
   uint64_t size_ = 0, connections_ = 0, retries_ = 0;
   std::vector<std::pair<uint64_t, Transfer*>> backing_off_;  // (when to start again, transfer): --retries
   std::map<std::string, std::string> facts_;
+  const remote::Uploads* uploads_ = nullptr;  // how it writes; nullptr: a reader
+  std::string upload_;                        // the upload in parts under way ("": none)
+  uint64_t part_length_ = 0;
+  std::vector<std::string> etags_;  // of each part of the object, as written last ("": not yet)
 };
 
 }  // namespace
 
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR) through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and S3 writes (an object whole: PUT, or an "
+    "upload in parts), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
       const Asking asking{kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
@@ -414,7 +570,8 @@ const EngineInfo kCurlEngine = {
 namespace gds {
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR) through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and S3 writes (an object whole: PUT, or an "
+    "upload in parts), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine curl: this gdsbench was built without libcurl");

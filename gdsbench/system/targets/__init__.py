@@ -71,7 +71,8 @@ class Target(Protocol):
 
     def hold(self, offset: int, length: int, lock: str | None = None) -> Held: ...  # lock: "read" or "write" it
 
-    def check_may_write(self) -> None: ...  # UsageError unless gdsbench may write into it (a file it made)
+    def check_may_write(self, spec=None) -> None: ...  # UsageError unless gdsbench may write into it (a file it
+    # made) as the job (a JobSpec) would: an object is written whole, for one
 
     def folder(self) -> str | None: ...  # the directory on this host it lies in, where gdsbench may make files of
     # its own beside it (validate's test files); None: a block device or a remote object, beside which it makes none

@@ -111,7 +111,7 @@ class ServedFile(OnAServer):
     def where(self) -> str:
         return f"a file on {self.WHAT} at {self.facts.get('server_ip') or 'a remote server'}"
 
-    def check_may_write(self) -> None:
+    def check_may_write(self, spec=None) -> None:
         raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
                          "file `gdsbench prepare` made (or to the share through a kernel mount)")
 

@@ -112,7 +112,7 @@ class LocalFile:
     def hold(self, offset: int, length: int, lock: str | None = None) -> pagecache.HeldFileRegion:
         return pagecache.HeldFileRegion(self.path, offset, length, lock)
 
-    def check_may_write(self) -> None:
+    def check_may_write(self, spec=None) -> None:
         """Only into a regular file gdsbench made, named by its own path: never a block device,
         a file without its mark (system/prepare.py), or a symbolic link."""
         if self.kind != "file":

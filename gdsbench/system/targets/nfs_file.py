@@ -18,7 +18,7 @@ class NfsFile(ServedFile):
     ENGINE = engine_opening(OPENED_AS)
     WHAT = "an NFS server"
 
-    def requests(self, engine: str) -> str:
+    def requests(self, engine: str, direction: str = "read") -> str:
         """How its reads travel, for data-path labels: "NFS, nfs engine (libnfs 4.0.0, no kernel mount)"."""
         return f"NFS, {engine} engine (libnfs {self.facts.get('libnfs', '?')}, no kernel mount)"
 

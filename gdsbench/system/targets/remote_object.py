@@ -67,16 +67,28 @@ class RemoteObject(OnAServer):
     def where(self) -> str:
         return f"{WHAT.get(self.kind, 'an object')} at {self.facts.get('server_ip') or 'a remote server'}"
 
-    def requests(self, engine: str) -> str:
-        """How its reads travel, for data-path labels: "S3 over HTTP/1.1, curl engine ranged GETs";
-        a protocol that is not HTTP's by its own name ("FTP, curl engine ranged reads")."""
+    def requests(self, engine: str, direction: str = "read") -> str:
+        """How its requests travel, for data-path labels: "S3 over HTTP/1.1, curl engine ranged GETs";
+        a protocol that is not HTTP's by its own name ("FTP, curl engine ranged reads"); writes:
+        "S3 over HTTP/1.1, curl engine PUTs (an upload in parts, or the object whole)"."""
         version = self.facts.get("http_version")
         over = f" over {version}" if version else ""
+        if direction == "write":
+            return f"{self.kind.upper()}{over}, {engine} engine PUTs (an upload in parts, or the object whole)"
         return f"{self.kind.upper()}{over}, {engine} engine ranged {'GETs' if version else 'reads'}"
 
-    def check_may_write(self) -> None:
-        raise UsageError(f"PATH {self.path}: writes to remote objects are not measured yet; write to a local file "
-                         "`gdsbench prepare` made (or upload one: `gdsbench prepare s3://BUCKET/KEY --size 1G`)")
+    def check_may_write(self, spec=None) -> None:
+        """Only into an S3 object gdsbench made (its mark, x-amz-meta-gdsbench-prepared), and only
+        as S3 writes one: whole, by one upload (the curl engine's Uploads; object_store.check_upload)."""
+        if self.kind != "s3":
+            raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to an "
+                             "s3:// object or a local file `gdsbench prepare` made")
+        if not self.facts.get("gdsbench_mark"):
+            raise UsageError(f"PATH {self.path}: gdsbench did not create this object (it has no x-amz-meta-"
+                             f"{object_store.MARK}), and writes only into objects it made; make one with "
+                             "`gdsbench prepare s3://BUCKET/NEW --size 1G`")
+        if spec is not None:
+            object_store.check_upload(self.path, self.size, spec)
 
     def created_by_gdsbench(self) -> bool:
         """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),

@@ -18,7 +18,7 @@ class SmbFile(ServedFile):
     ENGINE = engine_opening(OPENED_AS)
     WHAT = "an SMB share"
 
-    def requests(self, engine: str) -> str:
+    def requests(self, engine: str, direction: str = "read") -> str:
         """How its reads travel, for data-path labels: "SMB, smb engine (libsmbclient 4.17.12, no cifs mount)"."""
         return f"SMB, {engine} engine (libsmbclient {self.facts.get('libsmbclient', '?')}, no cifs mount)"
 

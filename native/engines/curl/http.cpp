@@ -62,6 +62,8 @@ void Endpoint::on_header(Answer& a, const std::string& line) const {
     a.content_range.clear();
   } else if (strncasecmp(line.c_str(), kMarkHeader, sizeof kMarkHeader - 1) == 0) {
     a.mark = header_value(line, sizeof kMarkHeader - 1);
+  } else if (strncasecmp(line.c_str(), "etag:", 5) == 0) {
+    a.etag = header_value(line, 5);
   } else if (!a.asked && strncasecmp(line.c_str(), "server:", 7) == 0) {  // the probe's answer only
     a.server = header_value(line, 7);
   } else if (a.asked && strncasecmp(line.c_str(), "content-range:", 14) == 0) {

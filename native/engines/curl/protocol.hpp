@@ -28,6 +28,7 @@ struct Answer {
   bool ignores_range = false;        // 200 without the Content-Range asked: the whole object is coming
   std::string content_range;         // the answer's Content-Range, as sent (for the message)
   std::string error_body;            // the start of an error answer (S3's <Code>)
+  std::string etag;                  // ETag: what a written part is named by when its upload is completed
   std::string mark;    // x-amz-meta-gdsbench-prepared: an object gdsbench made (gdsbench.system.object_store)
   std::string server;  // who answered, as it says itself (HTTP's Server header, FTP's greeting); "": unsaid
 };
@@ -49,6 +50,33 @@ struct Signing {
   bool operator==(const Signing& o) const {
     return aws_sigv4 == o.aws_sigv4 && userpwd == o.userpwd && headers == o.headers && netrc == o.netrc;
   }
+};
+
+// One request of a write, as its protocol asks it: the transport sends `method` to `url` with
+// `headers` (in place of the signing's) and a body: the write's bytes for a part or a whole
+// object, else `body` (S3's list of parts).
+struct Ask {
+  std::string method;  // "PUT", "POST", "DELETE"
+  std::string url;
+  std::vector<std::string> headers;
+  std::string body;
+};
+
+// How a protocol writes an object (S3's PUT and multipart upload): always whole, as a new
+// version that replaces the old one only once complete. `mark`: the object's gdsbench mark,
+// carried over to the new version (x-amz-meta-gdsbench-prepared).
+class Uploads {
+ public:
+  virtual ~Uploads() = default;
+  virtual Ask whole(const std::string& mark) const = 0;                    // the object in one request
+  virtual Ask begin(const std::string& mark) const = 0;                    // an upload in parts ...
+  virtual std::string upload_id(const std::string& answer) const = 0;      // ... named in its answer ("": none)
+  virtual Ask part(const std::string& upload, unsigned number) const = 0;  // part `number` (from 1)
+  // The upload made the object, of its parts in order (their ETags); an answer of 200 may still
+  // carry an <Error> (S3 says so), which error_in finds.
+  virtual Ask complete(const std::string& upload, const std::vector<std::string>& etags) const = 0;
+  virtual Ask abort(const std::string& upload) const = 0;             // the parts dropped, the object left as it was
+  virtual std::string error_in(const std::string& answer) const = 0;  // "" where the answer holds none
 };
 
 // One object on a server, as its protocol names it, asks for it and reads its answers.
@@ -82,6 +110,8 @@ class Endpoint {
   virtual std::string refusal(const Answer& answer, long status, const std::string& location) const;
   // Whether a refusal may be tried again (--retries): the server's trouble, not the request's.
   virtual bool may_retry(long status) const;
+  // How it writes objects; nullptr: it reads only (gdsbench measures no writes over it yet).
+  virtual const Uploads* uploads() const { return nullptr; }
 
  protected:
   // Why the server refused, after "HTTP <status>: " (and the error body's code).
