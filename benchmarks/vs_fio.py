@@ -80,6 +80,19 @@ class Row:
         return "clat" if self.fio["ioengine"] in ("psync", "null") else "lat"
 
 
+# io_uring's own options, each as fio names it (None: a switch, --fixedbufs) and as gdsbench does, on the
+# QD32 row: their throughput judged, their p50 shown (the QD32 p50 band is the row above's own question)
+IO_URING_OPTION_ROWS = [
+    ("fixedbufs", {"fixedbufs": None}, {"fixedbufs": True}, []),
+    ("registerfiles", {"registerfiles": None}, {"registerfiles": True}, []),
+    ("sqthread_poll", {"sqthread_poll": 1}, {"sqthread_poll": True}, []),
+    ("sqthread_poll on CPU 1", {"sqthread_poll": 1, "sqthread_poll_cpu": 1},
+     {"sqthread_poll": True, "sqthread_poll_cpu": 1}, []),
+    ("complete batches of 8", {"iodepth_batch_complete_min": 8}, {"complete_batch": 8}, []),
+]
+HIPRI_NOTE = ("hipri (IOPOLL) has no row: this machine's virtio disk has no polled queues (queue/io_poll 0), "
+              "where fio's reads fail 'Operation not supported' and gdsbench refuses --hipri in one line")
+
 ROWS = [
     Row("psync 4K rand QD1 O_DIRECT", dict(ioengine="psync", rw="randread", bs="4k", iodepth=1, direct=1),
         dict(engine="psync", bs="4K", pattern="rand", qd=1, direct=True), "iops", "disk"),
@@ -123,6 +136,11 @@ ROWS = [
                "default it drops the file's cached pages at the start of every pass over it, which starts their "
                "write-back each time (seen: 0.65 GiB/s against gdsbench's 14.5 GiB/s, with 4 MiB device writes during "
                "fio's runs); gdsbench drops them once, before the run"]),
+    *(Row(f"io_uring 4K rand QD32 O_DIRECT + {name}",
+          dict(ioengine="io_uring", rw="randread", bs="4k", iodepth=32, direct=1, **fio_options),
+          dict(engine="io_uring", bs="4K", pattern="rand", qd=32, direct=True, **gds_options), "iops", "disk",
+          compare_latency=False, notes=notes)
+      for name, fio_options, gds_options, notes in IO_URING_OPTION_ROWS),
     Row("null 4K", dict(ioengine="null", rw="read", bs="4k", iodepth=1, size="1g"),
         dict(engine="null", bs="4K", size="1G"), "iops", "none", min_ratio=1.0, compare_latency=False,
         notes=["null moves no data: its latency is each tool's own bookkeeping, so p50/p99 are shown, not judged"]),
@@ -207,7 +225,7 @@ def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, 
             "--percentile_list=50:99", f"--randseed={seed}", "--randrepeat=0"]  # see FIO_SEED
     if path:
         args.append(f"--filename={path}")
-    args += [f"--{k}={v}" for k, v in row.fio.items()]
+    args += [f"--{k}" if v is None else f"--{k}={v}" for k, v in row.fio.items()]  # None: a switch (--fixedbufs)
     if huge:
         args.append("--mem=shmhuge")
     read = fio_figures(subprocess.run(args, capture_output=True, text=True, check=True).stdout,
@@ -436,6 +454,8 @@ def main() -> int:
              "Headline: the judged rows only (ratios in bold, their verdicts, the exit status). A row marked 'not "
              "judged' (the buffered write row) is shown for information: quote the O_DIRECT rows, not it."]
     notes += [n for row in ROWS if args.rows in row.name for n in row.notes]
+    if any(args.rows in name for name in (f"QD32 O_DIRECT + {o[0]}" for o in IO_URING_OPTION_ROWS)):
+        notes.append(HIPRI_NOTE)
     print("\n" + md)
     paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw, tools=("fio",), **where)
     print("\nwrote " + ", ".join(paths))

@@ -72,6 +72,10 @@ class Engine {
   virtual bool writes_need_sync() const { return false; }
   // The GPU memory its requests will use, for an engine that registers it (cuFile).
   virtual void register_buffer(void*, size_t) {}
+  // The host memory its requests will use (host buffers, or the staging of a bounce): `slots`
+  // buffers of slot_bytes from base, request slot i's at base + i x slot_bytes, for an engine that
+  // registers them (io_uring's --fixedbufs).
+  virtual void register_host_buffers(char*, size_t, unsigned) {}
   virtual unsigned reap(unsigned min, IoRequest** done, unsigned max) = 0;
 };
 

@@ -75,7 +75,8 @@ void ReadSlots::make_current() const {
 }
 
 void ReadSlots::register_with(Engine& engine) const {
-  if (device_memory_ && !staging_) engine.register_buffer(device_memory_.get(), bytes_);
+  if (device_memory_ && !staging_) return engine.register_buffer(device_memory_.get(), bytes_);
+  engine.register_host_buffers(requests_[0].buf, bytes_ / requests_.size(), unsigned(requests_.size()));
 }
 
 std::vector<uint64_t> ReadSlots::bad_blocks(const IoRequest& r, uint64_t length,

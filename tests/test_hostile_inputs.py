@@ -224,6 +224,17 @@ def test_fio_s_keywords_are_its_system_values(tmp_path):
     assert f"numjobs=$ncpus: $ncpus is {cpus} here" in " ".join(t.notes)
 
 
+def test_fio_s_io_uring_options_are_io_uring_s_own(tmp_path):
+    t = fio_job.translate(fio(tmp_path, "[j]\nrw=read\nioengine=io_uring\nfixedbufs\nregisterfiles=1\nhipri=0\n"
+                                        "sqthread_poll=1\nsqthread_poll_cpu=1\niodepth=8\niodepth_batch_submit=4\n"
+                                        "iodepth_batch_complete_min=2\n"))
+    assert t.flags == ["--rw", "read", "--engine", "io_uring", "--fixedbufs", "--registerfiles", "--sqthread-poll",
+                       "--sqthread-poll-cpu", "1", "--qd", "8", "--submit-batch", "4", "--complete-batch", "2"]
+    assert "hipri=0 -> off, as by default" in t.mapped
+    with pytest.raises(UsageError, match="iodepth_batch_complete_min 0: must be between 1"):
+        fio_job.translate(fio(tmp_path, "[j]\nrw=read\niodepth_batch_complete_min=0\n"))
+
+
 def test_fio_verify_0_and_null_are_off(tmp_path):
     for off in ("0", "null"):
         t = fio_job.translate(fio(tmp_path, f"[j]\nrw=read\nverify={off}\n"))

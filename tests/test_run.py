@@ -8,6 +8,7 @@ import time
 
 import pytest
 from conftest import device_read_bytes, wait_for_workers, wait_until
+from test_bad_input import assert_one_line_error
 
 from gdsbench import JobSpec, VerifyFailure, _native, run
 from gdsbench._native import PATTERN_BLOCK
@@ -167,6 +168,47 @@ def test_submit_batch_reads_the_same_data(pattern_file):
     r = run(JobSpec(path=pattern_file, engine="io_uring", bs=16 * 1024, qd=16, submit_batch=16, pattern="rand",
                     verify=True, io_size=size))
     assert r.bytes == size and r.verified_blocks == size // PATTERN_BLOCK and r.verify_mismatches == 0
+
+
+@pytest.mark.parametrize("options", [{"fixedbufs": True}, {"registerfiles": True}, {"sqthread_poll": True},
+                                     {"sqthread_poll": True, "sqthread_poll_cpu": 0}, {"complete_batch": 8},
+                                     {"fixedbufs": True, "registerfiles": True, "submit_batch": 8, "complete_batch": 4}])
+def test_io_uring_fast_paths_read_the_same_data(pattern_file, options):
+    """fio's io_uring options (registered buffers and file, a polling submission thread, batched
+    reaping) change how requests reach the kernel, never what is read: every block checked."""
+    size = os.path.getsize(pattern_file)
+    for direct in (False, True):
+        r = run(JobSpec(path=pattern_file, engine="io_uring", bs=64 * 1024, qd=16, pattern="rand", verify=True,
+                        direct=direct, io_size=size, **options))
+        assert r.bytes == size and r.verified_blocks == size // PATTERN_BLOCK and r.verify_mismatches == 0
+        assert {k: getattr(r.spec, k) for k in options} == options  # recorded as asked
+
+
+def test_io_uring_fast_paths_write_what_is_read_back(own_pattern_file):
+    size = os.path.getsize(own_pattern_file)
+    w = run(JobSpec(path=own_pattern_file, engine="io_uring", rw="write", bs=64 * 1024, qd=8, direct=True,
+                    io_size=size, fixedbufs=True, registerfiles=True, sqthread_poll=True))
+    assert w.bytes == size
+    r = run(JobSpec(path=own_pattern_file, engine="io_uring", bs=64 * 1024, qd=8, verify=True, io_size=size))
+    assert r.verify_mismatches == 0 and r.verified_blocks == size // PATTERN_BLOCK
+
+
+def test_hipri_says_why_it_cannot_poll_here(gdsbench, pattern_file):
+    """IOPOLL needs O_DIRECT and a device with polled queues: each missing one is a line naming it
+    (this machine's disks, virtio and loop, have none; a device that polls is not here to run it on)."""
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "io_uring", "--hipri", "--buffered",
+                                   "--io-size", "1M"), "--hipri: polled completions need O_DIRECT")
+    res = gdsbench("run", pattern_file, "--engine", "io_uring", "--hipri", "--direct", "--io-size", "1M")
+    if res.code == 0:
+        pytest.skip("this machine's disk polls: the refusal cannot be shown here")
+    assert_one_line_error(res, "--hipri:", "drop --hipri")
+
+
+def test_io_uring_options_are_refused_with_another_engine(gdsbench, pattern_file):
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "psync", "--fixedbufs", "--io-size", "1M"),
+                          "--fixedbufs is an option of the io_uring engine")
+    assert_one_line_error(gdsbench("run", pattern_file, "--engine", "io_uring", "--qd", "4", "--complete-batch", "8"),
+                          "--complete-batch 8")
 
 
 @pytest.fixture

@@ -47,7 +47,13 @@ NOTED = {
     "norandommap": "fio's map of blocks already read (gdsbench's random order is a permutation of each pass: "
                    "no block repeats within a pass, so there is no map to keep)",
 }
-MAPPED = (*VALUED, "verify", "time_based")  # options whose value gdsbench uses
+# io_uring's options by fio's names: those set by being there (or =1), and those with a value
+ENGINE_SWITCHES = {"fixedbufs": "--fixedbufs", "registerfiles": "--registerfiles", "sqthread_poll": "--sqthread-poll",
+                   "hipri": "--hipri"}
+ENGINE_VALUES = {"sqthread_poll_cpu": "--sqthread-poll-cpu", "iodepth_batch_submit": "--submit-batch",
+                 "iodepth_batch": "--submit-batch", "iodepth_batch_complete_min": "--complete-batch",
+                 "iodepth_batch_complete": "--complete-batch"}
+MAPPED = (*VALUED, *ENGINE_VALUES, "verify", "time_based")  # options whose value gdsbench uses
 VERIFY_OFF = {"0": "fio's 0 is off", "null": "fio's null only pretends to verify"}
 INCLUDE = re.compile(r"include\s+\S.*")  # fio's "include FILE" line
 VARIABLE = re.compile(r"(\$\{([^}]*)\})")  # fio's ${VAR}: the environment's VAR
@@ -306,6 +312,17 @@ def translate(path: str, section: str | None = None) -> Translation:
                                  "block), not fio's")
         elif option == "time_based":
             out.mapped.append("time_based -> --runtime alone (no --io-size)")
+        elif option in ENGINE_SWITCHES:
+            if value in (None, "", "1"):
+                out.flag(option, value, ENGINE_SWITCHES[option])
+            elif value == "0":
+                out.mapped.append(f"{option}=0 -> off, as by default")
+            else:
+                raise _refuse(path, option, value, "a value other than 0 or 1")
+        elif option in ENGINE_VALUES:
+            if value is None:
+                raise _no_value(path, section, option)
+            out.flag(option, value, ENGINE_VALUES[option], value)
         elif option in NOTED:
             out.notes.append(f"{option}: not emulated ({NOTED[option]})")
         else:
