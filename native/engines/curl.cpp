@@ -51,6 +51,7 @@ const std::vector<EngineOption> kCurlOptions = {
 #include <thread>
 
 #include "../clock.hpp"
+#include "../copy.hpp"
 
 namespace gds {
 namespace {
@@ -112,7 +113,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     return 0;  // aborts the transfer: the server sent more than was asked
   }
   if (!t->body_ns) t->body_ns = now_ns();  // the answer's first body byte: its time to first byte ends here
-  std::memcpy(t->request->buf + t->got, data, bytes);
+  copy_received(t->request->buf + t->got, data, bytes);
   t->got += bytes;
   return bytes;
 }
@@ -121,7 +122,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
 size_t on_read(char* out, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t bytes = std::min<uint64_t>(size * n, t->request->length - t->sent);
-  std::memcpy(out, t->request->buf + t->sent, bytes);
+  copy_received(out, t->request->buf + t->sent, bytes);
   t->sent += bytes;
   return bytes;
 }

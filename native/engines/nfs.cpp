@@ -32,6 +32,8 @@ inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {
 #include <cstring>
 #include <deque>
 
+#include "../copy.hpp"
+
 namespace gds {
 namespace {
 
@@ -145,7 +147,7 @@ class NfsEngine final : public Engine {
       if (self->error_.empty()) self->error_ = data ? static_cast<const char*>(data) : errno_text(status);
       r->result = status;
     } else if (r->result >= 0) {
-      if (status > 0) std::memcpy(r->buf + piece->at, data, size_t(status));
+      if (status > 0) copy_received(r->buf + piece->at, static_cast<const char*>(data), size_t(status));
       r->result += status;
     }
     delete piece;
