@@ -85,6 +85,19 @@ def test_unet3d_h100_maps_onto_the_built_in_workload_and_names_what_it_does_not_
     assert (resnet.format, resnet.record_bytes, resnet.batch, resnet.compute_s) == ("tfrecord", 114_660, 400, 0.224)
 
 
+def test_mlcommons_storage_v3_b200_unet3d_maps_and_its_new_formats_are_refused_naming_them(gdsbench):
+    """MLPerf Storage v3.0's B200 timings ride on the workload files: unet3d_b200 maps with its own
+    computation time; retinanet (jpeg) and flux (parquet) are refused in one line until their
+    formats are read (issue 39)."""
+    v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
+    w = dlio_yaml.translate(os.path.join(v3, "unet3d_b200.yaml")).workload
+    assert (w.name, w.format, w.files, w.batch, w.read_threads, w.compute_s, w.au_threshold) == (
+        "unet3d", "npz", 7200, 7, 4, 0.162, 0.90)
+    for name, fmt in (("retinanet_b200", "jpeg"), ("flux_b200", "parquet")):
+        res = gdsbench("predict", "--workload", os.path.join(v3, f"{name}.yaml"), "/nonexistent")
+        assert_one_line_error(res, f"dataset.format: '{fmt}' (gdsbench reads npz and tfrecord)")
+
+
 def test_what_a_yaml_cannot_mean_here_is_refused_in_one_line(tmp_path, gdsbench):
     cases = {
         "dataset: {format: hdf5}\n": "dataset.format: 'hdf5'",
