@@ -103,6 +103,10 @@ class IoUringEngine final : public Engine {
 
   void queue(IoRequest* r) override {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe && options_.sqthread_poll) {  // the kernel's polling thread has not taken the earlier ones yet (a
+      submit();                            // busy machine): wake it if it sleeps, and wait for room
+      if (io_uring_sqring_wait(&ring_) >= 0) sqe = io_uring_get_sqe(&ring_);
+    }
     if (!sqe) throw IoError("io_uring: submission queue full (worker queued more than --qd)");
     const int fd = options_.registerfiles ? 0 : file_.fd();  // a registered file is named by its index
     const bool write = r->direction == Direction::kWrite;
