@@ -93,6 +93,11 @@ ROW_SPECS = [  # (path, figure, lower is better, the pair, gdsbench's side, the 
 ]
 
 
+def shown(value: float) -> str:
+    """A figure as the table prints it: 2,480 or 83.2 or 10.8."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -113,7 +118,7 @@ def main() -> int:
             ratios = [(b / a) if lower_better else (a / b) for a, b in runs]
             judged = paired_verdict(ratios, 0.0)
             lo, hi = judged["interval"]
-            table.append([path, unit, f"{median(ours):,.3g} ({ours_name})", f"{median(limit):,.3g} ({limit_name})",
+            table.append([path, unit, f"{shown(median(ours))} ({ours_name})", f"{shown(median(limit))} ({limit_name})",
                           f"{judged['median']:.2f} ({lo:.2f}-{hi:.2f}, {judged['interval_is']})"])
             raw["rows"].append({"path": path, "unit": unit, "gdsbench": ours, "limit": limit, "ratios": ratios,
                                 "judged": judged})
