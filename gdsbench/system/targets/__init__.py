@@ -72,7 +72,7 @@ class Target(Protocol):
     def hold(self, offset: int, length: int, lock: str | None = None) -> Held: ...  # lock: "read" or "write" it
 
     def check_may_write(self, spec=None) -> None: ...  # UsageError unless gdsbench may write into it (a file it
-    # made) as the job (a JobSpec) would: an object is written whole, for one
+    # made), as the job (a JobSpec) would write it (an S3 object: whole, by one writer)
 
     def folder(self) -> str | None: ...  # the directory on this host it lies in, where gdsbench may make files of
     # its own beside it (validate's test files); None: a block device or a remote object, beside which it makes none
