@@ -46,8 +46,11 @@ def gdsbench_run(*args, cwd=ROOT, timeout: float = 180) -> subprocess.CompletedP
 
 
 def one_error_line(stderr: str, *fragments: str) -> str:
-    """The one `gdsbench: error:` line of stderr, holding each fragment; no traceback."""
-    errors = [line for line in stderr.splitlines() if line.startswith("gdsbench: error: ")]
+    """The one `gdsbench: error:` line of stderr, holding each fragment; no traceback. Under mpirun the
+    line may follow other text on its line (mpirun forwards every rank's stderr and its own abort
+    notice into one stream, and a busy machine interleaves them): it is read from where it starts."""
+    mark = "gdsbench: error: "
+    errors = [line[line.index(mark):] for line in stderr.splitlines() if mark in line]
     assert len(errors) == 1 and "Traceback" not in stderr, stderr
     for fragment in fragments:
         assert fragment in errors[0], (fragment, errors[0])
