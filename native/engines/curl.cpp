@@ -127,7 +127,7 @@ size_t on_read(char* out, size_t size, size_t n, void* user) {
   return bytes;
 }
 
-// A write's headers as a list libcurl keeps: the Ask's.
+// Headers as a list libcurl keeps (a handle's signing's, or a write's Ask's).
 curl_slist* header_list(const std::vector<std::string>& headers) {
   curl_slist* list = nullptr;
   for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
@@ -205,7 +205,7 @@ void set_common(CURL* easy, const remote::Endpoint& endpoint, const std::string&
   if (!signing.aws_sigv4.empty()) curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, signing.aws_sigv4.c_str());
   if (!signing.userpwd.empty()) curl_easy_setopt(easy, CURLOPT_USERPWD, signing.userpwd.c_str());
   if (signing.netrc) curl_easy_setopt(easy, CURLOPT_NETRC, long(CURL_NETRC_OPTIONAL));
-  for (const auto& header : signing.headers) t->headers = curl_slist_append(t->headers, header.c_str());
+  t->headers = header_list(signing.headers);
   if (t->headers) curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t->headers);
 }
 
@@ -329,15 +329,7 @@ class CurlEngine final : public Engine {
     curl_easy_setopt(t.easy, CURLOPT_NOBODY, 1L);
     CURLcode rc;
     long status = 0, version = 0;
-    unsigned tries = 1;
-    for (;; ++tries) {  // as a request of the run is tried again (--retries)
-      t.error[0] = 0;
-      t.answer = remote::Answer();
-      rc = curl_easy_perform(t.easy);
-      curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-      if (tries > asking_.retries || !may_retry(rc, status, *endpoint_)) break;
-      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
-    }
+    const unsigned tries = perform_tried(t, rc, status, [] {});
     curl_off_t length = -1;
     char *ip = nullptr, *location = nullptr;
     curl_easy_getinfo(t.easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
@@ -423,10 +415,13 @@ class CurlEngine final : public Engine {
     curl_multi_add_handle(multi_, t.easy);
   }
 
+  // Whether a write is all of the object: one PUT, outside any upload in parts.
+  bool writes_whole(const IoRequest& r) const { return r.offset == 0 && r.length >= size_; }
+
   // What writes r: the whole object in one PUT, or its part in the upload, begun by the first
   // write that is not all of it.
   remote::Ask write_ask(const IoRequest& r) {
-    if (r.offset == 0 && r.length >= size_) return uploads_->whole(facts_["gdsbench_mark"]);
+    if (writes_whole(r)) return uploads_->whole(facts_["gdsbench_mark"]);
     if (etags_.empty()) {
       part_length_ = r.length;
       etags_.assign(size_t((size_ + part_length_ - 1) / part_length_), "");
@@ -443,6 +438,21 @@ class CurlEngine final : public Engine {
                       answer.substr(0, 200) + ")");
     }
     return uploads_->part(upload_, unsigned(r.offset / part_length_ + 1));
+  }
+
+  // A request outside the run's loop (the size probe, an upload's beginning, completion or abort),
+  // tried as the run's are (--retries, with their backoff): `fresh` readies each try; the tries taken.
+  template <typename Fresh>
+  unsigned perform_tried(Transfer& t, CURLcode& rc, long& status, Fresh fresh) const {
+    for (unsigned tries = 1;; ++tries) {
+      t.error[0] = 0;
+      t.answer = remote::Answer();
+      fresh();
+      rc = curl_easy_perform(t.easy);
+      curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
+      if (tries > asking_.retries || !may_retry(rc, status, *endpoint_)) return tries;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
+    }
   }
 
   // One request of its own, outside the run's (an upload's beginning, completion or abort), tried
@@ -466,14 +476,7 @@ class CurlEngine final : public Engine {
     curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &body);
     CURLcode rc;
     long status = 0;
-    for (unsigned tries = 1;; ++tries) {
-      body.clear();
-      t.error[0] = 0;
-      rc = curl_easy_perform(t.easy);
-      curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &status);
-      if (tries > asking_.retries || !may_retry(rc, status, *endpoint_)) break;
-      std::this_thread::sleep_for(std::chrono::nanoseconds(backoff_ns(tries)));
-    }
+    perform_tried(t, rc, status, [&body] { body.clear(); });
     const std::string failure = rc != CURLE_OK ? transport_failure(rc, t.error, asking_) : "";
     curl_easy_cleanup(t.easy);
     curl_slist_free_all(t.headers);
@@ -519,7 +522,7 @@ class CurlEngine final : public Engine {
     const std::string refusal = endpoint_->refusal(t.answer, status, location ? location : "");
     if (!refusal.empty()) throw IoError(refusal + where);
     if (writing) {
-      if (!etags_.empty() && !(r->offset == 0 && r->length >= size_)) etags_[r->offset / part_length_] = t.answer.etag;
+      if (!writes_whole(*r)) etags_[r->offset / part_length_] = t.answer.etag;
       r->result = int64_t(r->length);
       return r;
     }

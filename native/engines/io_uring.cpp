@@ -13,7 +13,7 @@
 //   sqthread_poll      a kernel thread polls the submission queue (IORING_SETUP_SQPOLL), so
 //                      a submission is no system call; sqthread_poll_cpu binds it (SQ_AFF)
 //   hipri              completions polled, not interrupt-driven (IORING_SETUP_IOPOLL): O_DIRECT
-//                      only, on a device with polled queues (gdsbench's Python checks both)
+//                      only, on a device with polled queues (checked when the engine opens)
 #include "../engine.hpp"
 #include "../error.hpp"
 

@@ -27,12 +27,6 @@ std::string header_value(const std::string& line, size_t name_length) {
   return value;
 }
 
-// The <Code> of an error answer's XML (S3 and the servers that speak its dialect), "" where none.
-std::string error_code(const std::string& body) {
-  const size_t a = body.find("<Code>"), b = body.find("</Code>");
-  return a != std::string::npos && b != std::string::npos && b > a ? body.substr(a + 6, b - a - 6) : "";
-}
-
 // Where a URL's server is, for messages: scheme://host[:port].
 std::string server_of(const std::string& url) {
   const size_t host = url.find("://");
@@ -46,6 +40,13 @@ class HttpEndpoint final : public Endpoint {
 };
 
 }  // namespace
+
+std::string xml_element(const std::string& xml, const std::string& name) {
+  const size_t a = xml.find("<" + name + ">"), b = xml.find("</" + name + ">");
+  return a != std::string::npos && b != std::string::npos && b > a
+             ? xml.substr(a + name.size() + 2, b - a - name.size() - 2)
+             : "";
+}
 
 std::string Endpoint::range(uint64_t offset, uint32_t length) const {
   return std::to_string(offset) + "-" + std::to_string(offset + length - 1);
@@ -105,7 +106,7 @@ std::string Endpoint::wrong_range(const Answer& a, long status) const {
 
 std::string Endpoint::refusal(const Answer& a, long status, const std::string& location) const {
   if (a.asked ? status < 300 : status == 200) return "";
-  const std::string code = error_code(a.error_body);
+  const std::string code = xml_element(a.error_body, "Code");  // S3's, and the servers that speak its dialect
   const bool named = !code.empty() && code != std::to_string(status);
   return "HTTP " + std::to_string(status) + (named ? " " + code : "") + ": " + why(status, location);
 }

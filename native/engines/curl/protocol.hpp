@@ -132,5 +132,7 @@ const std::vector<Protocol>& protocols();
 std::vector<std::pair<std::string, std::string>> schemes();
 // The endpoint a name means, by its scheme (InputError where no protocol reads it).
 std::unique_ptr<Endpoint> resolve(const std::string& name);
+// The text between <name> and </name> in an answer's XML (S3's dialect), "" where none.
+std::string xml_element(const std::string& xml, const std::string& name);
 
 }  // namespace gds::remote

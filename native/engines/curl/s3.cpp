@@ -40,14 +40,6 @@ std::string escape_key(const std::string& key) {
 
 constexpr char kEmptyHash[] = "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-// The text between <name> and </name> in an answer ("" where none).
-std::string element(const std::string& xml, const std::string& name) {
-  const size_t a = xml.find("<" + name + ">"), b = xml.find("</" + name + ">");
-  return a != std::string::npos && b != std::string::npos && b > a
-             ? xml.substr(a + name.size() + 2, b - a - name.size() - 2)
-             : "";
-}
-
 class S3Endpoint final : public Endpoint, public Uploads {
  public:
   S3Endpoint(const std::string& name, const std::string& url, Signing signing)
@@ -59,7 +51,7 @@ class S3Endpoint final : public Endpoint, public Uploads {
   Ask whole(const std::string& mark) const override { return {"PUT", url, headers(mark), ""}; }
   // "uploads=", not S3's documented "uploads": libcurl 7.88 signs a query word without "=" wrongly
   Ask begin(const std::string& mark) const override { return {"POST", url + "?uploads=", headers(mark), ""}; }
-  std::string upload_id(const std::string& answer) const override { return element(answer, "UploadId"); }
+  std::string upload_id(const std::string& answer) const override { return xml_element(answer, "UploadId"); }
   Ask part(const std::string& upload, unsigned number) const override {
     return {"PUT", url + "?partNumber=" + std::to_string(number) + "&uploadId=" + escape_key(upload), headers(""), ""};
   }
@@ -74,7 +66,7 @@ class S3Endpoint final : public Endpoint, public Uploads {
   }
   std::string error_in(const std::string& answer) const override {
     if (answer.find("<Error>") == std::string::npos) return "";
-    const std::string code = element(answer, "Code"), message = element(answer, "Message");
+    const std::string code = xml_element(answer, "Code"), message = xml_element(answer, "Message");
     return (code.empty() ? std::string("an error") : code) + (message.empty() ? "" : ": " + message);
   }
 
