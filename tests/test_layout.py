@@ -242,7 +242,7 @@ def test_ruff_check_passes():
 
 
 def test_native_code_is_clang_formatted():
-    """native/ follows .clang-format (run `clang-format -i native/*.[ch]pp native/*/*.[ch]pp` to fix)."""
+    """native/ follows .clang-format (run `find native -name '*.[ch]pp' | xargs clang-format -i` to fix)."""
     import glob
     import shutil
     import subprocess
