@@ -435,6 +435,19 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("path"), py::arg("offset"), py::arg("length"),
           "Read one sample: (bytes, chunks, ns from the first chunk issued to the last landed).")
+      .def(
+          "write",
+          [](gds::SampleReader& r, const std::string& path, uint64_t offset, uint64_t length) {
+            gds::SampleRead out;
+            {
+              py::gil_scoped_release release;
+              out = r.write(path, offset, length);
+            }
+            return py::make_tuple(out.bytes, out.chunks, out.ns);
+          },
+          py::arg("path"), py::arg("offset"), py::arg("length"),
+          "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
+          "last landed, and its fsync where the job says fsync_end).")
       .def_property_readonly("latency", &gds::SampleReader::latency, "Per-chunk latency, issue to landing.")
       .def_property_readonly("verified_blocks", &gds::SampleReader::verified_blocks)
       .def_property_readonly("verify_mismatches", &gds::SampleReader::verify_mismatches)

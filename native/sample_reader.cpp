@@ -33,16 +33,17 @@ void SampleReader::close() noexcept {
   owner_ = 0;
 }
 
-void SampleReader::open(const std::string& path) {
-  const Target target{path, job_.direct, Direction::kRead};
-  if (engine_ && thread_serial() == owner_ && engine_->retarget(target)) {  // curl: the next object, same connections
-    path_ = path;
+void SampleReader::open(const std::string& path, Direction direction) {
+  const Target target{path, job_.direct, direction};
+  if (engine_ && thread_serial() == owner_ && direction == opened_for_ && engine_->retarget(target)) {
+    path_ = path;  // curl: the next object, same connections
     return;
   }
   close();
   engine_ = engine_by_name(job_.engine).open(target, job_.qd, job_.engine_options);
   slots_.register_with(*engine_);
   path_ = path;
+  opened_for_ = direction;
   owner_ = thread_serial();
 }
 
@@ -51,16 +52,30 @@ void SampleReader::open(const std::string& path) {
 // and the last reach past the end of the file (the short read there is the
 // file's end); only the region's bytes count.
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
+  return move(Direction::kRead, path, offset, length);
+}
+
+SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_t length) {
+  if (job_.direction != Direction::kWrite)
+    throw InputError("a reader made from a read job writes nothing: make the writer from a write job");
+  if (job_.direct && (offset % pattern::kBlock || length % pattern::kBlock))
+    throw InputError("O_DIRECT writes whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
+                     " was asked " + std::to_string(length) + " bytes at " + std::to_string(offset));
+  return move(Direction::kWrite, path, offset, length);
+}
+
+SampleRead SampleReader::move(Direction direction, const std::string& path, uint64_t offset, uint64_t length) {
   slots_.make_current();
-  if (path != path_ || thread_serial() != owner_) open(path);
-  const uint64_t file_size = engine_->size();
+  if (path != path_ || thread_serial() != owner_ || direction != opened_for_) open(path, direction);
+  const bool reading = direction == Direction::kRead;
+  const uint64_t file_size = reading ? engine_->size() : UINT64_MAX;
   const uint64_t end = std::min(offset + length, file_size);
   // O_DIRECT reads whole blocks: a sample at an unaligned offset (a TFRecord record) is read
   // from the block it starts in, and only its own bytes are counted
   const uint64_t align = job_.direct ? pattern::kBlock : 1;
   uint64_t next = offset / align * align;
   SampleRead out;
-  TransferLoop transfers(*engine_, slots_, job_.qd, Direction::kRead, path_, job_.direct, file_size);
+  TransferLoop transfers(*engine_, slots_, job_.qd, direction, path_, job_.direct, file_size);
   const uint64_t started = now_ns();
 
   auto next_chunk = [&](IoRequest& r, uint64_t) {
@@ -76,13 +91,17 @@ SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t
     const uint64_t got_end = r.offset + uint64_t(r.result);
     out.bytes += got_end > offset ? std::min(got_end, end) - std::max(r.offset, offset) : 0;
     ++out.chunks;
-    if (job_.verify) {
+    if (reading && job_.verify) {
       const uint64_t whole = uint64_t(r.result) / pattern::kBlock * pattern::kBlock;
       bad_blocks_.add(path_, slots_.bad_blocks(r, whole, verify_device_));
       verified_blocks_ += whole / pattern::kBlock;
     }
   };
   transfers.run(next_chunk, landed);
+  if (!reading && (job_.fsync_end || engine_->writes_need_sync())) {
+    const int r = engine_->sync();
+    if (r < 0) throw IoError("fsync of " + path_ + ": " + errno_text(r));
+  }
   out.ns = now_ns() - started;
   return out;
 }

@@ -8,6 +8,11 @@
 // and again whenever another thread reads with it (each epoch starts new read
 // threads): an engine belongs to the thread that made it, as an io_uring ring
 // set up SINGLE_ISSUER must.
+//
+// Made from a write job, the same object writes regions instead (write()):
+// the KV-cache emulation's storage tier stores each entry so, its blocks
+// stamped with the pattern as a benchmark's writes are, and fsync'd when the
+// job says fsync_end.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,6 +44,11 @@ class SampleReader {
   // Read [offset, offset + length) of path. Throws IoError (a failed or short
   // read) or InputError (the file cannot be opened).
   SampleRead read(const std::string& path, uint64_t offset, uint64_t length);
+  // Write [offset, offset + length) of path, an existing file this job may write (a write job's
+  // reader only; InputError otherwise), then fsync it if job.fsync_end: ns includes the fsync.
+  // O_DIRECT writes need offset and length in whole logical blocks. Throws IoError (a failed or
+  // short write, a failed fsync).
+  SampleRead write(const std::string& path, uint64_t offset, uint64_t length);
 
   const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing
   uint64_t verified_blocks() const { return verified_blocks_; }
@@ -47,14 +57,16 @@ class SampleReader {
   std::string first_mismatch_path() const { return bad_blocks_.first_path(); }
 
  private:
-  void open(const std::string& path);
+  void open(const std::string& path, Direction direction);
+  SampleRead move(Direction direction, const std::string& path, uint64_t offset, uint64_t length);
   void close() noexcept;
 
   Job job_;
   int gpu_;
   DeviceVerifyFn verify_device_;
   ReadSlots slots_;
-  std::string path_;                // the file open now
+  std::string path_;  // the file open now
+  Direction opened_for_ = Direction::kRead;
   uint64_t owner_ = 0;              // the thread that opened it (thread_serial()): its engine is that thread's
   std::unique_ptr<Engine> engine_;  // opened on path_
   LatencyHistogram latency_;

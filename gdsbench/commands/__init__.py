@@ -8,6 +8,7 @@ Modules that pull in pandas or matplotlib are imported inside run(), so that
 from gdsbench.commands.checkpoint import CheckpointCommand
 from gdsbench.commands.compare import CompareCommand
 from gdsbench.commands.info import InfoCommand
+from gdsbench.commands.kvcache import KVCacheCommand
 from gdsbench.commands.prepare import PrepareCommand
 from gdsbench.commands.report import ReportCommand
 from gdsbench.commands.run import RunCommand
@@ -16,4 +17,4 @@ from gdsbench.commands.train import PredictCommand, TrainCommand
 from gdsbench.commands.validate import ValidateCommand
 
 COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand, TrainCommand,
-            PredictCommand, CheckpointCommand]
+            PredictCommand, CheckpointCommand, KVCacheCommand]

@@ -12,6 +12,7 @@ from gdsbench import _native
 from gdsbench.execution import kvikio_mode
 from gdsbench.execution.native import POLL_CONTINUE, run_natively, to_native
 from gdsbench.execution.record import RunRecord
+from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.system.pattern import check_device
 
@@ -59,6 +60,15 @@ def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
     check = check_device if spec.real_gpu and spec.verify else None
     job = to_native(spec)
     return [_native.SampleReader(job, gpu, check) for _ in range(count)]
+
+
+def sample_writers(spec: JobSpec, gpu: int, count: int) -> list:
+    """`count` writers of whole regions (native SampleReaders made from a write job: their write());
+    kvikio's loop writes none (UsageError)."""
+    if not spec.mode_declaration.native_loop:
+        raise UsageError(f"--mode {spec.mode}: writes regions in the native loop only (kvikio's reader reads); "
+                         "use another mode")
+    return sample_readers(spec, gpu, count)
 
 
 def sample_data_path(spec: JobSpec, typical_read: int) -> str | None:

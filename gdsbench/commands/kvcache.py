@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gdsbench.commands.options import add_job_arguments, count_arg, job_values, seconds_arg
+from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
+
+
+def size_arg(flag: str):
+    """An argparse type: a size with units ("0", "2G", "512M"), 0 allowed."""
+    from gdsbench.job.units import parse_size
+
+    def parse(text: str) -> int:
+        try:
+            return parse_size(text, flag)
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag} ")) from None
+    return parse
+
+
+class KVCacheCommand:
+    name = "kvcache"
+    help = ("MLPerf Storage v3.0's KV-cache offload workload: LLM inference users whose KV cache spills from host "
+            "memory to storage (prefill writes each request's entry, decode reads it back), the storage tier "
+            "through gdsbench's engines; reported as the reference reports it")
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        from gdsbench.kvcache.models import BUILT_IN
+        from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN
+
+        parser.add_argument("path", metavar="DIR", help="where the storage tier's entries go (a folder of this run's "
+                                                        "own, removed at the end)")
+        parser.add_argument("--model", default="llama3.1-8b", metavar="NAME",
+                            help=f"whose KV cache: {', '.join(BUILT_IN)} (default: llama3.1-8b)")
+        parser.add_argument("--users", type=count_arg(1, 10_000), default=8, metavar="N",
+                            help="users asking requests at once, each a thread (default: 8; MLPerf's 8B run: 150)")
+        parser.add_argument("--duration", type=seconds_arg("--duration", 24 * 3600.0), default=60.0, metavar="TIME",
+                            help="how long users ask (default: 60s; requests still under way then are not counted)")
+        parser.add_argument("--host-mem", type=size_arg("--host-mem"), default=0, metavar="SIZE",
+                            help="the host memory tier's budget (the reference's --cpu-mem-gb; default: 0, every "
+                                 "entry goes to storage)")
+        parser.add_argument("--gpu-mem", type=size_arg("--gpu-mem"), default=0, metavar="SIZE",
+                            help="the GPU memory tier's budget: not built yet, 0 only")
+        parser.add_argument("--storage-budget", type=size_arg("--storage-budget"), default=None, metavar="SIZE",
+                            help="the storage tier's budget: past it, least recently used entries are dropped "
+                                 "(default: no limit)")
+        parser.add_argument("--generation-mode", choices=list(GENERATION_S_PER_TOKEN), default="realistic",
+                            help="time a generated token takes: none 0, fast 2 ms, realistic 30 ms (the "
+                                 "reference's; default: realistic)")
+        parser.add_argument("--seed", type=count_arg(0, 2**32 - 1), default=42,
+                            help="what every user's draws start from (default: 42, MLPerf's)")
+        parser.add_argument("--no-multi-turn", action="store_true",
+                            help="every request starts a new conversation (no previous turn read back)")
+        parser.add_argument("--io-threads", type=count_arg(1, 1024), default=None, metavar="N",
+                            help="storage readers and writers the users share (default: users, at most 16)")
+        add_job_arguments(parser, only=JOB_OPTIONS, title="how the storage tier is read and written")
+        parser.add_argument("--json", action="store_true", help="print the run's figures as JSON")
+
+    def run(self, args: argparse.Namespace) -> int:
+        import os
+
+        from gdsbench.execution.runner import runnable_here
+        from gdsbench.job.spec import JobSpec, spec_from_values
+        from gdsbench.kvcache import session
+        from gdsbench.kvcache.models import model_named
+        from gdsbench.kvcache.tiers import UNLIMITED
+        from gdsbench.kvcache.workload import USER_KINDS
+        from gdsbench.reporting import kvcache_report
+        from gdsbench.system import gpu_path
+        from gdsbench.system.targets import protocol_of
+
+        if protocol_of(args.path) is not None:
+            raise UsageError(f"DIR {args.path}: the storage tier is a local or mounted directory; objects are not "
+                             "written by kvcache yet")
+        if args.gpu_mem:
+            raise UsageError("--gpu-mem: the GPU memory tier is not built yet; leave it out (entries start in host "
+                             "memory, --host-mem, then storage)")
+        if args.storage_budget == 0:
+            raise UsageError("--storage-budget 0: the storage tier is what is measured; give it room, or leave the "
+                             "flag out (no limit)")
+        model = model_named(args.model)
+        probe = os.path.join(os.path.abspath(args.path), "probe.kv")
+        values = job_values(args)
+        write_spec = runnable_here(spec_from_values(dict(values, rw="write"), JobSpec(path=probe)))
+        if not write_spec.opens_target:
+            raise UsageError(f"--engine {write_spec.engine}: opens no file, so the storage tier would store nothing; "
+                             "use psync or io_uring (or leave --engine out)")
+        write_spec = write_spec.replace(direct=write_spec.uses_o_direct, fsync_end=True, runtime_ns=0)
+        read_spec = write_spec.replace(rw="read", fsync_end=False)
+        run = session.KVRun(model, args.users, args.duration, os.path.abspath(args.path), read_spec, write_spec,
+                            host_budget=args.host_mem,
+                            storage_budget=UNLIMITED if args.storage_budget is None else args.storage_budget,
+                            generation=args.generation_mode, seed=args.seed, multi_turn=not args.no_multi_turn,
+                            io_threads=args.io_threads or min(args.users, 16))
+        session.entries_fit(run, max(k.context[1] for k in USER_KINDS))
+        kv = session.KVSession(run)
+        interrupted = False
+        try:
+            data_path = (f"storage tier: {gpu_path.data_path(read_spec, None)}; {gpu_path.data_path(write_spec, None)}, "
+                         "each entry a file of its own, fsync'd once written")
+            if not args.json:
+                print(kvcache_report.header(run, data_path), flush=True)
+            try:
+                kv.run_users()
+            except KeyboardInterrupt:  # what was measured so far is still reported
+                interrupted = True
+        finally:
+            kv.close()
+        figures = session.summarise(run, kv.tally, kv.cache, data_path)
+        if args.json:
+            json.dump(figures, sys.stdout, indent=1)
+            print()
+        else:
+            print(kvcache_report.table(figures))
+        return EXIT_INTERRUPTED if interrupted else 0

@@ -1,0 +1,415 @@
+"""One KV-cache run: users (threads) asking requests for a while, each request's
+KV entry stored in the tiers (tiers.py) and read back as decode reads it.
+
+The tiers' bytes really move:
+- host memory: each entry a numpy array of its size, written by copying into it
+  and read by copying out of it in 16 MiB pieces (the reference copies numpy
+  arrays too), timed around the copies;
+- storage: each entry a file of its own in a folder this run makes under DIR
+  (as the reference's one .npy a key), written whole and fsync'd, read whole,
+  through gdsbench's native engines (--engine, --bs chunks, --qd in flight,
+  O_DIRECT where the file system takes it; into GPU memory in the GPU modes). A
+  storage operation's time is taken twice: the engine's own (first chunk issued
+  to last landed, the fsync included: "device") and around the whole operation
+  in Python (the file's creation or page-cache drop included: "total").
+
+Only files this run made are written, and the run's folder is removed at the end."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gdsbench import _native
+from gdsbench.execution import loops
+from gdsbench.execution.parts import check_direct
+from gdsbench.job.errors import GdsbenchError, UsageError
+from gdsbench.job.result import histogram_to_dict
+from gdsbench.job.spec import JobSpec
+from gdsbench.kvcache.models import KVModel
+from gdsbench.kvcache.tiers import UNLIMITED, Entry, Move, TieredCache
+from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User
+from gdsbench.system.targets import target_for
+
+HOST, STORAGE = "host", "storage"
+COPY_PIECE = 16 << 20
+# The reference's pass criteria (its "latency" profile), on storage's device time and host's total
+CRITERIA = ((STORAGE, "write", 500.0), (STORAGE, "read", 200.0), (HOST, "write", 150.0), (HOST, "read", 150.0))
+MIN_HIT_RATE = 0.30
+
+
+@dataclass(frozen=True)
+class KVRun:
+    model: KVModel
+    users: int
+    duration_s: float
+    directory: str  # where the run's folder of storage entries is made
+    read_spec: JobSpec  # resolved: how storage entries are read (engine, bs, qd, direct, mode)
+    write_spec: JobSpec  # the same, writing (fsync_end)
+    host_budget: float = 0
+    storage_budget: float = UNLIMITED
+    generation: str = "none"
+    seed: int = 0
+    multi_turn: bool = True
+    io_threads: int = 8  # storage readers and writers shared by the users
+
+    def entry_bytes(self, tokens: int) -> int:
+        return tokens * self.model.bytes_per_token
+
+
+@dataclass
+class OpLog:
+    """One tier's operations of one kind: bytes and both times of each."""
+    bytes: int = 0
+    total_ns: list[int] = field(default_factory=list)
+    device_ns: list[int] = field(default_factory=list)
+
+    def add(self, nbytes: int, total_ns: int, device_ns: int | None = None) -> None:
+        self.bytes += nbytes
+        self.total_ns.append(total_ns)
+        if device_ns is not None:
+            self.device_ns.append(device_ns)
+
+
+@dataclass
+class Tally:
+    """What the users did inside the run's window (requests that ended after it are not counted)."""
+    ops: dict[tuple[str, str], OpLog] = field(default_factory=dict)
+    requests: int = 0
+    tokens_generated: int = 0
+    context_tokens: int = 0
+    end_to_end_ns: list[int] = field(default_factory=list)
+    storage_io_ns: list[int] = field(default_factory=list)  # per request: its operations' total times summed
+    turn_hits: int = 0  # a continued conversation's previous turn found in a tier
+    turn_misses: int = 0
+    lookups: int = 0
+    lookup_hits: int = 0
+    window_s: float = 0.0  # the users' time: the duration, or less where the run was stopped
+    interrupted: bool = False
+
+    def op(self, tier: str, kind: str) -> OpLog:
+        return self.ops.setdefault((tier, kind), OpLog())
+
+
+class _Mover:
+    """A storage reader and writer pair (native), lent to one user at a time."""
+
+    def __init__(self, run: KVRun):
+        gpu = run.read_spec.gpu[0] if run.read_spec.gpu else 0
+        (self.writer,) = loops.sample_writers(run.write_spec, gpu, 1)
+        (self.reader,) = loops.sample_readers(run.read_spec, gpu, 1)
+
+
+class KVSession:
+    def __init__(self, run: KVRun):
+        self.run = run
+        self.cache = TieredCache([HOST, STORAGE], [run.host_budget, run.storage_budget])
+        self._movers: queue.Queue[_Mover] = queue.Queue()
+        for _ in range(run.io_threads):
+            self._movers.put(_Mover(run))
+        self.folder = _make_folder(run.directory)  # after what can refuse the job: no folder left behind
+        self._created: set[str] = set()
+        try:
+            self._check_direct()
+        except BaseException:
+            self.close()
+            raise
+        self._host: dict[str, np.ndarray] = {}
+        self._source = np.frombuffer(os.urandom(COPY_PIECE), dtype=np.uint8)  # what host writes copy in
+        self._tally_lock = threading.Lock()
+        self.tally = Tally()
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.deadline = 0.0
+
+    def _check_direct(self) -> None:
+        """run's check of O_DIRECT (parts.check_direct), asked of a probe file in the run's folder before
+        anything is measured: refused in run's words naming DIR, not as a user's failed write."""
+        probe = self._path("probe")
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        self._created.add(probe)
+        try:
+            check_direct(self.run.write_spec.replace(offset=0), target_for(probe))
+        except UsageError as e:
+            raise UsageError(str(e).replace(f"for {probe}", f"for DIR {self.run.directory}")) from None
+        finally:
+            os.unlink(probe)
+            self._created.discard(probe)
+
+    # ---- the tiers' bytes ----
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.folder, f"{key}.kv")
+
+    def _write(self, tier: str, key: str, size: int, log: list) -> None:
+        started = time.perf_counter_ns()
+        if tier == HOST:
+            array = np.empty(size, dtype=np.uint8)
+            for at in range(0, size, COPY_PIECE):
+                n = min(COPY_PIECE, size - at)
+                array[at:at + n] = self._source[:n]
+            self._host[key] = array
+            log.append((HOST, "write", size, time.perf_counter_ns() - started, None))
+            return
+        path = self._path(key)
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # ours, new
+        self._created.add(path)
+        mover = self._movers.get()
+        try:
+            nbytes, _, device_ns = mover.writer.write(path, 0, size)
+        finally:
+            self._movers.put(mover)
+        log.append((STORAGE, "write", nbytes, time.perf_counter_ns() - started, device_ns))
+
+    def _read(self, tier: str, key: str, size: int, log: list, scratch: np.ndarray) -> None:
+        started = time.perf_counter_ns()
+        if tier == HOST:
+            array = self._host[key]
+            for at in range(0, size, COPY_PIECE):
+                n = min(COPY_PIECE, size - at)
+                scratch[:n] = array[at:at + n]
+            log.append((HOST, "read", size, time.perf_counter_ns() - started, None))
+            return
+        path = self._path(key)
+        if not self.run.read_spec.direct:  # as the reference does: storage, not the page cache, answers
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        mover = self._movers.get()
+        try:
+            nbytes, _, device_ns = mover.reader.read(path, 0, size)
+        finally:
+            self._movers.put(mover)
+        if nbytes != size:
+            raise GdsbenchError(f"{path}: read {nbytes} of the entry's {size} bytes")
+        log.append((STORAGE, "read", nbytes, time.perf_counter_ns() - started, device_ns))
+
+    def _drop(self, tier: str, key: str) -> None:
+        if tier == HOST:
+            del self._host[key]
+        else:
+            path = self._path(key)
+            os.unlink(path)
+            self._created.discard(path)
+
+    def _move(self, move: Move, log: list, scratch: np.ndarray) -> None:
+        source, key, size = self.cache.names[move.source], move.entry.key, move.entry.size
+        if move.to is not None:  # the bytes come from where they were: read there, written below
+            self._read(source, key, size, log, scratch)
+            self._write(self.cache.names[move.to], key, size, log)
+        self._drop(source, key)
+        self.cache.moved(move)
+
+    def _read_entry(self, entry: Entry, log: list, scratch: np.ndarray) -> None:
+        try:
+            entry.ready.wait()
+            self._read(self.cache.names[entry.tier], entry.key, entry.size, log, scratch)
+        finally:
+            self.cache.unpin(entry)
+
+    # ---- the users ----
+
+    def _request(self, request, log: list, scratch: np.ndarray) -> tuple[int, int, int]:
+        """Prefill, decode, generation of one request: (turn hit, turn miss, lookups that hit)."""
+        hit = miss = found = 0
+        if request.previous_key is not None:
+            entry = self.cache.lookup(request.previous_key)
+            if entry is None:
+                miss = 1
+            else:
+                hit = found = 1
+                self._read_entry(entry, log, scratch)
+        size = self.run.entry_bytes(request.context_tokens)
+        entry, moves = self.cache.store(request.key, size)
+        try:
+            for move in moves:
+                self._move(move, log, scratch)
+            self._write(self.cache.names[entry.tier], entry.key, size, log)
+        except BaseException:
+            self.cache.forget(entry)
+            raise
+        self.cache.written(entry)
+        for _ in range(request.decode_reads):
+            again = self.cache.lookup(request.key)
+            if again is None:  # moved out by others' requests: the rest of decode has nothing to read
+                break
+            found += 1
+            self._read_entry(again, log, scratch)
+        self.stop.wait(request.generate_tokens * GENERATION_S_PER_TOKEN[self.run.generation])
+        return hit, miss, found
+
+    def _user(self, index: int) -> None:
+        user = User(index, self.run.seed, self.run.multi_turn)
+        scratch = np.empty(COPY_PIECE, dtype=np.uint8)
+        try:
+            while not self.stop.is_set():
+                request = user.next_request()
+                if self.stop.wait(request.think_s):
+                    return
+                log: list = []
+                started = time.perf_counter_ns()
+                hit, miss, found = self._request(request, log, scratch)
+                ended = time.perf_counter_ns()
+                if ended > self.deadline:
+                    return
+                self._count(request, log, hit, miss, found, ended - started)
+        except BaseException as e:  # the first failure ends the run; the main thread raises it
+            with self._tally_lock:
+                self.failure = self.failure or e
+            self.stop.set()
+
+    def _count(self, request, log: list, hit: int, miss: int, found: int, elapsed_ns: int) -> None:
+        with self._tally_lock:
+            t = self.tally
+            for tier, kind, nbytes, total_ns, device_ns in log:
+                t.op(tier, kind).add(nbytes, total_ns, device_ns)
+            t.requests += 1
+            t.tokens_generated += request.generate_tokens
+            t.context_tokens += request.context_tokens
+            t.end_to_end_ns.append(elapsed_ns)
+            t.storage_io_ns.append(sum(total for tier, _, _, total, _ in log if tier == STORAGE))
+            t.turn_hits += hit
+            t.turn_misses += miss
+            t.lookups += hit + miss + request.decode_reads
+            t.lookup_hits += found
+
+    def run_users(self) -> Tally:
+        """Every user until the duration is over; the requests under way then finish (uncounted)."""
+        threads = [threading.Thread(target=self._user, args=(i,), name=f"kv-user-{i}", daemon=True)
+                   for i in range(self.run.users)]
+        started = time.perf_counter_ns()
+        self.deadline = started + self.run.duration_s * 1e9
+        for t in threads:
+            t.start()
+        try:
+            while not self.stop.wait(0.1) and time.perf_counter_ns() < self.deadline:
+                pass
+        except KeyboardInterrupt:
+            self.tally.interrupted = True
+            self.deadline = time.perf_counter_ns()  # what ends from now on is not counted
+            raise
+        finally:
+            self.stop.set()
+            for t in threads:
+                t.join()
+            self.tally.window_s = (min(time.perf_counter_ns(), self.deadline) - started) / 1e9
+        if self.failure is not None:
+            raise self.failure
+        return self.tally
+
+    def close(self) -> None:
+        """Remove every file this run made, then its folder."""
+        for path in list(self._created):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self._created.clear()
+        self._host.clear()
+        try:
+            os.rmdir(self.folder)
+        except OSError:
+            pass
+
+
+def _make_folder(directory: str) -> str:
+    """A new folder for this run's entries, made here (never one that was there)."""
+    if not os.path.isdir(directory):
+        raise UsageError(f"DIR {directory}: not a directory; make it, or name one where the storage tier's entries "
+                         "may go")
+    for n in range(1000):
+        path = os.path.join(directory, f"gdsbench-kvcache-{os.getpid()}-{n}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise UsageError(f"DIR {directory}: cannot make the run's folder there ({e.strerror})") from None
+    raise UsageError(f"DIR {directory}: no free name for the run's folder")
+
+
+def _percentiles_ms(values: list[int]) -> dict:
+    if not values:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None}
+    a = np.asarray(values, dtype=np.float64) / 1e6
+    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95)),
+            "p99_ms": float(np.percentile(a, 99)), "max_ms": float(a.max())}
+
+
+def _histogram(values: list[int]) -> dict:
+    h = _native.LatencyHistogram()
+    if values:
+        h.add(np.asarray(values, dtype=np.uint64))
+    return histogram_to_dict(h)
+
+
+def summarise(run: KVRun, tally: Tally, cache: TieredCache, data_path: str) -> dict:
+    """The run's figures, named as the reference names them where it has them."""
+    seconds = tally.window_s or run.duration_s
+    tiers = {}
+    for (tier, kind), log in sorted(tally.ops.items()):
+        row = {"ops": len(log.total_ns), "bytes": log.bytes, "bytes_per_s": log.bytes / seconds,
+               "total": _percentiles_ms(log.total_ns), "total_histogram": _histogram(log.total_ns)}
+        if tier == STORAGE:
+            row["device"] = _percentiles_ms(log.device_ns)
+            row["device_histogram"] = _histogram(log.device_ns)
+        tiers.setdefault(tier, {})[kind] = row
+    criteria = []
+    for tier, kind, limit_ms in CRITERIA:
+        row = tiers.get(tier, {}).get(kind)
+        if row is None:
+            continue
+        p95 = (row["device"] if tier == STORAGE else row["total"])["p95_ms"]
+        criteria.append({"what": f"{tier} {kind} p95", "limit_ms": limit_ms, "p95_ms": p95, "pass": p95 < limit_ms})
+    hit_rate = tally.lookup_hits / tally.lookups if tally.lookups else None
+    if hit_rate is not None:
+        criteria.append({"what": "cache hit rate", "at_least": MIN_HIT_RATE, "value": hit_rate,
+                         "pass": hit_rate > MIN_HIT_RATE})
+    storage = tiers.get(STORAGE, {})
+    return {
+        "model": run.model.to_dict(),
+        "kv_bytes_per_token": run.model.bytes_per_token,
+        "users": run.users,
+        "duration_s": seconds,
+        "interrupted": tally.interrupted,
+        "seed": run.seed,
+        "generation_mode": run.generation,
+        "multi_turn": run.multi_turn,
+        "budgets_bytes": {HOST: run.host_budget,
+                          STORAGE: None if run.storage_budget == UNLIMITED else run.storage_budget},
+        "data_path": data_path,
+        "requests_completed": tally.requests,
+        "requests_per_s": tally.requests / seconds,
+        "tokens_generated": tally.tokens_generated,
+        "tokens_per_s": tally.tokens_generated / seconds,
+        "context_tokens": tally.context_tokens,
+        "storage_read_bytes_per_s": storage.get("read", {}).get("bytes_per_s", 0.0),
+        "storage_write_bytes_per_s": storage.get("write", {}).get("bytes_per_s", 0.0),
+        "tiers": tiers,
+        "end_to_end": _percentiles_ms(tally.end_to_end_ns),
+        "storage_io_per_request": _percentiles_ms(tally.storage_io_ns),
+        "multi_turn_hits": tally.turn_hits,
+        "multi_turn_misses": tally.turn_misses,
+        "cache_hit_rate": hit_rate,
+        "moves": [{"from": a, "to": b, "entries": n} for (a, b), n in sorted(cache.moves.items())],
+        "criteria": criteria,
+        "passed": all(c["pass"] for c in criteria) if criteria else None,  # None: nothing ended to judge
+    }
+
+
+def entries_fit(run: KVRun, largest_context: int) -> None:
+    """UsageError where the largest entry a user can ask fits no tier."""
+    need = run.entry_bytes(largest_context)
+    if need > max(run.host_budget, run.storage_budget):
+        from gdsbench.job.units import format_size
+        raise UsageError(f"--storage-budget {format_size(run.storage_budget)}: smaller than the largest KV entry a "
+                         f"user may ask ({largest_context} tokens x {run.model.bytes_per_token} B = "
+                         f"{format_size(need)}); raise it, or leave it out (no limit)")

@@ -1,0 +1,164 @@
+"""gdsbench kvcache: the KV bytes a token takes (as the reference's MODEL_CONFIGS
+gives them), its users' seeded requests, LRU spill between the tiers, a run's
+bytes against the arithmetic, only its own files touched, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_bad_input import assert_one_line_error
+
+from gdsbench.kvcache.models import BUILT_IN
+from gdsbench.kvcache.tiers import UNLIMITED, TieredCache
+from gdsbench.kvcache.workload import USER_KINDS, User
+
+CHATBOTS = ("--model", "tiny-1b", "--seed", "6", "--generation-mode", "none")  # seed 6: three chatbot users
+
+
+def test_kv_bytes_per_token_are_the_references():
+    """kv-cache.py: layers x KV heads x (hidden / heads) x 2 x 2 bytes of float16."""
+    assert BUILT_IN["llama3.1-8b"].bytes_per_token == 2 * 32 * 8 * 128 * 2 == 128 * 1024
+    assert {name: m.bytes_per_token for name, m in BUILT_IN.items()} == {
+        "tiny-1b": 24_576, "mistral-7b": 131_072, "llama2-7b": 524_288, "llama3.1-8b": 131_072,
+        "llama3.1-70b-instruct": 327_680}
+
+
+def test_users_draw_the_same_requests_from_the_same_seed_within_their_kinds_ranges():
+    def requests(seed):
+        users = [User(i, seed) for i in range(5)]
+        return [[u.next_request() for _ in range(20)] for u in users]
+
+    first = requests(7)
+    assert first == requests(7) and first != requests(8)
+    kinds = {k.name: k for k in USER_KINDS}
+    for user_requests, user in zip(first, [User(i, 7) for i in range(5)]):
+        kind = kinds[user.kind.name]
+        assert kind.context[0] <= user.context <= kind.context[1]
+        for r in user_requests:
+            assert user.context // 4 <= r.context_tokens <= user.context
+            assert user.generation // 4 <= r.generate_tokens <= user.generation
+            assert r.decode_reads == 1 + math.ceil(r.generate_tokens / 32)
+            assert (r.previous_key is None) == (r.turn == 1)
+    assert any(r.turn > 1 for u in first for r in u)  # conversations go on (0.8 a request)
+    single = User(0, 7, multi_turn=False)
+    assert all(single.next_request().turn == 1 for _ in range(20))
+
+
+def _written(cache: TieredCache, key: str, size: int):
+    entry, moves = cache.store(key, size)
+    for m in moves:
+        cache.moved(m)
+    cache.written(entry)
+    return entry, [(m.entry.key, cache.names[m.source], "dropped" if m.to is None else cache.names[m.to]) for m in moves]
+
+
+def test_lru_spills_the_least_recently_used_down_a_tier_and_drops_from_the_last():
+    cache = TieredCache(["host", "storage"], [100, 150])
+    assert _written(cache, "a", 60)[1] == [] and _written(cache, "b", 40)[1] == []
+    cache.unpin(cache.lookup("a"))  # a read makes a the most recently used: b goes first
+    entry, moves = _written(cache, "c", 30)
+    assert entry.tier == 0 and moves == [("b", "host", "storage")]
+    entry, moves = _written(cache, "d", 90)  # a and c leave host, oldest first; storage has room
+    assert moves == [("a", "host", "storage"), ("c", "host", "storage")] and cache.used == [90, 130]
+    entry, moves = _written(cache, "e", 120)  # too big for host: straight to storage, which drops its oldest
+    assert entry.tier == 1 and moves == [("b", "storage", "dropped"), ("a", "storage", "dropped")]
+    entry, moves = _written(cache, "f", 50)  # d moves down, and storage drops to take it first
+    assert entry.tier == 0 and moves == [("c", "storage", "dropped"), ("e", "storage", "dropped"),
+                                         ("d", "host", "storage")]
+    assert cache.used == [50, 90] and cache.lookup("b") is None
+    assert cache.moves == {("host", "storage"): 4, ("storage", "dropped"): 4}
+    with pytest.raises(ValueError, match="no tier has room"):
+        cache.store("g", 151)
+
+
+def test_a_pinned_or_unwritten_entry_is_never_moved_under_its_reader():
+    cache = TieredCache(["host", "storage"], [100, UNLIMITED])
+    _written(cache, "a", 60)
+    reading = cache.lookup("a")  # pinned while it is read
+    entry, moves = cache.store("b", 60)  # host cannot make room: b goes to storage, a stays
+    assert entry.tier == 1 and moves == [] and reading.tier == 0
+    cache.unpin(reading)
+    entry, moves = cache.store("c", 60)  # b is not written yet (ready unset): only a may move
+    assert [(m.entry.key, m.to) for m in moves] == [("a", 1)] and entry.tier == 0
+
+
+def test_a_run_stores_each_request_as_the_arithmetic_says_and_leaves_nothing_behind(gdsbench, tmp_path):
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    (tier / "theirs.kv").write_bytes(b"not ours")
+    res = gdsbench("kvcache", tier, *CHATBOTS, "--users", "3", "--duration", "2s", "--json")
+    assert res.code == 0, res.err
+    f = json.loads(res.out)
+    per_token = f["kv_bytes_per_token"]
+    assert per_token == 24_576 and f["model"]["name"] == "tiny-1b" and f["users"] == 3
+    assert f["requests_completed"] > 0 and f["tokens_per_s"] > 0
+    write, read = f["tiers"]["storage"]["write"], f["tiers"]["storage"]["read"]
+    assert write["ops"] == f["requests_completed"]  # every entry to storage: --host-mem 0
+    assert write["bytes"] == f["context_tokens"] * per_token
+    assert read["bytes"] % per_token == 0 and read["ops"] > write["ops"]  # decode reads each entry again
+    assert write["device"]["p95_ms"] <= write["total"]["p95_ms"]
+    assert f["storage_read_bytes_per_s"] == pytest.approx(read["bytes"] / f["duration_s"])
+    assert "O_DIRECT" in f["data_path"] and "fsync'd" in f["data_path"]
+    assert sorted(os.listdir(tier)) == ["theirs.kv"]  # its own folder removed, the rest untouched
+    assert (tier / "theirs.kv").read_bytes() == b"not ours"
+
+
+def test_host_memory_takes_entries_first_and_spills_to_storage(gdsbench, tmp_path):
+    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "3", "--duration", "2s", "--host-mem", "20M",
+                   "--engine", "psync", "--buffered", "--json")
+    assert res.code == 0, res.err
+    f = json.loads(res.out)
+    host = f["tiers"]["host"]
+    assert host["write"]["ops"] >= 1 and "device" not in host["write"]
+    assert "page-cache" in f["data_path"]
+    if f["moves"]:  # what moved down was written there (moves are counted also in requests ended after the window)
+        assert f["moves"][0]["from"] == "host" and f["tiers"]["storage"]["write"]["ops"] > 0
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(gdsbench, tmp_path):
+    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "2", "--duration", "1s", "--mode", "bounce",
+                   "--gpu-backend", "sim", "--json")
+    assert res.code == 0, res.err
+    f = json.loads(res.out)
+    assert "SIMULATED device (CPU stand-in, not a GPU)" in f["data_path"]  # a CPU stand-in, said so: never a GPU measurement
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--model", "gpt-5"], ["--model gpt-5", "llama3.1-8b"]),
+    (["--gpu-mem", "1G"], ["--gpu-mem", "not built yet"]),
+    (["--storage-budget", "0"], ["--storage-budget 0"]),
+    (["--storage-budget", "1M"], ["--storage-budget 1 MiB", "largest KV entry", "raise it"]),
+    (["--engine", "null"], ["--engine null", "psync or io_uring"]),
+    (["--mode", "kvikio"], ["--mode kvikio"]),
+])
+def test_bad_input_is_one_line(gdsbench, tmp_path, args, fragments):
+    assert_one_line_error(gdsbench("kvcache", tmp_path, *args), *fragments)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_or_remote_directory_is_one_line(gdsbench, tmp_path):
+    assert_one_line_error(gdsbench("kvcache", tmp_path / "nope"), "not a directory")
+    assert_one_line_error(gdsbench("kvcache", "s3://bucket/kv/"), "objects are not written by kvcache")
+
+
+def test_ctrl_c_reports_what_was_counted_and_removes_the_runs_files(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "kvcache", str(tmp_path), *CHATBOTS, "--users", "2",
+                             "--duration", "600s", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(f.endswith(".kv") for _, _, fs in os.walk(tmp_path) for f in fs):
+        time.sleep(0.05)  # until its first entry is written
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    f = json.loads(out)
+    assert f["interrupted"] is True and 0 < f["duration_s"] < 600
+    assert os.listdir(tmp_path) == []
