@@ -17,9 +17,9 @@ from test_bad_input import assert_one_line_error
 
 from gdsbench.kvcache.models import BUILT_IN
 from gdsbench.kvcache.tiers import UNLIMITED, TieredCache
-from gdsbench.kvcache.workload import USER_KINDS, User
+from gdsbench.kvcache.workload import users
 
-CHATBOTS = ("--model", "tiny-1b", "--seed", "6", "--generation-mode", "none")  # seed 6: three chatbot users
+CHATBOTS = ("--model", "tiny-1b", "--seed", "4", "--generation-mode", "none")  # seed 4: three chatbot users
 
 
 def test_kv_bytes_per_token_are_the_references():
@@ -30,24 +30,24 @@ def test_kv_bytes_per_token_are_the_references():
         "llama3.1-70b-instruct": 327_680}
 
 
-def test_users_draw_the_same_requests_from_the_same_seed_within_their_kinds_ranges():
-    def requests(seed):
-        users = [User(i, seed) for i in range(5)]
-        return [[u.next_request() for _ in range(20)] for u in users]
+def test_users_are_the_references_for_a_seed_and_their_requests_the_same_from_the_same_seed():
+    first = users(5, 7)
+    assert [(u.kind.name, u.context, u.generation) for u in users(2, 42)] == [("document", 8122, 481),
+                                                                           ("chatbot", 948, 144)]  # kv-cache.py's
 
-    first = requests(7)
-    assert first == requests(7) and first != requests(8)
-    kinds = {k.name: k for k in USER_KINDS}
-    for user_requests, user in zip(first, [User(i, 7) for i in range(5)]):
-        kind = kinds[user.kind.name]
-        assert kind.context[0] <= user.context <= kind.context[1]
+    def requests(seed):
+        return [[u.next_request() for _ in range(20)] for u in users(5, seed)]
+
+    assert requests(7) == requests(7) and requests(7) != requests(8)
+    for user, user_requests in zip(first, requests(7)):
+        assert user.kind.context[0] <= user.context <= user.kind.context[1]
         for r in user_requests:
             assert user.context // 4 <= r.context_tokens <= user.context
             assert user.generation // 4 <= r.generate_tokens <= user.generation
             assert r.decode_reads == 1 + math.ceil(r.generate_tokens / 32)
             assert (r.previous_key is None) == (r.turn == 1)
-    assert any(r.turn > 1 for u in first for r in u)  # conversations go on (0.8 a request)
-    single = User(0, 7, multi_turn=False)
+    assert any(r.turn > 1 for u in requests(7) for r in u)  # conversations go on (0.8 a request)
+    (single,) = users(1, 7, multi_turn=False)
     assert all(single.next_request().turn == 1 for _ in range(20))
 
 

@@ -33,7 +33,7 @@ from gdsbench.job.result import histogram_to_dict
 from gdsbench.job.spec import JobSpec
 from gdsbench.kvcache.models import KVModel
 from gdsbench.kvcache.tiers import UNLIMITED, Entry, Move, TieredCache
-from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User
+from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User, users
 from gdsbench.system.targets import target_for
 
 HOST, STORAGE = "host", "storage"
@@ -245,8 +245,7 @@ class KVSession:
         self.stop.wait(request.generate_tokens * GENERATION_S_PER_TOKEN[self.run.generation])
         return hit, miss, found
 
-    def _user(self, index: int) -> None:
-        user = User(index, self.run.seed, self.run.multi_turn)
+    def _user(self, user: User) -> None:
         scratch = np.empty(COPY_PIECE, dtype=np.uint8)
         try:
             while not self.stop.is_set():
@@ -282,8 +281,8 @@ class KVSession:
 
     def run_users(self) -> Tally:
         """Every user until the duration is over; the requests under way then finish (uncounted)."""
-        threads = [threading.Thread(target=self._user, args=(i,), name=f"kv-user-{i}", daemon=True)
-                   for i in range(self.run.users)]
+        threads = [threading.Thread(target=self._user, args=(u,), name=f"kv-user-{u.index}", daemon=True)
+                   for u in users(self.run.users, self.run.seed, self.run.multi_turn)]
         started = time.perf_counter_ns()
         self.deadline = started + self.run.duration_s * 1e9
         for t in threads:

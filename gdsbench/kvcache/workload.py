@@ -11,8 +11,11 @@
   decode reads it whole once, then once more per 32 generated tokens;
 - generation itself waits 0, 2 or 30 ms a generated token (none, fast, realistic).
 
-Unlike the reference, each user's draws come from its own generator seeded by
-(--seed, user), so a run's requests are the same whatever the threads' timing."""
+The users themselves are drawn as the reference draws them from --seed (the same
+seed gives the same users: seed 42's first is a document user of 8122 tokens).
+Their requests' draws, which the reference takes from one generator in whatever
+order its threads come, come from each user's own generator seeded by (--seed,
+user), so a run's requests are the same whatever the threads' timing."""
 
 from __future__ import annotations
 
@@ -65,17 +68,14 @@ class Request:
 
 
 class User:
-    """One user's requests, one after another, from its own seeded generator."""
+    """One user: its kind and lengths, and its requests one after another from its own generator."""
 
-    def __init__(self, index: int, seed: int, multi_turn: bool = True):
+    def __init__(self, index: int, kind: UserKind, context: int, generation: int, think_s: float, seed: int,
+                 multi_turn: bool = True):
         self.index = index
+        self.kind, self.context, self.generation, self.think_s = kind, context, generation, think_s
         self.multi_turn = multi_turn
         self._random = random.Random(f"gdsbench-kvcache-{seed}-{index}")
-        r = self._random
-        self.kind = r.choice(USER_KINDS)
-        self.context = r.randint(*self.kind.context)
-        self.generation = r.randint(*self.kind.generation)
-        self.think_s = r.uniform(*self.kind.think_s)
         self._number = 0
         self._conversation = 0
         self._turn = 0
@@ -92,3 +92,17 @@ class User:
                           generate_tokens=r.randint(self.generation // 4, self.generation))
         self._number += 1
         return request
+
+
+def users(count: int, seed: int, multi_turn: bool = True) -> list[User]:
+    """`count` users, drawn as the reference draws them after random.seed(seed)
+    (UserSimulator.generate_mixed_users: a kind, a QoS level it uses for no I/O, then the
+    kind's lengths), so the same seed gives both the same users."""
+    draw = random.Random(seed)
+    out = []
+    for i in range(count):
+        kind = draw.choice(USER_KINDS)
+        draw.random()  # its QoS level
+        out.append(User(i, kind, draw.randint(*kind.context), draw.randint(*kind.generation),
+                        draw.uniform(*kind.think_s), seed, multi_turn))
+    return out
