@@ -1,6 +1,7 @@
 """The logic inside the benchmark scripts that decides their verdicts (the
 scripts themselves take minutes and need fio, a GPU or a throttle, so they are not run here)."""
 
+import argparse
 import importlib.util
 import os
 import shutil
@@ -368,3 +369,15 @@ def test_vs_dlio_checkpoint_table_states_its_conditions_and_what_its_cpu_include
     assert "--buffered --no-fsync" in write[4] and "not the storage's" in write[4]
     assert "start-up" in cpu_row[4] and cpu_row[1:3] == ["140", "40"]
     assert cpu == {"dlio": 140.0, "gdsbench": 40.0}
+
+
+def test_vs_kvcache_reads_gdsbench_kvcache_s_figures_as_it_says(tmp_path):
+    """The rows vs_kvcache compares, from a real (tiny) gdsbench kvcache run: the storage tier's own
+    operations and engine times, nothing of the host tier."""
+    script = load("vs_kvcache")
+    args = argparse.Namespace(model="tiny-1b", users=2, duration=3, seed=4)
+    r = script.run_gdsbench(args, str(tmp_path), "gdsbench buffered")
+    assert r["writes"] > 0 and r["write_bytes"] % 24_576 == 0 and r["seconds"] == 3.0
+    assert r["reads"] >= r["writes"] and r["write_p95_ms"] > 0
+    assert {name for name, _, _ in script.FIGURES} >= {"bytes a write (mean)", "storage read bandwidth"}
+    assert os.listdir(tmp_path) == []
