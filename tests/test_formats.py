@@ -14,7 +14,7 @@ from test_bad_input import assert_one_line_error
 
 from gdsbench.job.errors import UsageError
 from gdsbench.reporting import prom
-from gdsbench.train import dlio_yaml
+from gdsbench.train import dlio_yaml, workloads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DLIO_WHEEL = next(iter(glob.glob(os.path.join(ROOT, ".venv", "dlio", "dlio_benchmark-2.0.0-*.whl"))), None)
@@ -85,17 +85,22 @@ def test_unet3d_h100_maps_onto_the_built_in_workload_and_names_what_it_does_not_
     assert (resnet.format, resnet.record_bytes, resnet.batch, resnet.compute_s) == ("tfrecord", 114_660, 400, 0.224)
 
 
-def test_mlcommons_storage_v3_b200_unet3d_maps_and_its_new_formats_are_refused_naming_them(gdsbench):
+def test_mlcommons_storage_v3_b200_unet3d_and_retinanet_map_and_parquet_is_refused_naming_it(gdsbench):
     """MLPerf Storage v3.0's B200 timings ride on the workload files: unet3d_b200 maps with its own
-    computation time; retinanet (jpeg) and flux (parquet) are refused in one line until their
-    formats are read (issue 39)."""
+    computation time, retinanet_b200 as a JPEG file a sample with its AU threshold of 0.85; flux
+    (parquet) is refused in one line until parquet is read (issue 39)."""
     v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
     w = dlio_yaml.translate(os.path.join(v3, "unet3d_b200.yaml")).workload
     assert (w.name, w.format, w.files, w.batch, w.read_threads, w.compute_s, w.au_threshold) == (
         "unet3d", "npz", 7200, 7, 4, 0.162, 0.90)
-    for name, fmt in (("retinanet_b200", "jpeg"), ("flux_b200", "parquet")):
-        res = gdsbench("predict", "--workload", os.path.join(v3, f"{name}.yaml"), "/nonexistent")
-        assert_one_line_error(res, f"dataset.format: '{fmt}' (gdsbench reads npz and tfrecord)")
+    r = dlio_yaml.translate(os.path.join(v3, "retinanet_b200.yaml")).workload
+    assert (r.name, r.format, r.files, r.samples_per_file, r.record_bytes, r.batch, r.read_threads, r.compute_s,
+            r.au_threshold) == ("retinanet", "jpeg", 1_170_301, 1, 322_957, 24, 8, 0.04755, 0.85)
+    built_in = workloads.BUILT_IN["retinanet"]
+    assert (built_in.files, built_in.record_bytes, built_in.batch, built_in.compute_s, built_in.au_threshold) == (
+        r.files, r.record_bytes, r.batch, r.compute_s, r.au_threshold)
+    res = gdsbench("predict", "--workload", os.path.join(v3, "flux_b200.yaml"), "/nonexistent")
+    assert_one_line_error(res, "dataset.format: 'parquet' (gdsbench reads npz, jpeg and tfrecord)")
 
 
 def test_what_a_yaml_cannot_mean_here_is_refused_in_one_line(tmp_path, gdsbench):
@@ -127,7 +132,7 @@ def test_a_yaml_s_bad_bytes_sections_and_numbers_are_refused_in_one_line_naming_
         f"{ok}train: {{epochs: -3}}\n".encode(): "train.epochs -3: must be between 1 and 100000",
         f"{ok}train: {{epochs: many}}\n".encode(): "train.epochs 'many': not a whole number",
         b"dataset: {format: npz}\nreader: {batch_size: 0, sample_shuffle: seed}\n": "reader.batch_size 0: must be between 1",
-        b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz and tfrecord)",
+        b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz, jpeg and tfrecord)",
         f"{ok}train: {{total_training_steps: abc}}\n".encode(): "train.total_training_steps 'abc': not a number",
     }
     for i, (text, says) in enumerate(cases.items()):

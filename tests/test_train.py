@@ -636,3 +636,35 @@ def test_flags_given_beside_a_dlio_yaml_are_said_to_replace_its_values(gdsbench,
     assert "train.epochs -> --epochs 5 (the command line's --epochs instead)" in said
     assert "reader.batch_size -> batch 7 (the command line's --batch instead)" in said
     assert "metric.au -> au_threshold 0.9" in said and "au_threshold 0.9 (" not in said  # not given: as it is
+
+
+def test_train_reads_a_dlio_jpeg_folder_a_file_a_sample_whole(tmp_path, gdsbench):
+    """MLPerf Storage v3.0's retinanet: DLIO's folder of .jpeg files (img_I_of_N.jpeg), each one sample,
+    opened, read whole and closed; the files beside them are not samples, and an npz workload is refused."""
+    root = tmp_path / "retinanet" / "train"
+    root.mkdir(parents=True)
+    sizes = [30_000 + 4096 * i for i in range(24)]
+    for i, n in enumerate(sizes):
+        (root / f"img_{i}_of_{len(sizes)}.jpeg").write_bytes(os.urandom(n))
+    (root / "notes.txt").write_bytes(b"not a sample")
+    d = open_dataset(str(root))
+    assert d.samples == 24 and sorted(d.length.tolist()) == sizes and "JPEG files" in d.note
+    args = ["--workload", "retinanet", "--files", "24", "--record-bytes", "40000", "--batch", "4", "--read-threads",
+            "2", "--compute-time", "5ms", "--epochs", "1"]
+    r = gdsbench("train", root, *args, "--results", tmp_path / "res", "--json")
+    assert r.code == 0, r.err
+    row = json.loads(r.out)[0]
+    assert row["samples_read"] == row["steps_per_epoch"] * 4 and row["bytes_read"] > 0
+    r = gdsbench("train", root, "--workload", "unet3d", "--compute-time", "5ms")
+    assert r.code == 2 and "holds .jpeg files, and the workload reads npz" in r.err
+
+
+def test_prepare_makes_a_retinanet_dataset_that_train_reads(tmp_path, gdsbench):
+    r = gdsbench("prepare", tmp_path / "ds", "--workload", "retinanet", "--files", "48")
+    assert r.code == 0, r.err
+    d = open_dataset(str(tmp_path / "ds"))
+    assert d.samples == 48 and d.patterned and set(d.length.tolist()) == {323_584}  # in whole 4 KiB pattern blocks
+    r = gdsbench("train", tmp_path / "ds", "--workload", "retinanet", "--files", "48", "--compute-time", "1ms",
+                 "--epochs", "1", "--verify", "--results", tmp_path / "res", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)[0]["samples_read"] > 0

@@ -252,11 +252,13 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
         if folder.remote and held.local_only:
             raise UsageError(f"PATH {directory}: {held.title} files under an S3 prefix are not read yet "
                              f"({held.local_only}); copy the folder to a local directory, or use an {PLAIN.name} workload")
-        return _packed_dataset(folder, named[held], held)
+        if held.reader is not None:
+            return _packed_dataset(folder, named[held], held)
+        found = named[held]  # a file a sample: its own files, read whole
     paths = [p for p, _ in found]
     length = np.array([n for _, n in found], dtype=np.int64)
     patterned = folder.has_pattern(paths[0], 0)
-    note = f"no manifest: every file is one sample, read whole (as DLIO reads {PLAIN.name} files)"
+    note = f"no manifest: every file is one sample, read whole (as DLIO reads {(held or PLAIN).title} files)"
     if patterned:
         note += ("; its files carry gdsbench's pattern but no manifest says what they are: if a `prepare --workload` "
                  "did not finish here, run it again")

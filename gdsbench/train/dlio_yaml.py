@@ -23,7 +23,7 @@ from typing import Any
 from gdsbench.job import tomlfile
 from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.train.formats import DLIO_DEFAULT, FORMATS
+from gdsbench.train.formats import DLIO_DEFAULT, FORMATS, format_names
 from gdsbench.train.workloads import OPTIONS, Workload
 
 SHAPING = {"dataset": "num_files_train", "reader": "batch_size", "train": "epochs",
@@ -218,7 +218,7 @@ def translate(path: str, prepare: bool = False) -> Translation:
     dataset, reader = data.get("dataset") or {}, data.get("reader") or {}
     fmt = dataset.get("format", DLIO_DEFAULT.name)
     if not isinstance(fmt, str) or fmt not in FORMATS:
-        raise _refuse(path, "dataset.format", f"{quoted(fmt)} (gdsbench reads {' and '.join(FORMATS)})")
+        raise _refuse(path, "dataset.format", f"{quoted(fmt)} (gdsbench reads {format_names()})")
     if dataset.get("compression", "none") not in ("none", None):
         raise _refuse(path, "dataset.compression", f"{quoted(dataset['compression'])}: compressed samples read and inflated")
     if not prepare:  # how the dataset is read: not a question for making it

@@ -38,7 +38,7 @@ class Format:
     transfer_size: int  # the chunk its reader reads in, where a DLIO workload YAML does not say
     suffix: str = ""  # how its files are named in a folder DLIO generated ("": any file, each one sample, read whole)
     beside: tuple[str, ...] = ()  # suffixes of files in such a folder that hold no samples (DLIO's index files)
-    reader: Reader | None = None  # finds the samples packed in its files (None: each file is one sample)
+    reader: Reader | None = None  # finds the samples packed in its files (None: each file is one sample, read whole)
     local_only: str = ""  # why its reader cannot read a folder under an S3 prefix yet ("": it can)
 
 
@@ -85,9 +85,12 @@ def tfrecord_samples(paths: list[str]) -> tuple[list[list[tuple[int, int]]], str
 
 
 # Transfer sizes as DLIO 2.0's H100 configs read: whole-file reads in 1 MiB chunks for npz,
-# TFRecordDataset's 256 KiB buffer for tfrecord.
+# TFRecordDataset's 256 KiB buffer for tfrecord. jpeg (MLPerf Storage v3.0's retinanet) is a file
+# per sample, opened, read whole and closed, as DLIO's image reader does (one chunk: its files are
+# about 315 KiB).
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("npz", "npz", loader="pytorch", rule="PyTorch", streams=False, transfer_size=MiB),
+    Format("jpeg", "JPEG", loader="pytorch", rule="PyTorch", streams=False, transfer_size=MiB, suffix=".jpeg"),
     Format("tfrecord", "TFRecord", loader="tensorflow", rule="tf.data", streams=True, transfer_size=256 * KiB,
            suffix=".tfrecord", beside=(TFRECORD_INDEX,), reader=tfrecord_samples,
            local_only="their records are found in local index files"),
@@ -96,3 +99,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
 DLIO_DEFAULT = FORMATS["tfrecord"]  # a DLIO workload YAML without dataset.format
 PLAIN = next(f for f in FORMATS.values() if not f.suffix)  # how a folder of files no format names is read
 BESIDE = tuple(s for f in FORMATS.values() for s in f.beside)  # files no dataset folder counts as samples
+
+
+def format_names(conjunction: str = "and") -> str:
+    """Every format's name, for a sentence: "npz, jpeg and tfrecord"."""
+    listed = list(FORMATS)
+    return f"{', '.join(listed[:-1])} {conjunction} {listed[-1]}" if len(listed) > 1 else listed[0]

@@ -15,7 +15,7 @@ from typing import Any
 from gdsbench.job import tomlfile
 from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
-from gdsbench.train.formats import FORMATS, Format
+from gdsbench.train.formats import FORMATS, Format, format_names
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -102,7 +102,7 @@ class Workload:
                              f"{self.samples:,} samples, more than {MAX_SAMPLES:,} (the index of every sample is held "
                              "in memory); use fewer files")
         if self.format not in FORMATS:
-            raise UsageError(f"--format {quoted(self.format)}: choose {' or '.join(FORMATS)}")
+            raise UsageError(f"--format {quoted(self.format)}: choose {format_names('or')}")
         if self.compute_s <= 0:
             raise UsageError(f"{said('compute_s')} {self.compute_s:g}: must be more than 0 (AU is compute time over "
                              "wall time)")
@@ -115,7 +115,8 @@ class Workload:
         return asdict(self)
 
 
-# DLIO 2.0 configs/workload/*_h100.yaml; transfer sizes as their format reads (train/formats.py).
+# DLIO 2.0 configs/workload/*_h100.yaml, and retinanet from MLPerf Storage v3.0's retinanet_b200.yaml
+# (its only accelerator timing there); transfer sizes as their format reads (train/formats.py).
 BUILT_IN = {w.name: w for w in (
     Workload("unet3d", "npz", files=168, samples_per_file=1, record_bytes=146_600_628, record_stdev=68_341_808, batch=7,
              read_threads=4, prefetch=2, transfer_size=MiB, compute_s=0.323, au_threshold=0.90,
@@ -126,6 +127,9 @@ BUILT_IN = {w.name: w for w in (
     Workload("cosmoflow", "tfrecord", files=524_288, samples_per_file=1, record_bytes=2_828_486, record_stdev=71_311,
              batch=1, read_threads=4, prefetch=2, transfer_size=256 * KiB, compute_s=0.0035, au_threshold=0.70,
              about="CosmoFlow: one 2.8 MB sample per file, a very short step"),
+    Workload("retinanet", "jpeg", files=1_170_301, samples_per_file=1, record_bytes=322_957, record_stdev=0, batch=24,
+             read_threads=8, prefetch=2, transfer_size=MiB, compute_s=0.04755, au_threshold=0.85,
+             about="RetinaNet, OpenImages (MLPerf Storage v3.0, B200's step): a JPEG file per sample, many small files"),
 )}
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
