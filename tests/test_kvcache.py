@@ -100,8 +100,10 @@ def test_a_run_stores_each_request_as_the_arithmetic_says_and_leaves_nothing_beh
     assert per_token == 24_576 and f["model"]["name"] == "tiny-1b" and f["users"] == 3
     assert f["requests_completed"] > 0 and f["tokens_per_s"] > 0
     write, read = f["tiers"]["storage"]["write"], f["tiers"]["storage"]["read"]
-    assert write["ops"] == f["requests_completed"]  # every entry to storage: --host-mem 0
-    assert write["bytes"] == f["context_tokens"] * per_token
+    # every entry to storage (--host-mem 0); a write that ended inside the window counts even where its
+    # request ended after it (as the reference counts each operation as it ends)
+    assert write["ops"] >= f["requests_completed"] and write["bytes"] % per_token == 0
+    assert write["bytes"] >= f["context_tokens"] * per_token
     assert read["bytes"] % per_token == 0 and read["ops"] > write["ops"]  # decode reads each entry again
     assert write["device"]["p95_ms"] <= write["total"]["p95_ms"]
     assert f["storage_read_bytes_per_s"] == pytest.approx(read["bytes"] / f["duration_s"])

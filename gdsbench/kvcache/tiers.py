@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 UNLIMITED = float("inf")
 
 
+class NoRoom(ValueError):
+    """No tier can take the entry now: what would make room is being read or written."""
+
+
 @dataclass(eq=False)
 class Entry:
     key: str
@@ -68,16 +72,18 @@ class TieredCache:
     def store(self, key: str, size: int) -> tuple[Entry, list[Move]]:
         """A new entry (pinned, not ready) in the fastest tier it fits in, and the moves that make room,
         in the order they must run (a tier's room is made before anything moves into it). ValueError
-        where no tier can take it."""
+        where no tier could ever take it, NoRoom where none can now (try again once others' reads end)."""
         with self._lock:
             if key in self._entries:
                 raise ValueError(f"entry {key} is cached already")
             moves: list[Move] = []
+            if size > self.largest_entry():
+                raise ValueError(f"no tier has room for an entry of {size} bytes")
             for tier in range(len(self.names)):
                 if size <= self.budgets[tier] and self._make_room(tier, size, moves):
                     break
             else:
-                raise ValueError(f"no tier has room for an entry of {size} bytes")
+                raise NoRoom(f"no tier has room for an entry of {size} bytes now")
             entry = Entry(key, size, tier, pins=1)
             self._place(entry, tier)
             return entry, moves

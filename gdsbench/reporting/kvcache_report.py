@@ -31,8 +31,8 @@ def table(f: dict) -> str:
                          f"{_ms(row['total']['p95_ms']):>9} {_ms(row['total']['p99_ms']):>9} {_ms(device):>10}")
     hit = "-" if f["cache_hit_rate"] is None else f"{f['cache_hit_rate']:.1%}"
     lines.append(f"requests {f['requests_completed']} ({f['requests_per_s']:.2f}/s), {f['tokens_per_s']:,.1f} "
-                 f"tokens/s, end to end p95 {_ms(f['end_to_end']['p95_ms'])} ms, storage I/O a request p95 "
-                 f"{_ms(f['storage_io_per_request']['p95_ms'])} ms, cache hit rate {hit} (multi-turn "
+                 f"tokens/s, end to end p95 {_ms(f['end_to_end']['p95_ms'])} ms, I/O a request p95 "
+                 f"{_ms(f['io_per_request']['p95_ms'])} ms, cache hit rate {hit} (multi-turn "
                  f"{f['multi_turn_hits']} hits, {f['multi_turn_misses']} misses)")
     if f["moves"]:
         lines.append("moved: " + ", ".join(f"{m['entries']} {m['from']} -> {m['to']}" for m in f["moves"]))
