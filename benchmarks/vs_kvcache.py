@@ -146,7 +146,7 @@ def main() -> int:
         rows.append(row)
     header = ["figure", "unit", "reference: median (range)", "gdsbench O_DIRECT", "/ reference", "gdsbench buffered",
               "/ reference"]
-    notes = [f"{args.model}, {args.users} users, {args.duration} s a run, --generation-mode none, seed {args.seed}, "
+    notes = [f"{args.model}, {args.users} user{'s' if args.users != 1 else ''}, {args.duration} s a run, --generation-mode none, seed {args.seed}, "
              f"no GPU or host-memory tier (every entry to storage, under {args.dir}); {args.repeats} repeats, the "
              "three sides in turn, the page cache dropped before each run.",
              f"The reference: kv-cache.py, sha256 {reference_sha[:16]}..., run by {args.reference_python}.",
@@ -158,8 +158,8 @@ def main() -> int:
              f"The reference makes each entry's data before writing it (uniform float64 cast to float16), at "
              f"{generation:,.0f} MiB/s on this machine (measured by this script, best of 3): outside its timed "
              "write, but inside each request, so it bounds the reference's request rate and tokens a second.",
-             "The reference counts every operation it did by the end; gdsbench only those of requests that ended "
-             "within the duration.",
+             "The reference counts every operation it did by the end, gdsbench each that ended within the duration "
+             "(its requests and tokens: those that ended within it).",
              "Latency rows are the storage's own time: the reference's np.save + fsync and np.load (its 'device' "
              "figures), gdsbench's engine time (first chunk issued to last landed, fsync included)."]
     raw = {"runs": runs, "reference_sha256": reference_sha, "settings": vars(args),
