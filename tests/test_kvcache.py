@@ -16,7 +16,7 @@ import pytest
 from test_bad_input import assert_one_line_error
 
 from gdsbench.kvcache.models import BUILT_IN
-from gdsbench.kvcache.tiers import UNLIMITED, TieredCache
+from gdsbench.kvcache.tiers import UNLIMITED, NoRoom, TieredCache
 from gdsbench.kvcache.workload import users
 
 CHATBOTS = ("--model", "tiny-1b", "--seed", "4", "--generation-mode", "none")  # seed 4: three chatbot users
@@ -164,3 +164,36 @@ def test_ctrl_c_reports_what_was_counted_and_removes_the_runs_files(tmp_path):
     f = json.loads(out)
     assert f["interrupted"] is True and 0 < f["duration_s"] < 600
     assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_move_ends_the_run_in_one_line_and_no_user_waits_forever(gdsbench, tmp_path, monkeypatch):
+    """A write below (a full disk, say) fails while other users may be waiting for the entry it moves:
+    the run ends with that error, every user stops, and the run's files are removed."""
+    from gdsbench.job.errors import IoFailure
+    from gdsbench.kvcache import session
+
+    def failing(self, move, log, scratch):
+        if move.to is not None:
+            raise IoFailure("injected: the write below failed")
+        return moving(self, move, log, scratch)
+
+    moving = session.KVSession._move
+    monkeypatch.setattr(session.KVSession, "_move", failing)
+    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "4", "--duration", "20s", "--host-mem", "30M")
+    assert res.code == 3 and "injected: the write below failed" in res.err, res.err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_small_storage_budget_waits_for_room_instead_of_failing(gdsbench, tmp_path):
+    """More users than the budget has room for entries being read: each waits for a movable entry."""
+    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "8", "--duration", "2s", "--storage-budget", "200M",
+                   "--io-threads", "2", "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["budgets_bytes"]["storage"] == 200 << 20
+    assert os.listdir(tmp_path) == []
+    cache = TieredCache(["host", "storage"], [0, 100])
+    entry, _ = cache.store("a", 60)  # being written: it cannot make room yet
+    with pytest.raises(NoRoom):
+        cache.store("b", 60)
+    cache.written(entry)
+    assert [(m.entry.key, m.to) for m in cache.store("b", 60)[1]] == [("a", None)]
