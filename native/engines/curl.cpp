@@ -267,7 +267,16 @@ class CurlEngine final : public Engine {
                     " were written when the writes ended; an object is written whole, so the upload was aborted "
                     "and the object left as it was: write all of it (--io-size its size, or a longer --runtime)");
     }
-    const std::string answer = ask_alone(uploads_->complete(upload, etags_), "completing the upload");
+    std::string answer;
+    try {
+      answer = ask_alone(uploads_->complete(upload, etags_, version_), "completing the upload");
+    } catch (...) {  // refused (the object changed: 412): its parts dropped, nothing left behind
+      try {
+        ask_alone(uploads_->abort(upload), "aborting the upload");
+      } catch (...) {
+      }
+      throw;
+    }
     const std::string error = uploads_->error_in(answer);
     if (!error.empty()) throw IoError("completing the upload of " + endpoint_->name + ": the server answered " + error);
     return 0;
@@ -356,6 +365,7 @@ class CurlEngine final : public Engine {
                                : asking_.http2 ? "HTTP/1.1 (--http2 asked, not granted by the server)"
                                                : "HTTP/1.1";
     if (!t.answer.mark.empty()) facts_["gdsbench_mark"] = t.answer.mark;
+    version_ = t.answer.etag;
     if (!t.answer.server.empty()) facts_["server"] = t.answer.server;
   }
 
@@ -421,7 +431,7 @@ class CurlEngine final : public Engine {
   // What writes r: the whole object in one PUT, or its part in the upload, begun by the first
   // write that is not all of it.
   remote::Ask write_ask(const IoRequest& r) {
-    if (writes_whole(r)) return uploads_->whole(facts_["gdsbench_mark"]);
+    if (writes_whole(r)) return uploads_->whole(facts_["gdsbench_mark"], version_);
     if (etags_.empty()) {
       part_length_ = r.length;
       etags_.assign(size_t((size_ + part_length_ - 1) / part_length_), "");
@@ -522,7 +532,10 @@ class CurlEngine final : public Engine {
     const std::string refusal = endpoint_->refusal(t.answer, status, location ? location : "");
     if (!refusal.empty()) throw IoError(refusal + where);
     if (writing) {
-      if (!writes_whole(*r)) etags_[r->offset / part_length_] = t.answer.etag;
+      if (!writes_whole(*r))
+        etags_[r->offset / part_length_] = t.answer.etag;
+      else if (!t.answer.etag.empty())
+        version_ = t.answer.etag;  // the next whole PUT replaces this one
       r->result = int64_t(r->length);
       return r;
     }
@@ -549,6 +562,9 @@ class CurlEngine final : public Engine {
   std::string upload_;                        // the upload in parts under way ("": none)
   uint64_t part_length_ = 0;
   std::vector<std::string> etags_;  // of each part of the object, as written last ("": not yet)
+  // The object's ETag as this run last saw it (the probe's, then each whole PUT's): its writes
+  // replace only that version (Uploads), never one another writer put meanwhile.
+  std::string version_;
 };
 
 }  // namespace

@@ -64,17 +64,20 @@ struct Ask {
 
 // How a protocol writes an object (S3's PUT and multipart upload): always whole, as a new
 // version that replaces the old one only once complete. `mark`: the object's gdsbench mark,
-// carried over to the new version (x-amz-meta-gdsbench-prepared).
+// carried over to the new version (x-amz-meta-gdsbench-prepared). `version`: the ETag of the
+// version the run looked at ("": none known); the object is replaced only if it is still that one
+// (S3's If-Match), so another writer's object put meanwhile is left as they made it.
 class Uploads {
  public:
   virtual ~Uploads() = default;
-  virtual Ask whole(const std::string& mark) const = 0;                    // the object in one request
-  virtual Ask begin(const std::string& mark) const = 0;                    // an upload in parts ...
+  virtual Ask whole(const std::string& mark, const std::string& version) const = 0;  // the object in one request
+  virtual Ask begin(const std::string& mark) const = 0;                              // an upload in parts ...
   virtual std::string upload_id(const std::string& answer) const = 0;      // ... named in its answer ("": none)
   virtual Ask part(const std::string& upload, unsigned number) const = 0;  // part `number` (from 1)
   // The upload made the object, of its parts in order (their ETags); an answer of 200 may still
   // carry an <Error> (S3 says so), which error_in finds.
-  virtual Ask complete(const std::string& upload, const std::vector<std::string>& etags) const = 0;
+  virtual Ask complete(const std::string& upload, const std::vector<std::string>& etags,
+                       const std::string& version) const = 0;
   virtual Ask abort(const std::string& upload) const = 0;             // the parts dropped, the object left as it was
   virtual std::string error_in(const std::string& answer) const = 0;  // "" where the answer holds none
 };

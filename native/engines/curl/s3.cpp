@@ -48,18 +48,21 @@ class S3Endpoint final : public Endpoint, public Uploads {
   Signing signing() const override { return signing_; }
   const Uploads* uploads() const override { return this; }
 
-  Ask whole(const std::string& mark) const override { return {"PUT", url, headers(mark), ""}; }
+  Ask whole(const std::string& mark, const std::string& version) const override {
+    return {"PUT", url, headers(mark, version), ""};
+  }
   // "uploads=", not S3's documented "uploads": libcurl 7.88 signs a query word without "=" wrongly
   Ask begin(const std::string& mark) const override { return {"POST", url + "?uploads=", headers(mark), ""}; }
   std::string upload_id(const std::string& answer) const override { return xml_element(answer, "UploadId"); }
   Ask part(const std::string& upload, unsigned number) const override {
     return {"PUT", url + "?partNumber=" + std::to_string(number) + "&uploadId=" + escape_key(upload), headers(""), ""};
   }
-  Ask complete(const std::string& upload, const std::vector<std::string>& etags) const override {
+  Ask complete(const std::string& upload, const std::vector<std::string>& etags,
+               const std::string& version) const override {
     std::string list = "<CompleteMultipartUpload>";
     for (size_t i = 0; i < etags.size(); ++i)
       list += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
-    return {"POST", url + "?uploadId=" + escape_key(upload), headers(""), list + "</CompleteMultipartUpload>"};
+    return {"POST", url + "?uploadId=" + escape_key(upload), headers("", version), list + "</CompleteMultipartUpload>"};
   }
   Ask abort(const std::string& upload) const override {
     return {"DELETE", url + "?uploadId=" + escape_key(upload), headers(""), ""};
@@ -79,17 +82,22 @@ class S3Endpoint final : public Endpoint, public Uploads {
     if (status == 403)
       return "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the object's "
              "permissions)";
+    if (status == 412)
+      return "the object changed after this run looked at it (another writer replaced it): gdsbench leaves it as "
+             "they made it";
     return Endpoint::why(status, location);
   }
 
  private:
-  // A write's headers: the signing's, its body unsigned, and the mark where one is carried.
-  std::vector<std::string> headers(const std::string& mark) const {
+  // A write's headers: the signing's, its body unsigned, the mark where one is carried, and the
+  // version it may replace where one is known.
+  std::vector<std::string> headers(const std::string& mark, const std::string& version = "") const {
     std::vector<std::string> out;
     for (const auto& h : signing_.headers)
       if (h != kEmptyHash) out.push_back(h);
     out.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!mark.empty()) out.push_back("x-amz-meta-gdsbench-prepared: " + mark);
+    if (!version.empty()) out.push_back("If-Match: " + version);
     return out;
   }
 
