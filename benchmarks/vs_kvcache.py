@@ -146,7 +146,8 @@ def main() -> int:
         rows.append(row)
     header = ["figure", "unit", "reference: median (range)", "gdsbench O_DIRECT", "/ reference", "gdsbench buffered",
               "/ reference"]
-    notes = [f"{args.model}, {args.users} user{'s' if args.users != 1 else ''}, {args.duration} s a run, --generation-mode none, seed {args.seed}, "
+    users = f"{args.users} user{'s' if args.users != 1 else ''}"
+    notes = [f"{args.model}, {users}, {args.duration} s a run, --generation-mode none, seed {args.seed}, "
              f"no GPU or host-memory tier (every entry to storage, under {args.dir}); {args.repeats} repeats, the "
              "three sides in turn, the page cache dropped before each run.",
              f"The reference: kv-cache.py, sha256 {reference_sha[:16]}..., run by {args.reference_python}.",
