@@ -251,6 +251,17 @@ py::list engines_list() {
   return out;
 }
 
+// A SampleReader's read or write of one region, without the GIL: (bytes, chunks, ns).
+template <gds::SampleRead (gds::SampleReader::*Move)(const std::string&, uint64_t, uint64_t)>
+py::tuple sample_move(gds::SampleReader& r, const std::string& path, uint64_t offset, uint64_t length) {
+  gds::SampleRead out;
+  {
+    py::gil_scoped_release release;
+    out = (r.*Move)(path, offset, length);
+  }
+  return py::make_tuple(out.bytes, out.chunks, out.ns);
+}
+
 PYBIND11_MODULE(_native, m) {
   m.doc() = "gdsbench native core: engines, worker loop, latency histogram";
 
@@ -423,31 +434,11 @@ PYBIND11_MODULE(_native, m) {
              return std::make_unique<gds::SampleReader>(job, gpu, device_verifier(verify_device));
            }),
            py::arg("job"), py::arg("gpu") = 0, py::arg("verify_device") = py::none())
-      .def(
-          "read",
-          [](gds::SampleReader& r, const std::string& path, uint64_t offset, uint64_t length) {
-            gds::SampleRead out;
-            {
-              py::gil_scoped_release release;
-              out = r.read(path, offset, length);
-            }
-            return py::make_tuple(out.bytes, out.chunks, out.ns);
-          },
-          py::arg("path"), py::arg("offset"), py::arg("length"),
-          "Read one sample: (bytes, chunks, ns from the first chunk issued to the last landed).")
-      .def(
-          "write",
-          [](gds::SampleReader& r, const std::string& path, uint64_t offset, uint64_t length) {
-            gds::SampleRead out;
-            {
-              py::gil_scoped_release release;
-              out = r.write(path, offset, length);
-            }
-            return py::make_tuple(out.bytes, out.chunks, out.ns);
-          },
-          py::arg("path"), py::arg("offset"), py::arg("length"),
-          "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
-          "last landed, and its fsync where the job says fsync_end).")
+      .def("read", &sample_move<&gds::SampleReader::read>, py::arg("path"), py::arg("offset"), py::arg("length"),
+           "Read one sample: (bytes, chunks, ns from the first chunk issued to the last landed).")
+      .def("write", &sample_move<&gds::SampleReader::write>, py::arg("path"), py::arg("offset"), py::arg("length"),
+           "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
+           "last landed, and its fsync where the job says fsync_end).")
       .def_property_readonly("latency", &gds::SampleReader::latency, "Per-chunk latency, issue to landing.")
       .def_property_readonly("verified_blocks", &gds::SampleReader::verified_blocks)
       .def_property_readonly("verify_mismatches", &gds::SampleReader::verify_mismatches)

@@ -176,18 +176,13 @@ class KVSession:
             log.append((HOST, "write", size, ended - started, None, ended))
             return
         path = self._path(key)
-        mover = self._lend()  # a wait for a free mover is the harness's, not the storage's: not timed
-        try:
-            started = time.perf_counter_ns()
+
+        def write(mover: _Mover):
             os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))  # ours, new
             self._created.add(path)
-            nbytes, _, device_ns = mover.writer.write(path, 0, size)
-        finally:
-            self._movers.put(mover)
-        ended = time.perf_counter_ns()
-        if nbytes != size:
-            raise IoFailure(f"{path}: wrote {nbytes} of the entry's {size} bytes")
-        log.append((STORAGE, "write", nbytes, ended - started, device_ns, ended))
+            return mover.writer.write(path, 0, size)
+
+        self._on_storage("write", path, size, log, write)
 
     def _read(self, tier: str, key: str, size: int, log: list, scratch: np.ndarray) -> None:
         if self.stop.is_set():
@@ -202,22 +197,30 @@ class KVSession:
             log.append((HOST, "read", size, ended - started, None, ended))
             return
         path = self._path(key)
-        mover = self._lend()
-        try:
-            started = time.perf_counter_ns()
+
+        def read(mover: _Mover):
             if not self.run.read_spec.direct:  # as the reference does: storage, not the page cache, answers
                 fd = os.open(path, os.O_RDONLY)
                 try:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
-            nbytes, _, device_ns = mover.reader.read(path, 0, size)
+            return mover.reader.read(path, 0, size)
+
+        self._on_storage("read", path, size, log, read)
+
+    def _on_storage(self, kind: str, path: str, size: int, log: list, operation) -> None:
+        """operation(mover) -> (bytes, chunks, engine ns) on a lent mover, timed whole; a short one fails."""
+        mover = self._lend()  # a wait for a free mover is the harness's, not the storage's: not timed
+        try:
+            started = time.perf_counter_ns()
+            nbytes, _, device_ns = operation(mover)
         finally:
             self._movers.put(mover)
         ended = time.perf_counter_ns()
         if nbytes != size:
-            raise IoFailure(f"{path}: read {nbytes} of the entry's {size} bytes")
-        log.append((STORAGE, "read", nbytes, ended - started, device_ns, ended))
+            raise IoFailure(f"{path}: {'wrote' if kind == 'write' else 'read'} {nbytes} of the entry's {size} bytes")
+        log.append((STORAGE, kind, nbytes, ended - started, device_ns, ended))
 
     def _drop(self, tier: str, key: str) -> None:
         if tier == HOST:
