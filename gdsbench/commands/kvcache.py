@@ -40,6 +40,9 @@ class KVCacheCommand:
                             help="users asking requests at once, each a thread (default: 8; MLPerf's 8B run: 150)")
         parser.add_argument("--duration", type=seconds_arg("--duration", 24 * 3600.0), default=60.0, metavar="TIME",
                             help="how long users ask (default: 60s; requests still under way then are not counted)")
+        parser.add_argument("--requests", type=count_arg(1, 10**6), default=None, metavar="N",
+                            help="each user asks N requests, then stops; the run ends when all have (or --duration "
+                                 "is over first); the figures are over the time it took (default: no limit)")
         parser.add_argument("--host-mem", type=size_arg("--host-mem"), default=0, metavar="SIZE",
                             help="the host memory tier's budget (the reference's --cpu-mem-gb; default: 0, every "
                                  "entry goes to storage)")
@@ -95,7 +98,7 @@ class KVCacheCommand:
                             host_budget=args.host_mem,
                             storage_budget=UNLIMITED if args.storage_budget is None else args.storage_budget,
                             generation=args.generation_mode, seed=args.seed, multi_turn=not args.no_multi_turn,
-                            io_threads=args.io_threads or min(args.users, 16))
+                            io_threads=args.io_threads or min(args.users, 16), requests=args.requests or 0)
         session.entries_fit(run, max(u.context for u in users(args.users, args.seed)))
         kv = session.KVSession(run)
         interrupted = False

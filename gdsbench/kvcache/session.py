@@ -58,6 +58,7 @@ class KVRun:
     seed: int = 0
     multi_turn: bool = True
     io_threads: int = 8  # storage readers and writers shared by the users
+    requests: int = 0  # each user's requests (0: as many as the duration allows)
 
     def entry_bytes(self, tokens: int) -> int:
         return tokens * self.model.bytes_per_token
@@ -123,6 +124,7 @@ class KVSession:
         self.stop = threading.Event()
         self.failure: BaseException | None = None
         self.deadline = 0.0
+        self._last_end = 0  # when the last counted request ended
         self.folder = None
         self._movers: queue.Queue[_Mover] = queue.Queue()
         for _ in range(run.io_threads):
@@ -299,7 +301,7 @@ class KVSession:
     def _user(self, user: User) -> None:
         scratch = np.empty(COPY_PIECE, dtype=np.uint8)
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and not (self.run.requests and user.asked >= self.run.requests):
                 request = user.next_request()
                 if self.stop.wait(request.think_s):
                     return
@@ -312,13 +314,13 @@ class KVSession:
                     self._count(log, counts)
                     return
                 ended = time.perf_counter_ns()
-                self._count(log, counts, request if ended <= self.deadline else None, ended - started)
+                self._count(log, counts, request if ended <= self.deadline else None, ended - started, ended)
         except BaseException as e:  # the first failure ends the run; the main thread raises it
             with self._tally_lock:
                 self.failure = self.failure or e
             self.stop.set()
 
-    def _count(self, log: list, counts: dict, request=None, elapsed_ns: int = 0) -> None:
+    def _count(self, log: list, counts: dict, request=None, elapsed_ns: int = 0, ended: int = 0) -> None:
         """Every operation that ended inside the window (the reference counts each as it ends); the
         request itself only where it ended inside it."""
         with self._tally_lock:
@@ -332,6 +334,7 @@ class KVSession:
             t.turn_misses += counts["turn_misses"]
             if request is None:
                 return
+            self._last_end = max(self._last_end, ended)
             t.requests += 1
             t.tokens_generated += request.generate_tokens
             t.context_tokens += request.context_tokens
@@ -339,8 +342,9 @@ class KVSession:
             t.io_ns.append(sum(total for _, _, _, total, _, _ in log))
 
     def run_users(self) -> Tally:
-        """Every user until the duration is over; the requests under way then stop at their next
-        operation (what ended inside the window is counted)."""
+        """Every user until the duration is over, or until every user has asked --requests; the
+        requests under way when the time is over stop at their next operation (what ended inside
+        the window is counted)."""
         threads = [threading.Thread(target=self._user, args=(u,), name=f"kv-user-{u.index}", daemon=True)
                    for u in users(self.run.users, self.run.seed, self.run.multi_turn)]
         started = time.perf_counter_ns()
@@ -349,7 +353,9 @@ class KVSession:
             t.start()
         try:
             while not self.stop.wait(0.1) and time.perf_counter_ns() < self.deadline:
-                pass
+                if not any(t.is_alive() for t in threads):  # every user asked its --requests: the window
+                    self.deadline = self._last_end              # ends with the last of them
+                    break
         except KeyboardInterrupt:
             self.tally.interrupted = True
             self.deadline = time.perf_counter_ns()  # what ends from now on is not counted
@@ -453,6 +459,7 @@ def summarise(run: KVRun, tally: Tally, cache: TieredCache, data_path: str) -> d
         "interrupted": tally.interrupted,
         "seed": run.seed,
         "generation_mode": run.generation,
+        "requests_per_user": run.requests or None,
         "multi_turn": run.multi_turn,
         "budgets_bytes": {HOST: run.host_budget,
                           STORAGE: None if run.storage_budget == UNLIMITED else run.storage_budget},

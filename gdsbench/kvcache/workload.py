@@ -93,6 +93,11 @@ class User:
         self._number += 1
         return request
 
+    @property
+    def asked(self) -> int:
+        """Requests asked so far."""
+        return self._number
+
 
 def users(count: int, seed: int, multi_turn: bool = True) -> list[User]:
     """`count` users, drawn as the reference draws them after random.seed(seed)
