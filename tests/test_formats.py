@@ -481,3 +481,24 @@ def test_sweep_takes_a_fio_job_and_sweeps_the_lists_given_beside_it(gdsbench, pa
     rows = [json.loads(line) for line in next(tmp_path.glob("*/points.jsonl")).read_text().splitlines()]
     assert [(r["rw"], r["bs_bytes"], r["qd"], r["engine"]) for r in rows] == [("randread", 4096, 1, "io_uring"),
                                                                               ("randread", 4096, 4, "io_uring")]
+
+
+def test_every_mlcommons_storage_v3_config_here_maps_or_is_refused_naming_the_key():
+    """v3.0's training files: unet3d, retinanet (jpeg), flux's jpeg variants and dlrm's npz ones map;
+    the parquet ones are refused naming dataset.format; the datagen ones map for prepare (parquet's
+    refused)."""
+    v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
+    configs = {os.path.basename(p)[:-5]: p for p in glob.glob(os.path.join(v3, "*.yaml"))}
+    mapped = ("unet3d_a100", "unet3d_b200", "unet3d_h100", "retinanet_a100", "retinanet_b200", "retinanet_h100",
+              "retinanet_mi355", "flux_a100", "flux_h100", "dlrm_a100", "dlrm_h100")
+    assert {name: outcome(path) for name, path in configs.items()} == {
+        **{name: "mapped" for name in mapped}, "flux_b200": "dataset.format", "flux_mi355": "dataset.format",
+        **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux")}}
+    assert {m: outcome(configs[f"{m}_datagen"], prepare=True) for m in ("unet3d", "retinanet", "flux")} == {
+        "unet3d": "mapped", "retinanet": "mapped", "flux": "dataset.format"}
+    mi355 = dlio_yaml.translate(configs["retinanet_mi355"]).workload
+    assert (mi355.format, mi355.files, mi355.batch, mi355.compute_s, mi355.au_threshold) == (
+        "jpeg", 1_170_301, 32, 0.0634, 0.85)
+    flux = dlio_yaml.translate(configs["flux_h100"]).workload
+    assert (flux.format, flux.record_bytes, flux.record_stdev, flux.compute_s, flux.au_threshold) == (
+        "jpeg", 307_200, 102_400, 0.85, 0.80)
