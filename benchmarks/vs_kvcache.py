@@ -81,7 +81,7 @@ def reference_generation_mib_s(args) -> float:
 def run_gdsbench(args, directory: str, side: str) -> dict:
     cmd = [sys.executable, "-m", "gdsbench", "kvcache", directory, "--model", args.model, "--users",
            str(args.users), "--duration", f"{args.duration}s", "--host-mem", "0", "--generation-mode", "none",
-           "--seed", str(args.seed), *GDSBENCH_FLAGS[side], "--json"]
+           "--seed", str(args.seed), *GDSBENCH_FLAGS[side], "--results", os.path.join(directory, "runs"), "--json"]
     if getattr(args, "requests", None):  # the tests' fixed amount of work (the reference has no such flag)
         cmd += ["--requests", str(args.requests)]
     res = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=args.duration * 10 + 300)

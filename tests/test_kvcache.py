@@ -19,6 +19,17 @@ from gdsbench.kvcache.models import BUILT_IN
 from gdsbench.kvcache.tiers import UNLIMITED, NoRoom, TieredCache
 from gdsbench.kvcache.workload import users
 
+
+@pytest.fixture
+def kvcache(gdsbench, tmp_path):
+    """`gdsbench kvcache TIER ARGS --results RESULTS`, the storage tier in tmp_path/tier (made empty)."""
+    (tmp_path / "tier").mkdir()
+
+    def run(*args, tier=None):
+        return gdsbench("kvcache", tier or tmp_path / "tier", *args, "--results", tmp_path / "results")
+    return run
+
+
 CHATBOTS = ("--model", "tiny-1b", "--seed", "4", "--generation-mode", "none")  # seed 4: three chatbot users
 
 
@@ -89,11 +100,10 @@ def test_a_pinned_or_unwritten_entry_is_never_moved_under_its_reader():
     assert [(m.entry.key, m.to) for m in moves] == [("a", 1)] and entry.tier == 0
 
 
-def test_a_run_stores_each_request_as_the_arithmetic_says_and_leaves_nothing_behind(gdsbench, tmp_path):
+def test_a_run_stores_each_request_as_the_arithmetic_says_and_leaves_nothing_behind(kvcache, tmp_path):
     tier = tmp_path / "tier"
-    tier.mkdir()
     (tier / "theirs.kv").write_bytes(b"not ours")
-    res = gdsbench("kvcache", tier, *CHATBOTS, "--users", "3", "--requests", "2", "--duration", "10m", "--json")
+    res = kvcache(*CHATBOTS, "--users", "3", "--requests", "2", "--duration", "10m", "--json")
     assert res.code == 0, res.err
     f = json.loads(res.out)
     per_token = f["kv_bytes_per_token"]
@@ -109,8 +119,8 @@ def test_a_run_stores_each_request_as_the_arithmetic_says_and_leaves_nothing_beh
     assert (tier / "theirs.kv").read_bytes() == b"not ours"
 
 
-def test_host_memory_takes_entries_first_and_spills_to_storage(gdsbench, tmp_path):
-    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "3", "--requests", "3", "--duration", "10m",
+def test_host_memory_takes_entries_first_and_spills_to_storage(kvcache, tmp_path):
+    res = kvcache(*CHATBOTS, "--users", "3", "--requests", "3", "--duration", "10m",
                    "--host-mem", "20M", "--engine", "psync", "--buffered", "--json")
     assert res.code == 0, res.err
     f = json.loads(res.out)
@@ -119,11 +129,11 @@ def test_host_memory_takes_entries_first_and_spills_to_storage(gdsbench, tmp_pat
     assert "page-cache" in f["data_path"]
     if f["moves"]:  # what moved down was written there (moves are counted also in requests ended after the window)
         assert f["moves"][0]["from"] == "host" and f["tiers"]["storage"]["write"]["ops"] > 0
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path / "tier") == []
 
 
-def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(gdsbench, tmp_path):
-    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "2", "--requests", "1", "--duration", "10m",
+def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(kvcache, tmp_path):
+    res = kvcache(*CHATBOTS, "--users", "2", "--requests", "1", "--duration", "10m",
                    "--mode", "bounce", "--gpu-backend", "sim", "--json")
     assert res.code == 0, res.err
     f = json.loads(res.out)
@@ -138,9 +148,9 @@ def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(gdsbench,
     (["--engine", "null"], ["--engine null", "psync or io_uring"]),
     (["--mode", "kvikio"], ["--mode kvikio"]),
 ])
-def test_bad_input_is_one_line(gdsbench, tmp_path, args, fragments):
-    assert_one_line_error(gdsbench("kvcache", tmp_path, *args), *fragments)
-    assert os.listdir(tmp_path) == []
+def test_bad_input_is_one_line(kvcache, tmp_path, args, fragments):
+    assert_one_line_error(kvcache(*args), *fragments)
+    assert os.listdir(tmp_path / "tier") == [] and not os.path.exists(tmp_path / "results")
 
 
 def test_a_missing_or_remote_directory_is_one_line(gdsbench, tmp_path):
@@ -150,7 +160,8 @@ def test_a_missing_or_remote_directory_is_one_line(gdsbench, tmp_path):
 
 def test_ctrl_c_reports_what_was_counted_and_removes_the_runs_files(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "gdsbench", "kvcache", str(tmp_path), *CHATBOTS, "--users", "2",
-                             "--duration", "600s", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--duration", "600s", "--results", str(tmp_path / "results"), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not any(f.endswith(".kv") for _, _, fs in os.walk(tmp_path) for f in fs):
         time.sleep(0.05)  # until its first entry is written
@@ -160,10 +171,12 @@ def test_ctrl_c_reports_what_was_counted_and_removes_the_runs_files(tmp_path):
     assert proc.returncode == 130, err
     f = json.loads(out)
     assert f["interrupted"] is True and 0 < f["duration_s"] < 600
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path) == ["results"]  # the run saved, its entries removed
+    (run,) = os.listdir(tmp_path / "results")
+    assert json.loads((tmp_path / "results" / run / "run.json").read_text())["status"] == "interrupted"
 
 
-def test_a_failed_move_ends_the_run_in_one_line_and_no_user_waits_forever(gdsbench, tmp_path, monkeypatch):
+def test_a_failed_move_ends_the_run_in_one_line_and_no_user_waits_forever(kvcache, tmp_path, monkeypatch):
     """A write below (a full disk, say) fails while other users may be waiting for the entry it moves:
     the run ends with that error, every user stops, and the run's files are removed."""
     from gdsbench.job.errors import IoFailure
@@ -176,22 +189,36 @@ def test_a_failed_move_ends_the_run_in_one_line_and_no_user_waits_forever(gdsben
 
     moving = session.KVSession._move
     monkeypatch.setattr(session.KVSession, "_move", failing)
-    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "4", "--requests", "20", "--duration", "10m",
+    res = kvcache(*CHATBOTS, "--users", "4", "--requests", "20", "--duration", "10m",
                    "--host-mem", "30M")
     assert res.code == 3 and "injected: the write below failed" in res.err, res.err
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path / "tier") == []
 
 
-def test_a_small_storage_budget_waits_for_room_instead_of_failing(gdsbench, tmp_path):
+def test_a_small_storage_budget_waits_for_room_instead_of_failing(kvcache, tmp_path):
     """More users than the budget has room for entries being read: each waits for a movable entry."""
-    res = gdsbench("kvcache", tmp_path, *CHATBOTS, "--users", "8", "--requests", "3", "--duration", "10m",
+    res = kvcache(*CHATBOTS, "--users", "8", "--requests", "3", "--duration", "10m",
                    "--storage-budget", "200M", "--io-threads", "2", "--json")
     assert res.code == 0, res.err
     assert json.loads(res.out)["budgets_bytes"]["storage"] == 200 << 20
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path / "tier") == []
     cache = TieredCache(["host", "storage"], [0, 100])
     entry, _ = cache.store("a", 60)  # being written: it cannot make room yet
     with pytest.raises(NoRoom):
         cache.store("b", 60)
     cache.written(entry)
     assert [(m.entry.key, m.to) for m in cache.store("b", 60)[1]] == [("a", None)]
+
+
+def test_a_run_is_saved_with_its_page_and_report_reads_it(kvcache, gdsbench, tmp_path):
+    res = kvcache(*CHATBOTS, "--users", "2", "--requests", "2", "--duration", "10m", "--host-mem", "20M",
+                  "--name", "kv")
+    assert res.code == 0, res.err
+    (run,) = (tmp_path / "results").iterdir()
+    info = json.loads((run / "run.json").read_text())
+    assert info["kind"] == "kvcache" and info["status"] == "complete" and info["figures"]["requests_completed"] == 4
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert {(r["tier"], r["op"]) for r in rows} >= {("storage", "write"), ("host", "write")}
+    page = gdsbench("report", run)
+    assert page.code == 0 and "answer: " in page.out and "tokens/s" in page.out, page.err
+    assert (run / "report" / "report.html").read_text().count("<tr>") >= 8

@@ -61,11 +61,14 @@ class KVCacheCommand:
         parser.add_argument("--io-threads", type=count_arg(1, 1024), default=None, metavar="N",
                             help="storage readers and writers the users share (default: users, at most 16)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how the storage tier is read and written")
+        parser.add_argument("--name", default=None, help="run name (default: kvcache-MODEL)")
+        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
         parser.add_argument("--json", action="store_true", help="print the run's figures as JSON")
 
     def run(self, args: argparse.Namespace) -> int:
         import os
 
+        from gdsbench.commands.pages import show_page
         from gdsbench.execution.runner import runnable_here
         from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.kvcache import session
@@ -73,6 +76,7 @@ class KVCacheCommand:
         from gdsbench.kvcache.tiers import UNLIMITED
         from gdsbench.kvcache.workload import users
         from gdsbench.reporting import kvcache_report
+        from gdsbench.results.store import RunStore, writing
         from gdsbench.system import gpu_path
         from gdsbench.system.targets import protocol_of
 
@@ -101,22 +105,33 @@ class KVCacheCommand:
                             io_threads=args.io_threads or min(args.users, 16), requests=args.requests or 0)
         session.entries_fit(run, max(u.context for u in users(args.users, args.seed)))
         kv = session.KVSession(run)
-        interrupted = False
+        data_path = (f"storage tier: {gpu_path.data_path(read_spec, None)}; {gpu_path.data_path(write_spec, None)}, "
+                     "each entry a file of its own, fsync'd once written")
         try:
-            data_path = (f"storage tier: {gpu_path.data_path(read_spec, None)}; {gpu_path.data_path(write_spec, None)}, "
-                         "each entry a file of its own, fsync'd once written")
-            if not args.json:
-                print(kvcache_report.header(run, data_path), flush=True)
-            try:
-                kv.run_users()
-            except KeyboardInterrupt:  # what was measured so far is still reported
-                interrupted = True
-        finally:
+            store = RunStore.create(args.results, args.name or f"kvcache-{model.name}", {
+                "kind": "kvcache", "model": model.to_dict(), "users": run.users, "duration_s": run.duration_s,
+                "requests_per_user": run.requests or None, "seed": run.seed, "generation_mode": run.generation,
+                "budgets_bytes": {"host": run.host_budget, "storage": args.storage_budget}, "directory": run.directory,
+                "data_path": data_path})
+        except BaseException:
             kv.close()
-        figures = session.summarise(run, kv.tally, kv.cache, data_path)
+            raise
+        done: dict = {}
+        with writing(store, final=lambda: {"figures": done.get("headline", {})}) as held:
+            try:
+                if not args.json:
+                    print(kvcache_report.header(run, data_path), flush=True)
+                kv.run_users()
+            finally:  # what was measured is saved, whatever ended the run
+                kv.close()
+                done["figures"] = session.summarise(run, kv.tally, kv.cache, data_path)
+                done["headline"] = session.headline(done["figures"])
+                for row in session.tier_rows(done["figures"]):
+                    store.append(row)
         if args.json:
-            json.dump(figures, sys.stdout, indent=1)
+            json.dump(done["figures"], sys.stdout, indent=1)
             print()
         else:
-            print(kvcache_report.table(figures))
-        return EXIT_INTERRUPTED if interrupted else 0
+            print(kvcache_report.table(done["figures"]))
+        show_page(store, args.json)
+        return EXIT_INTERRUPTED if held.status == "interrupted" else 0

@@ -34,6 +34,7 @@ from gdsbench.job.spec import JobSpec
 from gdsbench.kvcache.models import KVModel
 from gdsbench.kvcache.tiers import UNLIMITED, Entry, Move, NoRoom, TieredCache
 from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User, users
+from gdsbench.results.schema import SCHEMA_VERSION
 from gdsbench.system.targets import target_for
 
 HOST, STORAGE = "host", "storage"
@@ -491,3 +492,23 @@ def entries_fit(run: KVRun, largest_context: int) -> None:
         raise UsageError(f"--storage-budget {format_size(run.storage_budget)}: smaller than the largest KV entry these "
                          f"users may ask ({largest_context} tokens x {run.model.bytes_per_token} B = "
                          f"{format_size(need)}); raise it, or leave it out (no limit)")
+
+
+def tier_rows(figures: dict) -> list[dict]:
+    """A saved row per tier and operation (results/kinds.py's kvcache fields)."""
+    rows = []
+    for tier, kinds in figures["tiers"].items():
+        for kind, row in kinds.items():
+            device = row.get("device", {})
+            rows.append({"point_key": f"{tier}-{kind}", "schema_version": SCHEMA_VERSION, "tier": tier, "op": kind,
+                         "ops": row["ops"], "bytes": row["bytes"],
+                         "bytes_per_s": row["bytes_per_s"],
+                         **{f"total_{p}_ms": row["total"][f"{p}_ms"] for p in ("p50", "p95", "p99")},
+                         **{f"device_{p}_ms": device.get(f"{p}_ms") for p in ("p50", "p95", "p99")}})
+    return rows
+
+
+def headline(figures: dict) -> dict:
+    """The run's figures without the per-tier detail and histograms (run.json's "figures")."""
+    return {k: v for k, v in figures.items() if k != "tiers"}
+

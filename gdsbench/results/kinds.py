@@ -56,6 +56,11 @@ KINDS = (
             optional=("cached_fraction",),
             lists=("rank_seconds",),
             page="checkpoint_report"),
+    RunKind("kvcache",  # a row per tier and operation; the requests' figures are in run.json's "figures"
+            numbers=("ops", "bytes", "bytes_per_s", "total_p50_ms", "total_p95_ms", "total_p99_ms"),
+            optional=("device_p50_ms", "device_p95_ms", "device_p99_ms"),
+            lists=(),
+            page="kvcache_report"),
 )
 BY_NAME = {k.name: k for k in KINDS}
 
