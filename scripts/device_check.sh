@@ -23,8 +23,8 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30, tests 50, and
-# 10 to pack the logs: 1272 s at worst for all six with carried wheels, about
+# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
+# and 10 to pack the logs: 1362 s at worst for all six with carried wheels, about
 # 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
@@ -40,6 +40,7 @@
 #   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
 #   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds and kvikio mode
 #   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
+#   kvcache-MODE.json   the KV-cache workload (4 users x 3 requests, llama3.1-8b) in cpu, bounce and gds mode
 #   pytest.log          the GPU-marked tests
 #   logs.tar.gz         each measurement's own cuFile log and stderr
 #   provenance.json     the commit, the tools' versions and the GPU platform this ran on
@@ -249,6 +250,15 @@ EOF
       echo "checkpoint --mode $mode: exit $?"
       rm -rf "$repo/results/scratch/ckpt"
     done
+    mkdir -p "$repo/results/scratch/kv"
+    for mode in cpu bounce gds; do   # kvcache's storage tier into and out of GPU memory (kvikio writes no regions)
+      local depth="--qd 8"; [ "$mode" = gds ] && depth=""   # cuFile's synchronous API: the users' movers in parallel
+      timeout -k 5 30 $python -m gdsbench kvcache "$repo/results/scratch/kv" --model llama3.1-8b --users 4 \
+        --requests 3 --duration 25s --generation-mode none --mode "$mode" $depth --results "$repo/results/scratch" \
+        --json > "$out/kvcache-$mode.json"
+      echo "kvcache --mode $mode: exit $?"
+    done
+    rm -rf "$repo/results/scratch/kv"
   fi
 
   if wants tests; then
