@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, count_arg, job_values
+from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, job_values
 from gdsbench.commands.pages import measured
 from gdsbench.job.errors import UsageError
 
@@ -54,8 +54,7 @@ class CheckpointCommand:
                             help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
         parser.add_argument("--dry-run", action="store_true", help="print the files each rank would write, and stop")
-        parser.add_argument("--name", default=None, help="run name (default: checkpoint-MODEL)")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_run_name_arguments(parser, "checkpoint-MODEL")
         parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
 
     def run(self, args: argparse.Namespace) -> int:

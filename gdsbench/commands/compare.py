@@ -4,6 +4,8 @@ import argparse
 import os
 import sys
 
+from gdsbench.commands.options import add_results_argument
+
 
 class CompareCommand:
     name = "compare"
@@ -11,7 +13,7 @@ class CompareCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("runs", metavar="RUN", nargs="+", help="runs (directories or run ids); ratios are against the first")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_results_argument(parser)
         parser.add_argument("--out", metavar="DIR", help="where to write the page (default: <results>/compare-<runs>): "
                             "a new or empty folder, or one gdsbench wrote")
 

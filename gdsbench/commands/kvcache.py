@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, job_values, seconds_arg
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
@@ -61,8 +61,7 @@ class KVCacheCommand:
         parser.add_argument("--io-threads", type=count_arg(1, 1024), default=None, metavar="N",
                             help="storage readers and writers the users share (default: users, at most 16)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how the storage tier is read and written")
-        parser.add_argument("--name", default=None, help="run name (default: kvcache-MODEL)")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_run_name_arguments(parser, "kvcache-MODEL")
         parser.add_argument("--json", action="store_true", help="print the run's figures as JSON")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -176,6 +176,17 @@ def seconds_arg(flag: str, high_s: float = 3600.0):
     return parse
 
 
+def add_results_argument(parser: argparse.ArgumentParser) -> None:
+    """--results DIR: where runs are saved (and where report and compare look for them)."""
+    parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+
+
+def add_run_name_arguments(parser: argparse.ArgumentParser, default_name: str) -> None:
+    """--name and --results of a command that saves a run."""
+    parser.add_argument("--name", default=None, help=f"run name (default: {default_name})")
+    add_results_argument(parser)
+
+
 def add_metrics_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """--metrics FILE.prom (gdsbench/reporting/prom.py): a name the textfile collector reads, checked as parsed."""
     def prom_file(text: str) -> str:

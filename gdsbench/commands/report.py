@@ -3,6 +3,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gdsbench.commands.options import add_results_argument
+
 
 class ReportCommand:
     name = "report"
@@ -10,7 +12,7 @@ class ReportCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run", metavar="RUN", help="run directory, or run id under --results")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_results_argument(parser)
         parser.add_argument("--out", metavar="DIR", help="where to write the report (default: RUN/report): "
                             "a new or empty folder, or one gdsbench wrote")
         parser.add_argument("--point", type=int, default=None, metavar="N",

@@ -9,6 +9,7 @@ from gdsbench.commands.fio_flags import add_fio_job_arguments, with_fio_job
 from gdsbench.commands.options import (
     add_job_arguments,
     add_remote_arguments,
+    add_results_argument,
     add_target_argument,
     job_values,
     sweep_values,
@@ -37,7 +38,7 @@ class SweepCommand:
         parser.add_argument("--repeat", type=int, default=None, metavar="N",
                             help="measure each point N times; the median is reported, repeats >5%% apart flagged")
         parser.add_argument("--name", default=None, help="name of the run (its directory is <results>/<date>-<name>)")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_results_argument(parser)
         parser.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run without repeating its saved points")
         parser.add_argument("--no-report", action="store_true", help="do not write the HTML report at the end")
         add_job_arguments(parser, lists=True)

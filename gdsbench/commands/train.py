@@ -4,7 +4,14 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_remote_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.options import (
+    add_job_arguments,
+    add_remote_arguments,
+    add_run_name_arguments,
+    count_arg,
+    job_values,
+    seconds_arg,
+)
 from gdsbench.commands.pages import measured
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
 
@@ -84,8 +91,7 @@ class TrainCommand:
                             help="also predict (gdsbench predict) and show the predicted AU beside each emulated one")
         parser.add_argument("--probe-seconds", type=seconds_arg("--probe-seconds"), default=3.0, metavar="S",
                             help="with --predict: each probe's length (default: 3)")
-        parser.add_argument("--name", default=None, help="run name (default: train-WORKLOAD)")
-        parser.add_argument("--results", default="results", metavar="DIR", help="where runs are saved (default: results)")
+        add_run_name_arguments(parser, "train-WORKLOAD")
         parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
 
     def run(self, args: argparse.Namespace) -> int:
