@@ -147,6 +147,8 @@ def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(kvcache, 
     (["--storage-budget", "1M"], ["--storage-budget 1 MiB", "largest KV entry", "raise it"]),
     (["--engine", "null"], ["--engine null", "psync or io_uring"]),
     (["--mode", "kvikio"], ["--mode kvikio"]),
+    (["--host-mem", "100T"], ["--host-mem 100 TiB", "more than the memory available", "lower one of them"]),
+    (["--mode", "gds", "--gpu-backend", "sim", "--qd", "8"], ["--qd 8", "use --io-threads"]),
 ])
 def test_bad_input_is_one_line(kvcache, tmp_path, args, fragments):
     assert_one_line_error(kvcache(*args), *fragments)

@@ -91,7 +91,10 @@ class KVCacheCommand:
         model = model_named(args.model)
         probe = os.path.join(os.path.abspath(args.path), "probe.kv")
         values = job_values(args)
-        write_spec = runnable_here(spec_from_values(dict(values, rw="write"), JobSpec(path=probe)))
+        try:
+            write_spec = runnable_here(spec_from_values(dict(values, rw="write"), JobSpec(path=probe)))
+        except UsageError as e:  # kvcache's parallelism is its users' movers, not run's threads
+            raise UsageError(str(e).replace("use --threads", "use --io-threads")) from None
         if not write_spec.opens_target:
             raise UsageError(f"--engine {write_spec.engine}: opens no file, so the storage tier would store nothing; "
                              "use psync or io_uring (or leave --engine out)")
@@ -103,6 +106,7 @@ class KVCacheCommand:
                             generation=args.generation_mode, seed=args.seed, multi_turn=not args.no_multi_turn,
                             io_threads=args.io_threads or min(args.users, 16), requests=args.requests or 0)
         session.entries_fit(run, max(u.context for u in users(args.users, args.seed)))
+        session.check_memory(run)
         kv = session.KVSession(run)
         data_path = (f"storage tier: {gpu_path.data_path(read_spec, None)}; {gpu_path.data_path(write_spec, None)}, "
                      "each entry a file of its own, fsync'd once written")

@@ -512,3 +512,18 @@ def headline(figures: dict) -> dict:
     """The run's figures without the per-tier detail and histograms (run.json's "figures")."""
     return {k: v for k, v in figures.items() if k != "tiers"}
 
+
+def check_memory(run: KVRun) -> None:
+    """UsageError where the run's own memory is more than is available: the host tier's budget, each
+    mover's reader and writer buffers (--qd x --bs each), each user's copy piece."""
+    from gdsbench.job.units import format_size
+    from gdsbench.system.environment import meminfo
+
+    buffers = run.io_threads * 2 * run.read_spec.qd * run.read_spec.bs
+    need = run.host_budget + buffers + run.users * COPY_PIECE
+    available = meminfo("MemAvailable")
+    if available is not None and need > available:
+        raise UsageError(f"--host-mem {format_size(run.host_budget)} + --io-threads {run.io_threads} x 2 x --qd "
+                         f"{run.read_spec.qd} x --bs {format_size(run.read_spec.bs)} of buffers: {format_size(need)}, "
+                         f"more than the memory available ({format_size(available)}); lower one of them")
+
