@@ -52,14 +52,16 @@ void SampleReader::open(const std::string& path, Direction direction) {
 // and the last reach past the end of the file (the short read there is the
 // file's end); only the region's bytes count.
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
+  if (job_.direction == Direction::kWrite)  // its buffers hold the pattern its writes restamp: a read would spoil them
+    throw InputError("a writer made from a write job reads nothing: make the reader from a read job");
   return move(Direction::kRead, path, offset, length);
 }
 
 SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_t length) {
   if (job_.direction != Direction::kWrite)
     throw InputError("a reader made from a read job writes nothing: make the writer from a write job");
-  if (job_.direct && (offset % pattern::kBlock || length % pattern::kBlock))
-    throw InputError("O_DIRECT writes whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
+  if (offset % pattern::kBlock || length % pattern::kBlock)  // the pattern's blocks, and O_DIRECT's
+    throw InputError("writes are of whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
                      " was asked " + std::to_string(length) + " bytes at " + std::to_string(offset));
   return move(Direction::kWrite, path, offset, length);
 }
@@ -97,7 +99,12 @@ SampleRead SampleReader::move(Direction direction, const std::string& path, uint
       verified_blocks_ += whole / pattern::kBlock;
     }
   };
-  transfers.run(next_chunk, landed);
+  try {
+    transfers.run(next_chunk, landed);
+  } catch (...) {  // requests may still be at the engine: it is not used again
+    close();
+    throw;
+  }
   if (!reading && (job_.fsync_end || engine_->writes_need_sync())) {
     const int r = engine_->sync();
     if (r < 0) throw IoError("fsync of " + path_ + ": " + errno_text(r));

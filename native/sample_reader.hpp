@@ -45,9 +45,9 @@ class SampleReader {
   // read) or InputError (the file cannot be opened).
   SampleRead read(const std::string& path, uint64_t offset, uint64_t length);
   // Write [offset, offset + length) of path, an existing file this job may write (a write job's
-  // reader only; InputError otherwise), then fsync it if job.fsync_end: ns includes the fsync.
-  // O_DIRECT writes need offset and length in whole logical blocks. Throws IoError (a failed or
-  // short write, a failed fsync).
+  // reader only, which reads nothing; InputError otherwise), then fsync it if job.fsync_end: ns
+  // includes the fsync. Offset and length in whole 4 KiB pattern blocks. Throws IoError (a failed
+  // or short write, a failed fsync); after a failure the engine is opened anew.
   SampleRead write(const std::string& path, uint64_t offset, uint64_t length);
 
   const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing

@@ -224,3 +224,25 @@ def test_a_run_is_saved_with_its_page_and_report_reads_it(kvcache, gdsbench, tmp
     page = gdsbench("report", run)
     assert page.code == 0 and "answer: " in page.out and "tokens/s" in page.out, page.err
     assert (run / "report" / "report.html").read_text().count("<tr>") >= 8
+
+
+def test_the_native_writer_reads_nothing_and_survives_a_refused_write(tmp_path):
+    """A write job's SampleReader: reading with it would spoil the pattern its writes restamp (refused);
+    a write of a part of a 4 KiB block is refused before anything is queued, and the writer then
+    writes and the blocks read back whole."""
+    from gdsbench import _native
+    from gdsbench.execution import loops
+    from gdsbench.job.spec import JobSpec
+
+    path = str(tmp_path / "entry.kv")
+    open(path, "wb").close()
+    spec = JobSpec(path=path, engine="io_uring", bs=16384, qd=4, direct=False, runtime_ns=0)
+    (writer,) = loops.sample_writers(spec.replace(rw="write"), 0, 1)
+    (reader,) = loops.sample_readers(spec.replace(rw="read", verify=True), 0, 1)
+    with pytest.raises(Exception, match="reads nothing"):
+        writer.read(path, 0, 4096)
+    with pytest.raises(Exception, match="whole 4096-byte blocks"):
+        writer.write(path, 0, 3 * 16384 + 5000)
+    assert writer.write(path, 0, 128 * 1024)[0] == 128 * 1024
+    assert reader.read(path, 0, 128 * 1024)[0] == 128 * 1024 and reader.verify_mismatches == 0
+    assert isinstance(reader, _native.SampleReader)

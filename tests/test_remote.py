@@ -403,6 +403,7 @@ def test_s3_writes_replace_a_gdsbench_object_whole_and_nothing_else(gdsbench, s3
                         (("--bs", "1M"), "--bs 1 MiB: s3://bucket/written.dat (48 MiB) is uploaded in parts"),
                         (("--size", "16M"), "--size/--offset: an S3 object is written whole"),
                         (("--bs", "48M", "--qd", "2"), "--qd 2: --bs 48 MiB writes all of s3://bucket/written.dat in one PUT"),
+                        (("--qd", "8", "--io-size", "96M"), "--qd 8: more than the 6 parts of s3://bucket/written.dat"),
                         (("--verify",), "read it back with a run of --rw read --verify")):
         assert_one_line_error(gdsbench("run", "s3://bucket/written.dat", *writes, *args), words)
     boto3_client(s3_env).put_object(Bucket="bucket", Key="theirs-w.dat", Body=b"x" * 8 * MiB)

@@ -264,6 +264,11 @@ def check_upload(url: str, size: int, spec) -> None:
         raise UsageError(f"--bs {format_size(spec.bs)}: {url} ({format_size(size)}) is uploaded in parts of --bs, "
                          f"which S3 takes from {format_size(MIN_PART)}, at most {MAX_PARTS:,} of them, the object a "
                          f"whole number of them; give such a --bs, or --bs {format_size(size).replace(' ', '')} for one PUT")
+    passes = bool(spec.runtime_ns) or (spec.io_size or size) > size  # the object written more than once
+    if parts > 1 and spec.qd > parts and passes:
+        raise UsageError(f"--qd {spec.qd}: more than the {parts} parts of {url}, written more than once, so a part "
+                         f"would be in flight twice (which copy the server keeps is not known); use --qd {parts} or "
+                         "less")
     if parts <= 1 and spec.qd > 1:
         raise UsageError(f"--qd {spec.qd}: --bs {format_size(spec.bs)} writes all of {url} in one PUT, and PUTs of "
                          "one object at once replace one another; use --qd 1, or a smaller --bs for parts in flight")

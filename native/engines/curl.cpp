@@ -267,9 +267,14 @@ class CurlEngine final : public Engine {
                     " were written when the writes ended; an object is written whole, so the upload was aborted "
                     "and the object left as it was: write all of it (--io-size its size, or a longer --runtime)");
     }
-    std::string answer;
+    std::vector<std::string> etags;
+    etags.swap(etags_);  // the next upload (another round of writes) starts with no part in
     try {
-      answer = ask_alone(uploads_->complete(upload, etags_, version_), "completing the upload");
+      const std::string answer = ask_alone(uploads_->complete(upload, etags, version_), "completing the upload");
+      const std::string error = uploads_->error_in(answer);  // S3 may answer 200 with an <Error>
+      if (!error.empty())
+        throw IoError("completing the upload of " + endpoint_->name + ": the server answered " + error);
+      version_ = uploads_->completed_version(answer);  // what the next upload may replace ("": unknown)
     } catch (...) {  // refused (the object changed: 412): its parts dropped, nothing left behind
       try {
         ask_alone(uploads_->abort(upload), "aborting the upload");
@@ -277,8 +282,6 @@ class CurlEngine final : public Engine {
       }
       throw;
     }
-    const std::string error = uploads_->error_in(answer);
-    if (!error.empty()) throw IoError("completing the upload of " + endpoint_->name + ": the server answered " + error);
     return 0;
   }
   uint64_t size() const override { return size_; }
@@ -287,6 +290,7 @@ class CurlEngine final : public Engine {
   // The next object on the kept connections, unlooked at (its size unknown), where the handles
   // ask for it alike: an S3 object after an S3 object, an HTTP one after an HTTP one.
   bool retarget(const Target& target) override {
+    if (uploads_ || target.direction == Direction::kWrite) return false;  // a writer looks at each object first
     std::unique_ptr<remote::Endpoint> next = remote::resolve(target.path);
     if (!(next->signing() == endpoint_->signing()) || env("AWS_CA_BUNDLE") != ca_bundle_) return false;
     endpoint_ = std::move(next);
@@ -534,8 +538,8 @@ class CurlEngine final : public Engine {
     if (writing) {
       if (!writes_whole(*r))
         etags_[r->offset / part_length_] = t.answer.etag;
-      else if (!t.answer.etag.empty())
-        version_ = t.answer.etag;  // the next whole PUT replaces this one
+      else
+        version_ = t.answer.etag;  // the next whole PUT replaces this one ("": none named, so unconditioned)
       r->result = int64_t(r->length);
       return r;
     }

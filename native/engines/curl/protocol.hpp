@@ -78,7 +78,9 @@ class Uploads {
   // carry an <Error> (S3 says so), which error_in finds.
   virtual Ask complete(const std::string& upload, const std::vector<std::string>& etags,
                        const std::string& version) const = 0;
-  virtual Ask abort(const std::string& upload) const = 0;             // the parts dropped, the object left as it was
+  virtual Ask abort(const std::string& upload) const = 0;  // the parts dropped, the object left as it was
+  // The version a completed upload made, from its answer ("": not named).
+  virtual std::string completed_version(const std::string& answer) const = 0;
   virtual std::string error_in(const std::string& answer) const = 0;  // "" where the answer holds none
 };
 

@@ -67,6 +67,12 @@ class S3Endpoint final : public Endpoint, public Uploads {
   Ask abort(const std::string& upload) const override {
     return {"DELETE", url + "?uploadId=" + escape_key(upload), headers(""), ""};
   }
+  std::string completed_version(const std::string& answer) const override {
+    std::string etag = xml_element(answer, "ETag");  // its quotes as XML escapes them: &quot; or &#34; (Go's)
+    for (const std::string escaped : {"&quot;", "&#34;"})
+      for (size_t at; (at = etag.find(escaped)) != std::string::npos;) etag.replace(at, escaped.size(), "\"");
+    return etag;
+  }
   std::string error_in(const std::string& answer) const override {
     if (answer.find("<Error>") == std::string::npos) return "";
     const std::string code = xml_element(answer, "Code"), message = xml_element(answer, "Message");
