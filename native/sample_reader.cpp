@@ -33,17 +33,16 @@ void SampleReader::close() noexcept {
   owner_ = 0;
 }
 
-void SampleReader::open(const std::string& path, Direction direction) {
-  const Target target{path, job_.direct, direction};
-  if (engine_ && thread_serial() == owner_ && direction == opened_for_ && engine_->retarget(target)) {
-    path_ = path;  // curl: the next object, same connections
+void SampleReader::open(const std::string& path) {
+  const Target target{path, job_.direct, job_.direction};                   // a reader moves one way: its job's
+  if (engine_ && thread_serial() == owner_ && engine_->retarget(target)) {  // curl: the next object, same connections
+    path_ = path;
     return;
   }
   close();
   engine_ = engine_by_name(job_.engine).open(target, job_.qd, job_.engine_options);
   slots_.register_with(*engine_);
   path_ = path;
-  opened_for_ = direction;
   owner_ = thread_serial();
 }
 
@@ -54,7 +53,7 @@ void SampleReader::open(const std::string& path, Direction direction) {
 SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t length) {
   if (job_.direction == Direction::kWrite)  // its buffers hold the pattern its writes restamp: a read would spoil them
     throw InputError("a writer made from a write job reads nothing: make the reader from a read job");
-  return move(Direction::kRead, path, offset, length);
+  return move(path, offset, length);
 }
 
 SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_t length) {
@@ -63,12 +62,13 @@ SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_
   if (offset % pattern::kBlock || length % pattern::kBlock)  // the pattern's blocks, and O_DIRECT's
     throw InputError("writes are of whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
                      " was asked " + std::to_string(length) + " bytes at " + std::to_string(offset));
-  return move(Direction::kWrite, path, offset, length);
+  return move(path, offset, length);
 }
 
-SampleRead SampleReader::move(Direction direction, const std::string& path, uint64_t offset, uint64_t length) {
+SampleRead SampleReader::move(const std::string& path, uint64_t offset, uint64_t length) {
   slots_.make_current();
-  if (path != path_ || thread_serial() != owner_ || direction != opened_for_) open(path, direction);
+  if (path != path_ || thread_serial() != owner_) open(path);
+  const Direction direction = job_.direction;
   const bool reading = direction == Direction::kRead;
   const uint64_t file_size = reading ? engine_->size() : UINT64_MAX;
   const uint64_t end = std::min(offset + length, file_size);

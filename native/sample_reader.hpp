@@ -57,16 +57,15 @@ class SampleReader {
   std::string first_mismatch_path() const { return bad_blocks_.first_path(); }
 
  private:
-  void open(const std::string& path, Direction direction);
-  SampleRead move(Direction direction, const std::string& path, uint64_t offset, uint64_t length);
+  void open(const std::string& path);
+  SampleRead move(const std::string& path, uint64_t offset, uint64_t length);  // in the job's direction
   void close() noexcept;
 
   Job job_;
   int gpu_;
   DeviceVerifyFn verify_device_;
   ReadSlots slots_;
-  std::string path_;  // the file open now
-  Direction opened_for_ = Direction::kRead;
+  std::string path_;                // the file open now
   uint64_t owner_ = 0;              // the thread that opened it (thread_serial()): its engine is that thread's
   std::unique_ptr<Engine> engine_;  // opened on path_
   LatencyHistogram latency_;
