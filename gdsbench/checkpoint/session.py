@@ -47,7 +47,7 @@ from gdsbench.checkpoint import models
 from gdsbench.checkpoint.models import CheckpointFile, Model
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import run_part, sample_data_path
-from gdsbench.execution.parts import check_direct
+from gdsbench.execution.parts import check_direct_in
 from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.job.errors import UsageError
@@ -57,7 +57,6 @@ from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path, pagecache
 from gdsbench.system.folders import LocalFolder
 from gdsbench.system.pattern import has_pattern
-from gdsbench.system.targets import target_for
 
 MANIFEST = "gdsbench-checkpoint.json"
 LOCK = ".gdsbench-checkpoint-lock"
@@ -583,8 +582,4 @@ def check_target(run: CheckpointRun) -> None:
     """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
     of DIR's filesystem through the lock file this run holds there: refused in run's words, not
     as a rank's failed open."""
-    lock = os.path.join(run.directory, LOCK)
-    try:
-        check_direct(run.spec.replace(offset=0), target_for(lock))
-    except UsageError as e:  # named as the user gave it: DIR, not our lock file in it
-        raise UsageError(str(e).replace(f"for {lock}", f"for DIR {run.directory}")) from None
+    check_direct_in(run.spec, os.path.join(run.directory, LOCK), run.directory)

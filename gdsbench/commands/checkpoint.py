@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, job_values
+from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, write_job_in
 from gdsbench.commands.pages import measured
 from gdsbench.job.errors import UsageError
 
@@ -62,23 +62,11 @@ class CheckpointCommand:
 
         from gdsbench.checkpoint import models, session
         from gdsbench.execution import mpi
-        from gdsbench.execution.runner import runnable_here
-        from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.job.units import format_size
-        from gdsbench.system.targets import protocol_of
 
-        if protocol_of(args.path) is not None:
-            raise UsageError(f"DIR {args.path}: checkpoints go to a local or mounted directory; objects are not written "
-                             "by checkpoint yet")
+        spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt")
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
         model = models.load(args.model, overrides)
-        values = dict(job_values(args), rw="write")
-        base = JobSpec(path=os.path.join(os.path.abspath(args.path), "probe.pt"))
-        spec = runnable_here(spec_from_values(values, base))
-        spec = spec.replace(direct=spec.uses_o_direct)
-        if not spec.opens_target:
-            raise UsageError(f"--engine {spec.engine}: opens no file and moves no bytes, so checkpoint would write no "
-                             "checkpoint and time no storage; use psync or io_uring (or leave --engine out)")
         comm = mpi.world()
         ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)
         if ranks > model.ranks:

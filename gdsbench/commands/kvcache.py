@@ -4,7 +4,7 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, job_values, seconds_arg
+from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, seconds_arg, write_job_in
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
@@ -68,8 +68,6 @@ class KVCacheCommand:
         import os
 
         from gdsbench.commands.pages import show_page
-        from gdsbench.execution.runner import runnable_here
-        from gdsbench.job.spec import JobSpec, spec_from_values
         from gdsbench.kvcache import session
         from gdsbench.kvcache.models import model_named
         from gdsbench.kvcache.tiers import UNLIMITED
@@ -77,11 +75,7 @@ class KVCacheCommand:
         from gdsbench.reporting import kvcache_report
         from gdsbench.results.store import RunStore, writing
         from gdsbench.system import gpu_path
-        from gdsbench.system.targets import protocol_of
 
-        if protocol_of(args.path) is not None:
-            raise UsageError(f"DIR {args.path}: the storage tier is a local or mounted directory; objects are not "
-                             "written by kvcache yet")
         if args.gpu_mem:
             raise UsageError("--gpu-mem: the GPU memory tier is not built yet; leave it out (entries start in host "
                              "memory, --host-mem, then storage)")
@@ -89,16 +83,11 @@ class KVCacheCommand:
             raise UsageError("--storage-budget 0: the storage tier is what is measured; give it room, or leave the "
                              "flag out (no limit)")
         model = model_named(args.model)
-        probe = os.path.join(os.path.abspath(args.path), "probe.kv")
-        values = job_values(args)
         try:
-            write_spec = runnable_here(spec_from_values(dict(values, rw="write"), JobSpec(path=probe)))
+            write_spec = write_job_in(args, "kvcache", "the storage tier is", "probe.kv")
         except UsageError as e:  # kvcache's parallelism is its users' movers, not run's threads
             raise UsageError(str(e).replace("use --threads", "use --io-threads")) from None
-        if not write_spec.opens_target:
-            raise UsageError(f"--engine {write_spec.engine}: opens no file, so the storage tier would store nothing; "
-                             "use psync or io_uring (or leave --engine out)")
-        write_spec = write_spec.replace(direct=write_spec.uses_o_direct, fsync_end=True, runtime_ns=0)
+        write_spec = write_spec.replace(fsync_end=True, runtime_ns=0)
         read_spec = write_spec.replace(rw="read", fsync_end=False)
         run = session.KVRun(model, args.users, args.duration, os.path.abspath(args.path), read_spec, write_spec,
                             host_budget=args.host_mem,

@@ -147,6 +147,26 @@ def sweep_values(args: argparse.Namespace) -> tuple[dict[str, list], dict[str, A
     return grid, fixed
 
 
+def write_job_in(args: argparse.Namespace, command: str, goes: str, probe: str) -> JobSpec:
+    """The write job of a command that makes its own files in DIR (checkpoint, kvcache): DIR a local
+    or mounted directory, the job options given resolved as run resolves them (runnable_here),
+    O_DIRECT where the mode asks it, an engine that opens files. `goes`: what goes to DIR, in a
+    sentence ("checkpoints go to"); `probe`: a file name in DIR the job is checked against."""
+    from gdsbench.execution.runner import runnable_here
+    from gdsbench.job.spec import spec_from_values
+    from gdsbench.system.targets import protocol_of
+
+    if protocol_of(args.path) is not None:
+        raise UsageError(f"DIR {args.path}: {goes} a local or mounted directory; objects are not written by "
+                         f"{command} yet")
+    base = JobSpec(path=os.path.join(os.path.abspath(args.path), probe))
+    spec = runnable_here(spec_from_values(dict(job_values(args), rw="write"), base))
+    if not spec.opens_target:
+        raise UsageError(f"--engine {spec.engine}: opens no file and moves no bytes, so {command} would time no "
+                         "storage; use psync or io_uring (or leave --engine out)")
+    return spec.replace(direct=spec.uses_o_direct)
+
+
 def count_arg(low: int, high: int = 10**9):
     """An argparse type: a whole number from low to high (argparse's line names the flag)."""
     def parse(text: str) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
-from gdsbench.system.targets import Target, job_target
+from gdsbench.system.targets import Target, job_target, target_for
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,15 @@ def check_direct(spec: JobSpec, target: Target) -> None:
     its --bs and --offset: every job run plans asks it, and checkpoint before it writes."""
     if spec.checks_direct:
         target.check_direct(spec.bs, spec.offset)
+
+
+def check_direct_in(spec: JobSpec, path: str, directory: str) -> None:
+    """check_direct asked of a file gdsbench holds in DIR (checkpoint's lock, kvcache's probe) before
+    it writes its own files there: refused naming DIR, as the user gave it, not that file."""
+    try:
+        check_direct(spec.replace(offset=0), target_for(path))
+    except UsageError as e:
+        raise UsageError(str(e).replace(f"for {path}", f"for DIR {directory}")) from None
 
 
 def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | None = None) -> list[Part]:

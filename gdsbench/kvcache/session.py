@@ -27,7 +27,7 @@ import numpy as np
 
 from gdsbench import _native
 from gdsbench.execution import loops
-from gdsbench.execution.parts import check_direct
+from gdsbench.execution.parts import check_direct_in
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.result import histogram_to_dict
 from gdsbench.job.spec import JobSpec
@@ -35,7 +35,6 @@ from gdsbench.kvcache.models import KVModel
 from gdsbench.kvcache.tiers import UNLIMITED, Entry, Move, NoRoom, TieredCache
 from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User, users
 from gdsbench.results.schema import SCHEMA_VERSION
-from gdsbench.system.targets import target_for
 
 HOST, STORAGE = "host", "storage"
 COPY_PIECE = 1 << 20
@@ -144,9 +143,7 @@ class KVSession:
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         self._created.add(probe)
         try:
-            check_direct(self.run.write_spec.replace(offset=0), target_for(probe))
-        except UsageError as e:
-            raise UsageError(str(e).replace(f"for {probe}", f"for DIR {self.run.directory}")) from None
+            check_direct_in(self.run.write_spec, probe, self.run.directory)
         finally:
             os.unlink(probe)
             self._created.discard(probe)
