@@ -125,7 +125,7 @@ std::exception_ptr open_gate(RunControl& control, const ReadyFn& on_ready, JobRe
   }
   if (!control.stop.load()) {
     result.start_realtime_ns = realtime_ns();
-    control.start_ns.store(now_ns(), std::memory_order_release);
+    control.open_gate(now_ns());
   }
   return ready_error;
 }

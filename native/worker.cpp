@@ -55,12 +55,7 @@ void Worker::run() noexcept {
   }
   control_.ready.fetch_add(1);
   control_.notify();
-  bool go = !error_;
-  while (go && control_.start_ns.load(std::memory_order_acquire) == 0) {
-    if (control_.stop.load()) go = false;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-  if (go) {
+  if (!error_ && control_.wait_at_gate()) {
     try {
       loop();
     } catch (...) {

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -22,12 +23,14 @@ namespace gds {
 
 // Shared between the runner and every worker of one run.
 struct RunControl {
-  std::atomic<bool> stop{false};           // cancel, error, or a peer's failure
-  std::atomic<uint64_t> start_ns{0};       // 0 until the runner opens the start gate
-  std::atomic<uint32_t> ready{0};          // workers set up and waiting at the gate
-  uint32_t finished = 0;                   // workers done (guarded by mu)
-  std::mutex mu;                           // the runner sleeps on cv until a worker
-  std::condition_variable cv;              // is ready or done, or a poll is due
+  std::atomic<bool> stop{false};      // cancel, error, or a peer's failure
+  std::atomic<uint64_t> start_ns{0};  // 0 until the runner opens the start gate
+  std::atomic<uint32_t> ready{0};     // workers set up and waiting at the gate
+  uint32_t finished = 0;              // workers done (guarded by mu)
+  std::mutex mu;                      // the runner sleeps on cv until a worker
+  std::condition_variable cv;         // is ready or done, or a poll is due
+  std::condition_variable gate;       // workers sleep on it until start_ns is set
+  static constexpr std::chrono::milliseconds kGateRecheck{10};
   DeviceVerifyFn verify_device;            // for --verify with a real GPU
   std::atomic<uint64_t> first_done_ns{0};  // a worker here finished its work (monotonic ns; 0: none yet)
   std::atomic<bool> stonewall{false};      // note progress now: the first worker (here or elsewhere) is done
@@ -54,6 +57,24 @@ struct RunControl {
   void notify() {
     std::lock_guard<std::mutex> lock(mu);
     cv.notify_all();
+  }
+
+  // The start gate. Workers sleep on it instead of polling start_ns: on a host whose
+  // cores are shared (more ranks than cores), a few threads waking every few microseconds
+  // held the one rank still setting up off the CPU for tens of seconds, and every other
+  // rank waited for it at the barrier. A stop wakes them within kGateRecheck.
+  void open_gate(uint64_t now) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      start_ns.store(now, std::memory_order_release);
+    }
+    gate.notify_all();
+  }
+  // Whether the gate opened (false: the run stopped first).
+  bool wait_at_gate() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (start_ns.load(std::memory_order_acquire) == 0 && !stop.load()) gate.wait_for(lock, kGateRecheck);
+    return start_ns.load(std::memory_order_acquire) != 0 && !stop.load();
   }
 
   // Rounds (--round-reads N): the reads completed in the window are counted across workers,
