@@ -265,3 +265,115 @@ class Slurm:
     def srun(self, nodes: int, tasks: int, *command: str) -> list[str]:
         """srun from the first host: tasks spread over nodes, started through PMIx."""
         return self.node(self.hosts.names[0], "srun", "-N", str(nodes), "-n", str(tasks), "--mpi=pmix", *command)
+
+
+class SeaweedCluster:
+    """SeaweedFS spread over the hosts as a cluster runs it: its master, filer and S3 gateway on the
+    last host and a volume server on every host, each a process of its own stopped by its PID, so an
+    object's chunks sit on whichever volume servers the master picked and a reader on any host
+    fetches them across the hosts' links. S3 at `endpoint` (a host's address: reachable from the
+    hosts, not from outside them) with benchmarks/servers.py's key, one empty bucket. Each host's
+    volume server has a port of its own: SeaweedFS names its gRPC sockets in the shared /tmp by port."""
+
+    MASTER, FILER, S3, VOLUME = 9333, 8888, 8333, 8081
+
+    def __init__(self, hosts: Hosts, folder: str, bucket: str = "bucket"):
+        self.hosts, self.folder, self.bucket = hosts, folder, bucket
+        self.gateway = hosts.names[-1]
+        self.endpoint = f"http://{hosts.address(self.gateway)}:{self.S3}"
+        self.servers: list[subprocess.Popen] = []
+
+    @staticmethod
+    def servers_module():
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+        import servers
+
+        return servers
+
+    def __enter__(self) -> SeaweedCluster:
+        servers = self.servers_module()
+        weed, d, ip = servers.weed_binary(), self.folder, self.hosts.address(self.gateway)
+        config = os.path.join(d, "s3.json")
+        with open(config, "w") as f:
+            f.write('{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
+                    '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (servers.KEY, servers.SECRET))
+        try:
+            self._start(self.gateway, "master", [("master", self.MASTER)], weed, "master", f"-ip={ip}", f"-ip.bind={ip}",
+                        f"-port={self.MASTER}", f"-mdir={d}/master", "-volumeSizeLimitMB=64",
+                        "-defaultReplication=000")
+            for i, host in enumerate(self.hosts.names):
+                address, port = self.hosts.address(host), self.VOLUME + i
+                os.makedirs(f"{d}/volume-{host}", exist_ok=True)
+                self._start(host, f"volume-{host}", [("volume", port)], weed, "volume", f"-ip={address}",
+                            f"-ip.bind={address}", f"-port={port}", f"-dir={d}/volume-{host}", "-max=20",
+                            f"-mserver={ip}:{self.MASTER}", "-preStopSeconds=1")
+            self._until(f"every volume server registered with the master ({len(self.hosts.names)})",
+                        lambda: self.volume_servers() == len(self.hosts.names))
+            self._start(self.gateway, "filer", [("filer", self.FILER), ("s3", self.S3)], weed, "filer", f"-ip={ip}",
+                        f"-ip.bind={ip}", f"-port={self.FILER}", f"-master={ip}:{self.MASTER}", f"-defaultStoreDir={d}",
+                        "-s3", f"-s3.port={self.S3}", f"-s3.config={config}", f"-localSocket={d}/filer.sock",
+                        f"-s3.localSocket={d}/s3.sock")
+            # the S3 port answers before the filer behind it is ready: a signed bucket PUT is retried until it is
+            self._until("the S3 gateway made the bucket", lambda: self._on_gateway(
+                "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--aws-sigv4",
+                "aws:amz:us-east-1:s3", "--user", f"{servers.KEY}:{servers.SECRET}", "-X", "PUT",
+                f"{self.endpoint}/{self.bucket}") == "200")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        servers = self.servers_module()
+        for proc in reversed(self.servers):
+            servers.stop(proc, 5)
+
+    def env(self) -> dict:
+        """What a client on the hosts needs to reach the store: the key and the endpoint."""
+        return dict(self.servers_module().S3_ENV, AWS_ENDPOINT_URL=self.endpoint)
+
+    def volume_servers(self) -> int:
+        """How many volume servers the master knows (its /dir/status topology)."""
+        import json
+
+        answer = self._on_gateway("curl", "-sS", "--max-time", "10",
+                                  f"http://{self.hosts.address(self.gateway)}:{self.MASTER}/dir/status")
+        try:
+            topology = json.loads(answer)["Topology"]
+        except (ValueError, KeyError):
+            return 0
+        return sum(len(rack.get("DataNodes") or []) for dc in topology.get("DataCenters") or []
+                   for rack in dc.get("Racks") or [])
+
+    def bytes_held(self) -> dict[str, int]:
+        """Bytes of volume files each host's volume server keeps (its folder's .dat files)."""
+        held = {}
+        for host in self.hosts.names:
+            folder = os.path.join(self.folder, f"volume-{host}")
+            held[host] = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.endswith(".dat"))
+        return held
+
+    def _on_gateway(self, *command: str) -> str:
+        return subprocess.run(self.hosts.on(self.gateway, *command), capture_output=True, text=True,
+                              timeout=30).stdout.strip()
+
+    def _start(self, host: str, name: str, grpc: list[tuple[str, int]], weed: str, *args: str) -> None:
+        log = os.path.join(self.folder, f"{name}.log")
+        with open(log, "w") as out:
+            # in its folder: what a server keeps at a relative path (the filer's store) stays there
+            proc = subprocess.Popen(self.hosts.on(host, weed, f"-logdir={self.folder}", *args), stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=self.folder)
+        proc.name = name
+        # each gRPC server's unix socket goes to /tmp, named by its kind and port + 10000: removed at its stop
+        proc.leftovers = [f"/tmp/seaweedfs-{kind}-grpc-{port + 10000}.sock" for kind, port in grpc]
+        self.servers.append(proc)
+
+    def _until(self, what: str, done, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not done():
+            for proc in self.servers:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"SeaweedFS's {proc.name} ended before {what}; see {self.folder}/{proc.name}.log")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"SeaweedFS: not {what} within {seconds:.0f} s; see {self.folder}/*.log")
+            time.sleep(0.5)

