@@ -381,3 +381,35 @@ def test_vs_kvcache_reads_gdsbench_kvcache_s_figures_as_it_says(tmp_path):
     assert r["reads"] >= r["writes"] and r["write_p95_ms"] > 0
     assert {name for name, _, _ in script.FIGURES} >= {"bytes a write (mean)", "storage read bandwidth"}
     assert os.listdir(tmp_path) == ["runs"]  # the entries removed; the run saved beside them, removed with the folder
+
+
+def test_start_gate_runs_each_build_with_its_own_mpirun_and_daemons(monkeypatch, tmp_path):
+    """start_gate.py's mpirun of the old build is that build's own, its daemons found first on PATH;
+    the sides alternate old, new, new, old; a run past the limit counts at the limit."""
+    start_gate = load("start_gate")
+    sys.path.insert(0, os.path.dirname(__file__))
+    from hosts import Hosts
+
+    hosts = Hosts(3)  # its folder and hostfile only: nothing is made in the kernel
+    old = str(tmp_path / "old" / "bin" / "python")
+    seen = []
+
+    def run(command, env, **kwargs):
+        seen.append((command, env["PATH"].split(os.pathsep)[0]))
+        if len(seen) == 2:
+            raise start_gate.subprocess.TimeoutExpired(command, kwargs["timeout"])
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(start_gate.subprocess, "run", run)
+    try:
+        assert start_gate.under_mpirun(hosts, old, "f") < start_gate.TIMEOUT_S
+        assert start_gate.under_mpirun(hosts, old, "f") == start_gate.TIMEOUT_S
+    finally:
+        shutil.rmtree(hosts.folder)
+    command, first_on_path = seen[0]
+    assert os.path.join(os.path.dirname(old), "mpirun") in command and old in command
+    assert os.path.join(os.path.dirname(sys.executable), "mpirun") not in command
+    assert first_on_path == os.path.dirname(old)
+    calls = []
+    got = start_gate.alternated(2, {"old": "a", "new": "b"}, lambda side: calls.append(side) or side)
+    assert calls == ["a", "b", "b", "a"] and got == {"old": ["a", "a"], "new": ["b", "b"]}
