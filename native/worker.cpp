@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "clock.hpp"
 #include "error.hpp"

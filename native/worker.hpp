@@ -74,7 +74,7 @@ struct RunControl {
   bool wait_at_gate() {
     std::unique_lock<std::mutex> lock(mu);
     while (start_ns.load(std::memory_order_acquire) == 0 && !stop.load()) gate.wait_for(lock, kGateRecheck);
-    return start_ns.load(std::memory_order_acquire) != 0 && !stop.load();
+    return !stop.load();  // the loop ended: the gate opened, or the run stopped
   }
 
   // Rounds (--round-reads N): the reads completed in the window are counted across workers,
