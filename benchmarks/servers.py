@@ -172,6 +172,19 @@ def weed_binary() -> str:
     return beside if os.path.exists(beside) else shutil.which("weed") or "weed"
 
 
+def seaweedfs_identities(path: str) -> None:
+    """SeaweedFS's S3 identities file (-s3.config): KEY/SECRET may do everything."""
+    with open(path, "w") as f:
+        f.write('{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
+                '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (KEY, SECRET))
+
+
+def make_bucket_argv(endpoint: str, bucket: str) -> list[str]:
+    """curl's signed PUT of a bucket, printing only the HTTP status (200 once it is made)."""
+    return ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--aws-sigv4",
+            "aws:amz:us-east-1:s3", "--user", f"{KEY}:{SECRET}", "-X", "PUT", f"{endpoint}/{bucket}"]
+
+
 def seaweedfs(work: str, bucket: str = "bucket") -> tuple[subprocess.Popen, str]:
     """SeaweedFS (`weed server`: master, volume, filer and S3 gateway in one process) with its data
     under work, every port it opens moved to a free one (a second instance or anything on its default
@@ -181,9 +194,7 @@ def seaweedfs(work: str, bucket: str = "bucket") -> tuple[subprocess.Popen, str]
     data = os.path.join(work, "seaweedfs")
     os.makedirs(data, exist_ok=True)
     config = os.path.join(work, "seaweedfs-s3.json")
-    with open(config, "w") as f:
-        f.write('{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
-                '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (KEY, SECRET))
+    seaweedfs_identities(config)
     argv = [weed_binary(), f"-logdir={work}", "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-master.volumeSizeLimitMB=1024", "-volume.max=40", "-master.telemetry=false",
             "-volume.preStopSeconds=1", f"-master.port={master}", f"-master.port.grpc={grpc[0]}",
@@ -199,9 +210,7 @@ def seaweedfs(work: str, bucket: str = "bucket") -> tuple[subprocess.Popen, str]
     endpoint = f"http://127.0.0.1:{s3}"
     try:  # the S3 port opens before the filer behind it is ready: a signed bucket PUT is retried until it is
         for _ in range(120):
-            made = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--aws-sigv4",
-                                   "aws:amz:us-east-1:s3", "--user", f"{KEY}:{SECRET}", "-X", "PUT",
-                                   f"{endpoint}/{bucket}"], capture_output=True, text=True)
+            made = subprocess.run(make_bucket_argv(endpoint, bucket), capture_output=True, text=True)
             if made.stdout.strip() == "200":
                 return proc, endpoint
             if proc.poll() is not None:

@@ -42,7 +42,7 @@ TIMEOUT_S = 150.0
 # What loads the machine while the ranks run: six busy loops and either a direct reader of a file on the
 # disk (a pause where a read fails: no busy loop of errors) or a loop starting short processes one after
 # another (fork and exec, as a build or a shell script does; the first run of this script had one by mistake,
-# a disk reader whose every open failed, and only under it did the older build stall)
+# a disk reader whose every open failed). The older build stalled under either, rarely
 BUSY = "for i in 1 2 3 4 5 6; do yes > /dev/null & done; "
 LOADS = {"disk reader": BUSY + "while true; do dd if={file} of=/dev/null bs=1M iflag=direct status=none || sleep 1; done",
          "process starts": BUSY + "while true; do /bin/true; done"}
@@ -54,7 +54,8 @@ def under_mpirun(hosts, python: str, path: str) -> float:
     command = [os.path.join(old_bin, "mpirun") if part == os.path.join(new_bin, "mpirun") else part
                for part in hosts.mpirun(2, python, "-m", "gdsbench", "run", path, "--layout", "per-proc",
                                         "--bs", "256K", "--stonewall", "--io-size", "8M", "--json")]
-    env = dict(hosts.env(), PATH=old_bin + os.pathsep + hosts.env()["PATH"])
+    env = hosts.env()
+    env["PATH"] = old_bin + os.pathsep + env["PATH"]
     started = time.monotonic()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)

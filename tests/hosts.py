@@ -153,6 +153,12 @@ class Hosts:
                     # the hosts share this machine's cores, which no rank can see: wait by yielding, not spinning
                     OMPI_MCA_mpi_yield_when_idle="1")
 
+    def only(self, *names: str) -> Hosts:
+        """These hosts, with mpirun placing ranks on the named ones only (the others keep running)."""
+        some = Hosts.__new__(Hosts)
+        some.__dict__.update(self.__dict__, n=len(names), names=list(names))
+        return some
+
     def mpirun(self, ranks_per_host: int, *command: str) -> list[str]:
         """mpirun, started on h1, placing ranks_per_host ranks on each host through the ssh stand-in."""
         hostfile = os.path.join(self.folder, "hostfile")
@@ -294,9 +300,7 @@ class SeaweedCluster:
         servers = self.servers_module()
         weed, d, ip = servers.weed_binary(), self.folder, self.hosts.address(self.gateway)
         config = os.path.join(d, "s3.json")
-        with open(config, "w") as f:
-            f.write('{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],'
-                    '"actions":["Admin","Read","Write","List","Tagging"]}]}' % (servers.KEY, servers.SECRET))
+        servers.seaweedfs_identities(config)
         try:
             self._start(self.gateway, "master", [("master", self.MASTER)], weed, "master", f"-ip={ip}", f"-ip.bind={ip}",
                         f"-port={self.MASTER}", f"-mdir={d}/master", "-volumeSizeLimitMB=64",
@@ -314,10 +318,8 @@ class SeaweedCluster:
                         "-s3", f"-s3.port={self.S3}", f"-s3.config={config}", f"-localSocket={d}/filer.sock",
                         f"-s3.localSocket={d}/s3.sock")
             # the S3 port answers before the filer behind it is ready: a signed bucket PUT is retried until it is
-            self._until("the S3 gateway made the bucket", lambda: self._on_gateway(
-                "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", "--aws-sigv4",
-                "aws:amz:us-east-1:s3", "--user", f"{servers.KEY}:{servers.SECRET}", "-X", "PUT",
-                f"{self.endpoint}/{self.bucket}") == "200")
+            self._until("the S3 gateway made the bucket",
+                        lambda: self._on_gateway(*servers.make_bucket_argv(self.endpoint, self.bucket)) == "200")
         except BaseException:
             self.__exit__()
             raise

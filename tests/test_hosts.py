@@ -164,8 +164,7 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
         f"  server {{ listen {hosts.address('h3')}:8080; root {shared}; }} }}\n")
     server = subprocess.Popen(hosts.on("h3", exe, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")))
     try:
-        two = Hosts.__new__(Hosts)  # the same hosts, with mpirun placing ranks on h1 and h2 only
-        two.__dict__.update(hosts.__dict__, n=2, names=["h1", "h2"])
+        two = hosts.only("h1", "h2")
         url = f"http://{hosts.address('h3')}:8080/s.dat"
         for _ in range(100):  # until it listens (seen from h1)
             if subprocess.run(hosts.on("h1", sys.executable, "-c", f"import socket; socket.create_connection(("
@@ -199,8 +198,7 @@ def test_an_object_store_spread_over_the_hosts_is_read_by_ranks_on_two_of_them(h
         made = subprocess.run(hosts.on("h1", sys.executable, "-m", "gdsbench", "prepare", "s3://bucket/big.dat",
                                        "--size", "48M"), env=env, capture_output=True, text=True, timeout=300)
         assert made.returncode == 0, made.stderr
-        two = Hosts.__new__(Hosts)  # the same hosts, with mpirun placing ranks on h1 and h2 only
-        two.__dict__.update(hosts.__dict__, n=2, names=["h1", "h2"])
+        two = hosts.only("h1", "h2")
         res = subprocess.run(two.mpirun(1, sys.executable, "-m", "gdsbench", "run", "s3://bucket/big.dat", "--bs",
                                         "4M", "--qd", "4", "--io-size", "48M", "--verify", "--json"),
                              env=env, capture_output=True, text=True, timeout=300)
