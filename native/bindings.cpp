@@ -439,6 +439,19 @@ PYBIND11_MODULE(_native, m) {
       .def("write", &sample_move<&gds::SampleReader::write>, py::arg("path"), py::arg("offset"), py::arg("length"),
            "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
            "last landed, and its fsync where the job says fsync_end).")
+      .def(
+          "create",
+          [](gds::SampleReader& r, const std::string& path, uint64_t length, const std::string& mark) {
+            gds::SampleRead out;
+            {
+              py::gil_scoped_release release;
+              out = r.create(path, length, mark);
+            }
+            return py::make_tuple(out.bytes, out.chunks, out.ns);
+          },
+          py::arg("path"), py::arg("length"), py::arg("mark"),
+          "Create a new object of length bytes, written whole with the pattern and carrying mark, where none is "
+          "there (a write job's writer): (bytes, chunks, ns).")
       .def_property_readonly("latency", &gds::SampleReader::latency, "Per-chunk latency, issue to landing.")
       .def_property_readonly("verified_blocks", &gds::SampleReader::verified_blocks)
       .def_property_readonly("verify_mismatches", &gds::SampleReader::verify_mismatches)

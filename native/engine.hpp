@@ -47,6 +47,10 @@ struct Target {
   std::string path;     // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
   bool direct = false;  // O_DIRECT
   Direction direction = Direction::kRead;
+  // A write that makes a new object of this many bytes, never one that is there (curl: S3's
+  // If-None-Match), rather than writing into one it looks at first; 0: the target is there.
+  uint64_t create_size = 0;
+  std::string create_mark;  // the new object's gdsbench mark (gdsbench.system.object_store's MARK)
 };
 
 class Engine {

@@ -33,9 +33,10 @@ void SampleReader::close() noexcept {
   owner_ = 0;
 }
 
-void SampleReader::open(const std::string& path) {
-  const Target target{path, job_.direct, job_.direction};                   // a reader moves one way: its job's
-  if (engine_ && thread_serial() == owner_ && engine_->retarget(target)) {  // curl: the next object, same connections
+void SampleReader::open(const std::string& path, uint64_t create_size, const std::string& mark) {
+  const Target target{path, job_.direct, job_.direction, create_size, mark};  // a reader moves one way: its job's
+  if (!create_size && engine_ && thread_serial() == owner_ &&
+      engine_->retarget(target)) {  // curl: the next object, same connections
     path_ = path;
     return;
   }
@@ -63,6 +64,16 @@ SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_
     throw InputError("writes are of whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
                      " was asked " + std::to_string(length) + " bytes at " + std::to_string(offset));
   return move(path, offset, length);
+}
+
+SampleRead SampleReader::create(const std::string& path, uint64_t length, const std::string& mark) {
+  if (job_.direction != Direction::kWrite || !length || length % pattern::kBlock)
+    throw InputError("creating " + path + ": a write job's writer creates objects of whole " +
+                     std::to_string(pattern::kBlock) + "-byte blocks (asked " + std::to_string(length) + " bytes)");
+  slots_.make_current();
+  close();
+  open(path, length, mark);
+  return move(path, 0, length);
 }
 
 SampleRead SampleReader::move(const std::string& path, uint64_t offset, uint64_t length) {

@@ -49,6 +49,10 @@ class SampleReader {
   // includes the fsync. Offset and length in whole 4 KiB pattern blocks. Throws IoError (a failed
   // or short write, a failed fsync); after a failure the engine is opened anew.
   SampleRead write(const std::string& path, uint64_t offset, uint64_t length);
+  // Create the object at path (a URL its engine writes: S3), `length` bytes in whole pattern
+  // blocks, written whole, carrying `mark`; only where none is there (the engine's answer
+  // otherwise is an IoError). Its engine is opened for it alone.
+  SampleRead create(const std::string& path, uint64_t length, const std::string& mark);
 
   const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing
   uint64_t verified_blocks() const { return verified_blocks_; }
@@ -57,7 +61,7 @@ class SampleReader {
   std::string first_mismatch_path() const { return bad_blocks_.first_path(); }
 
  private:
-  void open(const std::string& path);
+  void open(const std::string& path, uint64_t create_size = 0, const std::string& mark = "");
   SampleRead move(const std::string& path, uint64_t offset, uint64_t length);  // in the job's direction
   void close() noexcept;
 

@@ -219,7 +219,10 @@ class CurlEngine final : public Engine {
   CurlEngine(const Target& target, unsigned depth, const Asking& asking)
       : endpoint_(remote::resolve(target.path)), ca_bundle_(env("AWS_CA_BUNDLE")), asking_(asking) {
     init_once();
-    probe();
+    if (target.create_size)
+      create(target);
+    else
+      probe();
     if (target.direction == Direction::kWrite) {  // (gdsbench's Python checks the same, first)
       uploads_ = endpoint_->uploads();
       if (!uploads_)
@@ -371,6 +374,20 @@ class CurlEngine final : public Engine {
     if (!t.answer.mark.empty()) facts_["gdsbench_mark"] = t.answer.mark;
     version_ = t.answer.etag;
     if (!t.answer.server.empty()) facts_["server"] = t.answer.server;
+  }
+
+  // A new object of target.create_size bytes, not looked at (nothing is there to look at): its
+  // writes create it only where none is there yet (Uploads' kAbsent), and then replace only the
+  // version they made.
+  void create(const Target& target) {
+    if (target.direction != Direction::kWrite)
+      throw InputError("PATH " + endpoint_->name + ": only a write creates an object");
+    size_ = target.create_size;
+    version_ = remote::kAbsent;
+    facts_ = {{"url", endpoint_->url},
+              {"protocol", endpoint_->protocol()},
+              {"libcurl", curl_version_info(CURLVERSION_NOW)->version},
+              {"gdsbench_mark", target.create_mark}};
   }
 
   // Transfers whose backoff is over, started again.

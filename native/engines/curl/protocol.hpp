@@ -66,7 +66,9 @@ struct Ask {
 // version that replaces the old one only once complete. `mark`: the object's gdsbench mark,
 // carried over to the new version (x-amz-meta-gdsbench-prepared). `version`: the ETag of the
 // version the run looked at ("": none known); the object is replaced only if it is still that one
-// (S3's If-Match), so another writer's object put meanwhile is left as they made it.
+// (S3's If-Match), so another writer's object put meanwhile is left as they made it; kAbsent:
+// only if there is none yet (S3's If-None-Match), for an object the run creates.
+inline const std::string kAbsent = "*";
 class Uploads {
  public:
   virtual ~Uploads() = default;

@@ -89,21 +89,24 @@ class S3Endpoint final : public Endpoint, public Uploads {
       return "the server refused the request: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the object's "
              "permissions)";
     if (status == 412)
-      return "the object changed after this run looked at it (another writer replaced it): gdsbench leaves it as "
-             "they made it";
+      return "the object changed after this run looked at it (another writer replaced it, or put one where this run "
+             "creates one): gdsbench leaves it as they made it";
     return Endpoint::why(status, location);
   }
 
  private:
   // A write's headers: the signing's, its body unsigned, the mark where one is carried, and the
-  // version it may replace where one is known.
+  // version it may replace where one is known (kAbsent: none may be there).
   std::vector<std::string> headers(const std::string& mark, const std::string& version = "") const {
     std::vector<std::string> out;
     for (const auto& h : signing_.headers)
       if (h != kEmptyHash) out.push_back(h);
     out.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!mark.empty()) out.push_back("x-amz-meta-gdsbench-prepared: " + mark);
-    if (!version.empty()) out.push_back("If-Match: " + version);
+    if (version == kAbsent)
+      out.push_back("If-None-Match: *");
+    else if (!version.empty())
+      out.push_back("If-Match: " + version);
     return out;
   }
 
