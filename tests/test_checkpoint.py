@@ -16,7 +16,7 @@ from conftest import mpirun, needs_mpi
 from test_bad_input import assert_one_line_error
 
 from gdsbench.checkpoint import models
-from gdsbench.checkpoint.session import MANIFEST, read_manifest
+from gdsbench.checkpoint.on_disk import MANIFEST, read_manifest
 
 SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
 
@@ -170,7 +170,8 @@ def test_what_checkpoint_cannot_do_says_so(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-9b"), "--model llama3-9b: unknown")
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-8b", "--mode", "kvikio"), "needs a GPU")
     assert_one_line_error(gdsbench("checkpoint", tmp_path, *SMALL[:-2], "--scale", "2"), "--scale")
-    assert_one_line_error(gdsbench("checkpoint", "s3://b/ck", "--model", "llama3-8b"), "local or mounted directory")
+    assert_one_line_error(gdsbench("checkpoint", "http://b/ck", "--model", "llama3-8b"), "local or mounted directory, or an "
+                          "s3:// prefix")  # objects go to S3 only (test_checkpoint_s3)
     assert_one_line_error(gdsbench("checkpoint", tmp_path, "--model", "llama3-405b", "--checkpoints", "1"),
                           "free in")  # 5 TiB does not fit
     a_file = tmp_path / "a.dat"

@@ -17,7 +17,7 @@ from conftest import is_root, wait_until
 from test_bad_input import assert_one_line_error
 
 from gdsbench.checkpoint import session
-from gdsbench.checkpoint.session import MANIFEST, read_manifest
+from gdsbench.checkpoint.on_disk import MANIFEST, read_manifest
 
 SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
 FILE = "zero_pp_rank_1_mp_rank_0_optim_states.pt"  # one of rank 1's files in SMALL's layout

@@ -4,7 +4,13 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, write_job_in
+from gdsbench.commands.options import (
+    add_job_arguments,
+    add_remote_arguments,
+    add_run_name_arguments,
+    count_arg,
+    write_job_in,
+)
 from gdsbench.commands.pages import measured
 from gdsbench.job.errors import UsageError
 
@@ -29,8 +35,9 @@ class CheckpointCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         from gdsbench.checkpoint.models import BUILT_IN
 
-        parser.add_argument("path", metavar="DIR", help="where the checkpoints go (global_epoch1_stepK/ folders; only "
-                                                        "folders gdsbench wrote are ever replaced)")
+        parser.add_argument("path", metavar="DIR", help="where the checkpoints go: a directory, or s3://BUCKET/PREFIX/ "
+                                                        "(global_epoch1_stepK/ folders; only folders gdsbench wrote are "
+                                                        "ever replaced)")
         parser.add_argument("--model", required=True, metavar="NAME|FILE.toml",
                             help=f"{', '.join(BUILT_IN)}, or a TOML file with a [model] table")
         parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=10, metavar="N",
@@ -53,6 +60,7 @@ class CheckpointCommand:
         parser.add_argument("--no-fsync", action="store_true",
                             help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
         add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
+        add_remote_arguments(parser)
         parser.add_argument("--dry-run", action="store_true", help="print the files each rank would write, and stop")
         add_run_name_arguments(parser, "checkpoint-MODEL")
         parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
@@ -64,7 +72,7 @@ class CheckpointCommand:
         from gdsbench.execution import mpi
         from gdsbench.job.units import format_size
 
-        spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt")
+        spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt", objects=True)
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
         model = models.load(args.model, overrides)
         comm = mpi.world()
@@ -75,7 +83,8 @@ class CheckpointCommand:
         if comm is not None and comm.Get_size() != ranks:
             raise UsageError(f"--ranks {ranks}: and mpirun started {comm.Get_size()}; start {ranks} (or leave --ranks "
                              "out: the ranks mpirun starts)")
-        run = session.CheckpointRun(model, os.path.abspath(args.path), args.checkpoints, spec, args.scale,
+        directory = args.path.rstrip("/") if spec.path.startswith("s3://") else os.path.abspath(args.path)
+        run = session.CheckpointRun(model, directory, args.checkpoints, spec, args.scale,
                                     fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0,
                                     subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify)
         info = run.info()
@@ -89,14 +98,13 @@ class CheckpointCommand:
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
+        place = run.place
         if not mpi.is_root():
-            session.check_room(run)
+            place.check_room(run)
             return self._write_and_read(args, run, None)
-        session.make_directory(run)
-        with session.DirectoryLock(run.directory) as lock:  # one run at a time: a second would remove our folders
-            session.check_folders(run)  # every folder this run replaces, before the first is written
-            session.check_room(run)
-            session.check_target(run)  # O_DIRECT there, as run checks it
+        place.prepare(run)
+        with place.hold(run) as lock:  # one run at a time: a second would remove our folders
+            place.check(run)  # every folder this run replaces, the room, O_DIRECT there: before the first is written
             return self._write_and_read(args, run, lock)
 
     def _write_and_read(self, args: argparse.Namespace, run, lock) -> int:
@@ -114,6 +122,8 @@ class CheckpointCommand:
             if not args.json:
                 print(checkpoint_report.header({**info, "name": store.path}), flush=True)
         outcome = session.Outcome()
+        if getattr(lock, "taken_over", None):
+            outcome.notes.append(f"took over the lock of an earlier run ({lock.taken_over})")
         show = None if args.json or not mpi.is_root() else lambda row: print(checkpoint_report.row_line(row), flush=True)
         return measured(store, lambda: session.checkpoint(run, store, show, outcome), what="checkpoints",
                         as_json=args.json, rows=lambda: outcome.rows, answer=lambda: checkpoint_report.verdict(outcome.rows),

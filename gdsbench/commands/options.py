@@ -147,24 +147,36 @@ def sweep_values(args: argparse.Namespace) -> tuple[dict[str, list], dict[str, A
     return grid, fixed
 
 
-def write_job_in(args: argparse.Namespace, command: str, goes: str, probe: str) -> JobSpec:
+def write_job_in(args: argparse.Namespace, command: str, goes: str, probe: str, objects: bool = False) -> JobSpec:
     """The write job of a command that makes its own files in DIR (checkpoint, kvcache): DIR a local
-    or mounted directory, the job options given resolved as run resolves them (runnable_here),
-    O_DIRECT where the mode asks it, an engine that opens files. `goes`: what goes to DIR, in a
-    sentence ("checkpoints go to"); `probe`: a file name in DIR the job is checked against."""
+    or mounted directory (or, where the command writes `objects`, an s3:// prefix), the job options
+    given resolved as run resolves them (runnable_here), O_DIRECT where the mode asks it (never for
+    objects), an engine that opens files. `goes`: what goes to DIR, in a sentence ("checkpoints go
+    to"); `probe`: a file name in DIR the job is checked against."""
     from gdsbench.execution.runner import runnable_here
     from gdsbench.job.spec import spec_from_values
     from gdsbench.system.targets import protocol_of
 
-    if protocol_of(args.path) is not None:
-        raise UsageError(f"DIR {args.path}: {goes} a local or mounted directory; objects are not written by "
-                         f"{command} yet")
-    base = JobSpec(path=os.path.join(os.path.abspath(args.path), probe))
-    spec = runnable_here(spec_from_values(dict(job_values(args), rw="write"), base))
+    protocol = protocol_of(args.path)
+    to_s3 = objects and protocol == "s3"
+    if protocol is not None and not to_s3:
+        where = "a local or mounted directory, or an s3:// prefix" if objects else "a local or mounted directory"
+        raise UsageError(f"DIR {args.path}: {goes} {where}; {protocol} objects are not written by {command} yet")
+    values = dict(job_values(args), rw="write")
+    if to_s3:
+        if values.get("direct"):
+            raise UsageError("--direct: an S3 object is not in this host's page cache, so there is no O_DIRECT to "
+                             "ask; leave --direct out")
+        values = {"bs": S3_PART_SIZE, **values, "direct": False}
+    base = JobSpec(path=f"{args.path.rstrip('/')}/{probe}" if to_s3 else os.path.join(os.path.abspath(args.path), probe))
+    spec = runnable_here(spec_from_values(values, base))
     if not spec.opens_target:
         raise UsageError(f"--engine {spec.engine}: opens no file and moves no bytes, so {command} would time no "
                          "storage; use psync or io_uring (or leave --engine out)")
     return spec.replace(direct=spec.uses_o_direct)
+
+
+S3_PART_SIZE = "8M"  # --bs for objects where none is given: s3torchconnector's part size
 
 
 def count_arg(low: int, high: int = 10**9):

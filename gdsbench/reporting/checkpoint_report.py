@@ -22,14 +22,21 @@ def _gib_s(row: dict) -> str:
     return f"{row['throughput_bytes_per_s'] / GIB:.2f} GiB/s"
 
 
+def _how(info: dict) -> str:
+    """How each file is moved, in words: an object's parts, or a file's cache and fsync."""
+    job = info["job"]
+    if info["directory"].startswith("s3://"):
+        return f"{format_size(job['bs'])} parts, each object written whole (its upload completed)"
+    fsync = ", each file fsync'd" if info["fsync"] else ", no fsync"
+    return f"{'O_DIRECT' if job['direct'] else 'buffered'}, {format_size(job['bs'])} transfers{fsync}"
+
+
 def header(info: dict) -> str:
     m, job = info["model"], info["job"]
     scale = f", every tensor x {info['scale']:g} (--scale)" if info["scale"] != 1 else ""
     return (f"{m['name']}: TP {m['tp']} x PP {m['pp']} x DP {m['dp']} = {info['ranks']} ranks, ZeRO-{m['zero_stage']}, "
             f"{m['layers']} layers{scale}: {format_size(info['checkpoint_bytes'])} per checkpoint, "
-            f"{info['checkpoints']} written then read; {job['mode']} {job['engine']} "
-            f"{'O_DIRECT' if job['direct'] else 'buffered'}, {format_size(job['bs'])} transfers"
-            f"{', each file fsync' + chr(39) + 'd' if info['fsync'] else ', no fsync'}\n"
+            f"{info['checkpoints']} written then read; {job['mode']} {job['engine']} {_how(info)}\n"
             f"  writes: {info['data_path']['write']}\n  reads: {info['data_path']['read']}")
 
 

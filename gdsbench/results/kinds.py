@@ -53,7 +53,7 @@ KINDS = (
     RunKind("checkpoint",
             numbers=("checkpoint", "bytes", "duration_s", "throughput_bytes_per_s", "rank_median_s", "rank_min_s",
                      "slowest_rank", "verified_blocks"),
-            optional=("cached_fraction",),
+            optional=("cached_fraction", "file_median_s", "file_max_s"),
             lists=("rank_seconds",),
             page="checkpoint_report"),
     RunKind("kvcache",  # a row per tier and operation; the requests' figures are in run.json's "figures"

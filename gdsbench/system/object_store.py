@@ -339,7 +339,7 @@ def _key_tag(url: str) -> str:
     return hashlib.sha256(f"{endpoint() or ''} {url}".encode()).hexdigest()[:24]
 
 
-def _process_start(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """When process pid started (clock ticks after boot, /proc/PID/stat), None if there is none:
     a pid and its start together name one process, whatever the pid is reused for later."""
     try:
@@ -355,7 +355,7 @@ def _note_upload(url: str, upload: str) -> str | None:
     folder = _uploads_folder()
     path = os.path.join(folder, f"{_key_tag(url)}-{hashlib.sha256(upload.encode()).hexdigest()[:16]}.json")
     note = {"endpoint": endpoint() or "", "url": url, "upload": upload, "pid": os.getpid(),
-            "started": _process_start(os.getpid())}
+            "started": process_start(os.getpid())}
     try:
         os.makedirs(folder, exist_ok=True)
         with open(path, "w") as f:
@@ -386,7 +386,7 @@ def abort_leftovers(s3, url: str) -> None:
             continue
         if not isinstance(note, dict) or note.get("url") != url or note.get("endpoint") != (endpoint() or ""):
             continue
-        if note.get("started") is not None and _process_start(int(note.get("pid", 0))) == note["started"]:
+        if note.get("started") is not None and process_start(int(note.get("pid", 0))) == note["started"]:
             continue  # its prepare is still running
         _abort(s3, url, bucket, key, str(note.get("upload")))
         _forget(path)
@@ -451,9 +451,91 @@ def get_text(s3, url: str) -> str | None:
 
 def list_objects(s3, prefix_url: str) -> list[tuple[str, int]]:
     """(url, size) of every object under a prefix, in key order."""
+    return [(o.url, o.size) for o in list_entries(s3, prefix_url)]
+
+
+@dataclass(frozen=True)
+class Entry:
+    url: str
+    size: int
+    etag: str  # the version listed: what a manifest records and a later look compares
+
+
+def list_entries(s3, prefix_url: str) -> list[Entry]:
+    """Every object under a prefix, with its ETag, in key order."""
     bucket, prefix = split(prefix_url)
     out = []
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     for page in _call(s3, prefix_url, list, pages):
-        out.extend((f"s3://{bucket}/{o['Key']}", int(o["Size"])) for o in page.get("Contents", ()))
+        out.extend(Entry(f"s3://{bucket}/{o['Key']}", int(o["Size"]), o.get("ETag", "")) for o in page.get("Contents", ()))
+    return sorted(out, key=lambda e: e.url)
+
+
+def folders_under(s3, prefix_url: str) -> list[str]:
+    """The "folders" right under a prefix (its keys' common prefixes up to the next /), as URLs
+    without the trailing /."""
+    bucket, prefix = split(prefix_url)
+    out = []
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+    for page in _call(s3, prefix_url, list, pages):
+        out.extend(f"s3://{bucket}/{p['Prefix'].rstrip('/')}" for p in page.get("CommonPrefixes", ()))
     return sorted(out)
+
+
+DELETE_BATCH = 1000  # keys per DeleteObjects request, S3's most
+
+
+def delete_objects(s3, urls: list[str]) -> None:
+    """Delete objects gdsbench made (the caller has checked each is), DELETE_BATCH keys a request;
+    a key the server would not delete is one line naming it."""
+    by_bucket: dict[str, list[str]] = {}
+    for url in urls:
+        bucket, key = split(url)
+        by_bucket.setdefault(bucket, []).append(key)
+    for bucket, keys in by_bucket.items():
+        for at in range(0, len(keys), DELETE_BATCH):
+            batch = [{"Key": k} for k in keys[at:at + DELETE_BATCH]]
+            answer = _call(s3, f"s3://{bucket}/{keys[at]}", s3.delete_objects, Bucket=bucket,
+                           Delete={"Objects": batch, "Quiet": True})
+            for error in answer.get("Errors", ()):
+                raise UsageError(f"s3://{bucket}/{error.get('Key')}: the server would not delete it ({error.get('Code')}: "
+                                 f"{error.get('Message')})")
+
+
+def abort_uploads_under(s3, prefix_url: str) -> int:
+    """Abort every upload in parts under a prefix gdsbench owns (a run killed mid-write left them
+    holding the server's space); the number aborted."""
+    bucket, prefix = split(prefix_url)
+    answer = _call(s3, prefix_url, s3.list_multipart_uploads, Bucket=bucket, Prefix=prefix)
+    uploads = answer.get("Uploads") or ()
+    for u in uploads:
+        _abort(s3, f"s3://{bucket}/{u['Key']}", bucket, u["Key"], u["UploadId"])
+    return len(uploads)
+
+
+def put_new(s3, url: str, text: str, replacing: str | None = None) -> str | None:
+    """A small marked object of gdsbench's put only where none is there (If-None-Match), or only
+    over the version `replacing` names (If-Match: an ETag); its new ETag, or None where the
+    condition failed (another put one first). A server that ignores conditions (rclone's) is held
+    only to the caller's look before."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, key = split(url)
+    condition = {"IfMatch": replacing} if replacing else {"IfNoneMatch": "*"}
+    try:
+        answer = s3.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition,
+                               Metadata={MARK: json.dumps({"size": len(text.encode()), "seed": 0})})
+    except (BotoCoreError, ClientError) as e:
+        status = (getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status in (409, 412):
+            return None
+        raise failure(url, e, s3) from None
+    return answer.get("ETag")
+
+
+def delete_version(s3, url: str, etag: str) -> None:
+    """Delete an object of gdsbench's if it is still the version named (a lock this process holds)."""
+    answer = head(s3, url)
+    if answer is not None and answer.get("ETag") == etag:
+        bucket, key = split(url)
+        _call(s3, url, s3.delete_object, Bucket=bucket, Key=key)
