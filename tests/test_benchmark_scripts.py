@@ -413,3 +413,15 @@ def test_start_gate_runs_each_build_with_its_own_mpirun_and_daemons(monkeypatch,
     calls = []
     got = start_gate.alternated(2, {"old": "a", "new": "b"}, lambda side: calls.append(side) or side)
     assert calls == ["a", "b", "b", "a"] and got == {"old": ["a", "a"], "new": ["b", "b"]}
+
+
+def test_vs_checkpoint_s3_judges_throughput_as_the_inverse_of_the_slowest_ranks_seconds():
+    vs_checkpoint_s3 = load("vs_checkpoint_s3")
+
+    def runs(write: float, read: float) -> list[dict]:
+        return [{"seconds": {"write": write, "read": read}, "cpu_s": 1.0}] * 4
+
+    rows = vs_checkpoint_s3.table_rows(4, {"gdsbench": runs(1.0, 2.0), "s3torch": runs(2.0, 1.0)}, 1 << 30)
+    ours = {r[0]: r for r in rows if r[2] == "gdsbench"}
+    assert ours["write"][3].startswith("1.000") and ours["write"][6].startswith("2.00") and "PASS" in ours["write"][6]
+    assert ours["read"][6].startswith("0.50") and "FAIL" in ours["read"][6]
