@@ -15,6 +15,7 @@
 #include "histogram.hpp"
 #include "job.hpp"
 #include "last_words.hpp"
+#include "object_ops.hpp"
 #include "offsets.hpp"
 #include "pattern.hpp"
 #include "read_slots.hpp"
@@ -356,6 +357,32 @@ PYBIND11_MODULE(_native, m) {
         "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
 
   m.def("engines", &engines_list, "Every engine: capabilities, options, why it cannot run here.");
+  m.def(
+      "object_ops",
+      [](const std::string& op, const std::vector<std::string>& names, unsigned depth, uint64_t size,
+         const std::string& mark, uint64_t seed, const gds::OptionValues& options) {
+        const gds::ObjectOps ops{op, names, depth, size, mark, seed, options};
+        gds::ObjectOpsResult r;
+        {
+          py::gil_scoped_release release;
+          r = gds::run_object_ops(ops);
+        }
+        py::dict d;
+        d["latency"] = r.latency;
+        d["first_byte"] = r.first_byte;
+        d["ops"] = r.ops;
+        d["bytes"] = r.bytes;
+        d["listed"] = r.listed;
+        d["connections"] = r.connections;
+        d["retries"] = r.retries;
+        d["ns"] = r.ns;
+        return d;
+      },
+      py::arg("op"), py::arg("names"), py::arg("depth"), py::arg("size") = 0, py::arg("mark") = "", py::arg("seed") = 1,
+      py::arg("options") = gds::OptionValues{},
+      "Object operations (put, head, get, delete; list: each name a prefix, listed whole), one request an object, "
+      "depth in flight on kept connections, in this thread: {latency, first_byte, ops, bytes, listed, connections, "
+      "retries, ns}.");
   m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"), py::arg("options") = gds::OptionValues{},
         "Open an engine on a target alone: {size, and what it learned}; UsageError if it cannot be read.");
   m.def("read_range", &read_range, py::arg("engine"), py::arg("path"), py::arg("offset"), py::arg("length"),

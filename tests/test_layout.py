@@ -62,7 +62,8 @@ def test_no_import_cycles_even_inside_functions():
 
 
 # The layers, most basic first, as docs/architecture.md lists them: each uses only the ones before it.
-LAYERS = ["job", "system", "execution", "results", "validate", "train", "checkpoint", "kvcache", "sweep", "reporting", "commands",
+LAYERS = ["job", "system", "execution", "results", "validate", "train", "checkpoint", "kvcache", "objects", "sweep", "reporting",
+          "commands",
           "suites", "(top)"]
 
 

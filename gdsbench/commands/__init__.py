@@ -9,6 +9,7 @@ from gdsbench.commands.checkpoint import CheckpointCommand
 from gdsbench.commands.compare import CompareCommand
 from gdsbench.commands.info import InfoCommand
 from gdsbench.commands.kvcache import KVCacheCommand
+from gdsbench.commands.objects import ObjectsCommand
 from gdsbench.commands.prepare import PrepareCommand
 from gdsbench.commands.report import ReportCommand
 from gdsbench.commands.run import RunCommand
@@ -17,4 +18,4 @@ from gdsbench.commands.train import PredictCommand, TrainCommand
 from gdsbench.commands.validate import ValidateCommand
 
 COMMANDS = [RunCommand, SweepCommand, ReportCommand, CompareCommand, PrepareCommand, InfoCommand, ValidateCommand, TrainCommand,
-            PredictCommand, CheckpointCommand, KVCacheCommand]
+            PredictCommand, CheckpointCommand, KVCacheCommand, ObjectsCommand]

@@ -56,6 +56,12 @@ KINDS = (
             optional=("cached_fraction", "file_median_s", "file_max_s"),
             lists=("rank_seconds",),
             page="checkpoint_report"),
+    RunKind("objects",  # a row per operation (put, head, get, list, delete)
+            numbers=("ops", "ops_per_s", "bytes", "bytes_per_s", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_max_us",
+                     "first_byte_p50_us", "connections", "listed"),
+            optional=(),
+            lists=(),
+            page="objects_report"),
     RunKind("kvcache",  # a row per tier and operation; the requests' figures are in run.json's "figures"
             numbers=("ops", "bytes", "bytes_per_s", "total_p50_ms", "total_p95_ms", "total_p99_ms"),
             optional=("device_p50_ms", "device_p95_ms", "device_p99_ms"),

@@ -22,6 +22,7 @@
 // (a failure, a stop) is aborted when the engine closes; the object stays as it was.
 #include "../engine.hpp"
 #include "../error.hpp"
+#include "../object_ops.hpp"
 #include "curl/protocol.hpp"
 
 namespace gds {
@@ -52,6 +53,7 @@ const std::vector<EngineOption> kCurlOptions = {
 
 #include "../clock.hpp"
 #include "../copy.hpp"
+#include "../pattern.hpp"
 
 namespace gds {
 namespace {
@@ -588,7 +590,239 @@ class CurlEngine final : public Engine {
   std::string version_;
 };
 
+// ---- object operations (object_ops.hpp): many objects, one request each, on the transport above ----
+
+// One request slot of the object operations: a handle kept (its connection with it) from request to request.
+struct OpSlot {
+  Transfer t;
+  std::unique_ptr<remote::Endpoint> endpoint;  // of the object asked now
+  std::string name, body;                      // the object (or prefix); what came back (a listing, an error)
+  std::vector<char> buf;                       // put: the body sent; get: where the body lands
+  uint64_t issued_ns = 0;
+  size_t at = 0;      // names[at]
+  std::string token;  // list: the page asked after ("": the first)
+};
+
+size_t op_body(char* data, size_t size, size_t n, void* user) {
+  auto* s = static_cast<OpSlot*>(user);
+  const size_t bytes = size * n;
+  long status = 0;
+  curl_easy_getinfo(s->t.easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 300 || s->buf.empty()) {  // an error's words, or a listing's page
+    s->body.append(data, bytes);
+    return bytes;
+  }
+  if (s->t.got + bytes > s->buf.size()) {
+    s->t.too_long = true;
+    return 0;  // a body past the size asked: aborted
+  }
+  std::memcpy(s->buf.data() + s->t.got, data, bytes);  // where a reader's bytes land, as a GET's into a buffer
+  s->t.got += bytes;
+  return bytes;
+}
+
+size_t op_read(char* out, size_t size, size_t n, void* user) {
+  auto* s = static_cast<OpSlot*>(user);
+  const size_t bytes = std::min<uint64_t>(size * n, s->buf.size() - s->t.sent);
+  std::memcpy(out, s->buf.data() + s->t.sent, bytes);
+  s->t.sent += bytes;
+  return bytes;
+}
+
+class ObjectOpsRun {
+ public:
+  explicit ObjectOpsRun(const ObjectOps& ops)
+      : ops_(ops),
+        asking_{kCurlEngine.option(ops.options, "http2") != 0, kCurlEngine.option(ops.options, "timeout_ns"),
+                unsigned(kCurlEngine.option(ops.options, "retries"))},
+        ca_bundle_(env("AWS_CA_BUNDLE")) {
+    static const std::vector<std::string> kOps = {"put", "head", "get", "delete", "list"};
+    if (std::find(kOps.begin(), kOps.end(), ops.op) == kOps.end())
+      throw InputError("--ops " + ops.op + ": not an object operation (put, head, get, delete, list)");
+    init_once();
+    multi_ = curl_multi_init();
+    slots_.resize(std::max<size_t>(1, std::min<size_t>(ops.depth, ops.names.size())));
+    for (auto& s : slots_) {
+      s.t.easy = curl_easy_init();
+      if (ops.op == "put" || ops.op == "get") s.buf.resize(ops.size);
+      if (ops.op == "put") pattern::fill(s.buf.data(), s.buf.size(), 0, ops.seed);
+    }
+  }
+  ~ObjectOpsRun() {
+    for (auto& s : slots_) {
+      if (s.t.request) curl_multi_remove_handle(multi_, s.t.easy);
+      curl_easy_cleanup(s.t.easy);
+      curl_slist_free_all(s.t.headers);
+      curl_slist_free_all(s.t.ask_headers);
+    }
+    curl_multi_cleanup(multi_);
+  }
+
+  ObjectOpsResult run() {
+    ObjectOpsResult out;
+    const uint64_t started = now_ns();
+    size_t next = 0, busy = 0;
+    for (auto& s : slots_)
+      if (next < ops_.names.size()) start(s, next++, ""), ++busy;
+    while (busy) {
+      start_due();
+      int running = 0;
+      if (curl_multi_perform(multi_, &running) != CURLM_OK) throw IoError("libcurl: the multi loop failed");
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        OpSlot* s = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&s));
+        const std::string token = finish(*s, msg->data.result, out);
+        if (s->t.request) continue;  // started again (--retries)
+        if (!token.empty())
+          start(*s, s->at, token);  // the listing's next page, on the same slot
+        else if (next < ops_.names.size())
+          start(*s, next++, "");
+        else
+          --busy;
+      }
+      if (busy && running) curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
+    }
+    out.ns = now_ns() - started;
+    out.connections = connections_;
+    out.retries = retries_;
+    return out;
+  }
+
+ private:
+  // Slot s asks for names[at] (a listing's page after `token`).
+  void start(OpSlot& s, size_t at, const std::string& token) {
+    if (!s.endpoint || s.at != at || s.name != ops_.names[at]) {
+      std::unique_ptr<remote::Endpoint> endpoint = remote::resolve(ops_.names[at]);
+      if (!endpoint->objects())
+        throw InputError("PATH " + endpoint->name + ": object operations over " + endpoint->protocol() +
+                         " are not measured; give an s3:// prefix");
+      if (!s.endpoint || !(endpoint->signing() == s.endpoint->signing())) {  // a handle signs as its first endpoint
+        curl_slist_free_all(s.t.headers);
+        set_common(s.t.easy, *endpoint, ca_bundle_, asking_, &s.t);
+        curl_easy_setopt(s.t.easy, CURLOPT_WRITEFUNCTION, op_body);
+        curl_easy_setopt(s.t.easy, CURLOPT_WRITEDATA, &s);
+        curl_easy_setopt(s.t.easy, CURLOPT_READFUNCTION, op_read);
+        curl_easy_setopt(s.t.easy, CURLOPT_READDATA, &s);
+        curl_easy_setopt(s.t.easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);  // the body at once (see start() above)
+      }
+      s.endpoint = std::move(endpoint);
+      s.t.endpoint = s.endpoint.get();
+      s.name = ops_.names[at];
+      s.at = at;
+      s.t.attempts = 0;
+      s.issued_ns = now_ns();
+    }
+    if (!token.empty()) {
+      s.t.attempts = 0;
+      s.issued_ns = now_ns();
+    }
+    s.token = token;
+    ask(s);
+  }
+
+  void ask(OpSlot& s) {
+    const remote::Objects& objects = *s.endpoint->objects();
+    ++s.t.attempts;
+    s.t.got = s.t.sent = 0;
+    s.t.too_long = false;
+    s.t.error[0] = 0;
+    s.t.answer = remote::Answer();
+    s.body.clear();
+    s.t.request = &placeholder_;  // in flight
+    remote::Ask a;
+    const std::string& op = ops_.op;
+    if (op == "put") a = objects.create(ops_.mark);
+    if (op == "delete") a = objects.remove();
+    if (op == "list") a = objects.list(s.token);
+    if (op == "head" || op == "get") a = {op == "head" ? "HEAD" : "GET", s.endpoint->url, {}, ""};
+    curl_slist_free_all(s.t.ask_headers);
+    s.t.ask_headers = a.headers.empty() ? nullptr : header_list(a.headers);
+    curl_easy_setopt(s.t.easy, CURLOPT_URL, a.url.c_str());
+    curl_easy_setopt(s.t.easy, CURLOPT_HTTPHEADER, s.t.ask_headers ? s.t.ask_headers : s.t.headers);
+    curl_easy_setopt(s.t.easy, CURLOPT_NOBODY, long(op == "head"));
+    if (op == "put") {
+      curl_easy_setopt(s.t.easy, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(s.t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(s.buf.size()));
+    } else if (op == "delete") {
+      curl_easy_setopt(s.t.easy, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    curl_easy_setopt(s.t.easy, CURLOPT_PRIVATE, &s);
+    curl_multi_add_handle(multi_, s.t.easy);
+  }
+
+  // s's answer, checked and counted: the token of a listing's next page ("": none, or not a listing).
+  std::string finish(OpSlot& s, CURLcode rc, ObjectOpsResult& out) {
+    curl_multi_remove_handle(multi_, s.t.easy);
+    long status = 0, connects = 0;
+    curl_off_t first_us = 0;
+    curl_easy_getinfo(s.t.easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(s.t.easy, CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(s.t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us);
+    connections_ += uint64_t(connects);
+    if (!s.t.too_long && may_retry(rc, status, *s.endpoint) && s.t.attempts <= asking_.retries) {
+      ++retries_;
+      backing_off_.emplace_back(now_ns() + backoff_ns(s.t.attempts), &s);
+      return "";  // s.t.request stays set: started again once due
+    }
+    s.t.request = nullptr;
+    const std::string where =
+        " (" + ops_.op + " of " + s.name + (s.t.attempts > 1 ? ", try " + std::to_string(s.t.attempts) + ")" : ")");
+    if (rc != CURLE_OK) throw IoError(transport_failure(rc, s.t.error, asking_) + where);
+    if (s.t.too_long) throw IoError("the object is larger than --size " + std::to_string(ops_.size) + " bytes" + where);
+    if (status < 200 || status >= 300) {
+      s.t.answer.error_body = s.body.substr(0, 2048);
+      throw IoError(s.endpoint->refusal(s.t.answer, status == 200 ? 500 : status, "") + where);
+    }
+    const uint64_t now = now_ns();
+    out.latency.add(now - s.issued_ns);
+    out.first_byte.add(uint64_t(first_us) * 1000);
+    ++out.ops;
+    if (ops_.op == "put") out.bytes += s.buf.size();
+    if (ops_.op == "get") out.bytes += s.t.got;
+    if (ops_.op != "list") return "";
+    const auto [names, token] = s.endpoint->objects()->listed(s.body);
+    out.listed += names;
+    return token;
+  }
+
+  void start_due() {
+    const uint64_t now = now_ns();
+    for (size_t i = 0; i < backing_off_.size();) {
+      if (backing_off_[i].first <= now) {
+        OpSlot* s = backing_off_[i].second;
+        backing_off_.erase(backing_off_.begin() + long(i));
+        ask(*s);
+      } else {
+        ++i;
+      }
+    }
+  }
+  int poll_ms() const {
+    uint64_t wait = 100;
+    const uint64_t now = now_ns();
+    for (const auto& [due, s] : backing_off_)
+      wait = std::min<uint64_t>(wait, due > now ? (due - now) / 1000000 + 1 : 0);
+    return int(wait);
+  }
+
+  const ObjectOps& ops_;
+  const Asking asking_;
+  const std::string ca_bundle_;
+  CURLM* multi_ = nullptr;
+  std::vector<OpSlot> slots_;
+  std::vector<std::pair<uint64_t, OpSlot*>> backing_off_;
+  IoRequest placeholder_;  // what marks a slot in flight (its Transfer's request)
+  uint64_t connections_ = 0, retries_ = 0;
+};
+
 }  // namespace
+
+ObjectOpsResult run_object_ops(const ObjectOps& ops) {
+  if (ops.names.empty()) return {};
+  return ObjectOpsRun(ops).run();
+}
 
 const EngineInfo kCurlEngine = {
     "curl",
@@ -620,6 +854,10 @@ const EngineInfo kCurlEngine = {
     [] { return std::string("built without libcurl (apt-get install libcurl4-openssl-dev, then rebuild)"); },
     kCurlOptions,
     remote::schemes};
+
+ObjectOpsResult run_object_ops(const ObjectOps&) {
+  throw InputError("object operations: this gdsbench was built without libcurl");
+}
 }  // namespace gds
 
 #endif

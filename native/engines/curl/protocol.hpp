@@ -86,6 +86,19 @@ class Uploads {
   virtual std::string error_in(const std::string& answer) const = 0;  // "" where the answer holds none
 };
 
+// Operations on objects as whole things (object_ops.hpp: warp's PUT, HEAD, GET, DELETE, LIST), for
+// a protocol that has them (S3); HEAD and GET of the object are HTTP's own.
+class Objects {
+ public:
+  virtual ~Objects() = default;
+  virtual Ask create(const std::string& mark) const = 0;  // a PUT of the object, new (never over one)
+  virtual Ask remove() const = 0;                         // its DELETE
+  // One page of the names under this name taken as a prefix, after the page `token` ended ("": the first).
+  virtual Ask list(const std::string& token) const = 0;
+  // What a page of a listing holds: how many names, and the token of the next page ("": the last).
+  virtual std::pair<uint64_t, std::string> listed(const std::string& answer) const = 0;
+};
+
 // One object on a server, as its protocol names it, asks for it and reads its answers.
 class Endpoint {
  public:
@@ -119,6 +132,8 @@ class Endpoint {
   virtual bool may_retry(long status) const;
   // How it writes objects; nullptr: it reads only (gdsbench measures no writes over it yet).
   virtual const Uploads* uploads() const { return nullptr; }
+  // Its operations on whole objects; nullptr: none measured over it.
+  virtual const Objects* objects() const { return nullptr; }
 
  protected:
   // Why the server refused, after "HTTP <status>: " (and the error body's code).

@@ -21,13 +21,14 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-// A key as a URL path: every segment percent-escaped (all but A-Z a-z 0-9 - . _ ~), the slashes kept.
-std::string escape_key(const std::string& key) {
+// A key as a URL path: every segment percent-escaped (all but A-Z a-z 0-9 - . _ ~), the slashes
+// kept; or, as a query's value (slashes = false), the slashes escaped too, as SigV4 signs a query.
+std::string escape_key(const std::string& key, bool slashes = true) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (const unsigned char c : key) {
     if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~' || c == '/') {
+        c == '_' || c == '~' || (c == '/' && slashes)) {
       out += char(c);
     } else {
       out += '%';
@@ -40,13 +41,30 @@ std::string escape_key(const std::string& key) {
 
 constexpr char kEmptyHash[] = "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-class S3Endpoint final : public Endpoint, public Uploads {
+class S3Endpoint final : public Endpoint, public Uploads, public Objects {
  public:
-  S3Endpoint(const std::string& name, const std::string& url, Signing signing)
-      : Endpoint(name, url), signing_(std::move(signing)) {}
+  // bucket_url: the bucket's own URL (listings are asked of it); key: the object's, unescaped
+  S3Endpoint(const std::string& name, const std::string& url, std::string bucket_url, std::string key, Signing signing)
+      : Endpoint(name, url), bucket_url_(std::move(bucket_url)), key_(std::move(key)), signing_(std::move(signing)) {}
   const char* protocol() const override { return "s3"; }
   Signing signing() const override { return signing_; }
   const Uploads* uploads() const override { return this; }
+  const Objects* objects() const override { return this; }
+
+  Ask create(const std::string& mark) const override { return {"PUT", url, headers(mark, kAbsent), ""}; }
+  Ask remove() const override { return {"DELETE", url, headers(""), ""}; }
+  // ListObjectsV2, its query in the order SigV4 signs it (sorted), every value escaped
+  Ask list(const std::string& token) const override {
+    const std::string next = token.empty() ? "" : "continuation-token=" + escape_key(token, false) + "&";
+    return {"GET", bucket_url_ + "?" + next + "list-type=2&max-keys=1000&prefix=" + escape_key(key_, false),
+            headers(""), ""};
+  }
+  std::pair<uint64_t, std::string> listed(const std::string& answer) const override {
+    uint64_t names = 0;
+    for (size_t at = 0; (at = answer.find("<Key>", at)) != std::string::npos; at += 5) ++names;
+    const bool more = xml_element(answer, "IsTruncated") == "true";
+    return {names, more ? xml_element(answer, "NextContinuationToken") : ""};
+  }
 
   Ask whole(const std::string& mark, const std::string& version) const override {
     return {"PUT", url, headers(mark, version), ""};
@@ -110,6 +128,7 @@ class S3Endpoint final : public Endpoint, public Uploads {
     return out;
   }
 
+  const std::string bucket_url_, key_;
   const Signing signing_;
 };
 
@@ -118,15 +137,16 @@ std::unique_ptr<Endpoint> s3_endpoint(const std::string& name) {
   const size_t slash = rest.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == rest.size())
     throw InputError("PATH " + name + ": an S3 target is s3://BUCKET/KEY");
-  const std::string bucket = rest.substr(0, slash), key = escape_key(rest.substr(slash + 1));
+  const std::string bucket = rest.substr(0, slash), raw_key = rest.substr(slash + 1), key = escape_key(raw_key);
   std::string region = env("AWS_REGION");
   if (region.empty()) region = env("AWS_DEFAULT_REGION");
   if (region.empty()) region = "us-east-1";
   std::string endpoint = env("AWS_ENDPOINT_URL_S3");
   if (endpoint.empty()) endpoint = env("AWS_ENDPOINT_URL");
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
-  const std::string url = endpoint.empty() ? "https://" + bucket + ".s3." + region + ".amazonaws.com/" + key
-                                           : endpoint + "/" + bucket + "/" + key;  // a custom endpoint: path-style
+  const std::string bucket_url = endpoint.empty() ? "https://" + bucket + ".s3." + region + ".amazonaws.com/"
+                                                  : endpoint + "/" + bucket;  // a custom endpoint: path-style
+  const std::string url = endpoint.empty() ? bucket_url + key : bucket_url + "/" + key;
   const std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY");
   if (id.empty() || secret.empty())  // (gdsbench.system.object_store hands down what boto3 finds elsewhere)
     throw InputError("PATH " + name +
@@ -136,7 +156,7 @@ std::unique_ptr<Endpoint> s3_endpoint(const std::string& name) {
   Signing signing{"aws:amz:" + region + ":s3", id + ":" + secret, {kEmptyHash}};
   const std::string token = env("AWS_SESSION_TOKEN");
   if (!token.empty()) signing.headers.push_back("x-amz-security-token: " + token);
-  return std::make_unique<S3Endpoint>(name, url, std::move(signing));
+  return std::make_unique<S3Endpoint>(name, url, bucket_url, raw_key, std::move(signing));
 }
 
 }  // namespace

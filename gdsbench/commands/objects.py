@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import argparse
+
+from gdsbench.commands.options import (
+    add_asking_arguments,
+    add_remote_arguments,
+    add_run_name_arguments,
+    asking_from_args,
+    count_arg,
+)
+from gdsbench.commands.pages import measured
+from gdsbench.job.errors import UsageError
+
+MAX_OBJECT = 64 << 20  # larger objects are data, not object operations: run PATH --rw write/read
+
+
+def ops_arg(text: str) -> tuple[str, ...]:
+    """--ops: a comma list of put, head, get, list, delete, run in that order (a set's life)."""
+    from gdsbench.objects.session import OPS
+
+    asked = [o.strip().lower() for o in text.split(",") if o.strip()]
+    unknown = [o for o in asked if o not in OPS]
+    if unknown or not asked:
+        raise argparse.ArgumentTypeError(f"{','.join(unknown) or repr(text)}: choose from {', '.join(OPS)}")
+    return tuple(o for o in OPS if o in asked)
+
+
+def size_arg(text: str) -> int:
+    from gdsbench.job.units import parse_size
+
+    try:
+        value = parse_size(text, "--size")
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if value <= 0 or value % 4096 or value > MAX_OBJECT:
+        raise argparse.ArgumentTypeError(f"{text}: a whole number of 4 KiB blocks (gdsbench's pattern), at most 64M")
+    return value
+
+
+class ObjectsCommand:
+    name = "objects"
+    help = ("object operations as warp measures them: PUT, HEAD, GET, LIST and DELETE of many small S3 objects "
+            "gdsbench makes, each a rate with latency percentiles")
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", metavar="s3://BUCKET/PREFIX/", help="where gdsbench makes its objects (obj-0000000 "
+                                                                       "... and gdsbench-objects.json)")
+        parser.add_argument("--ops", type=ops_arg, default=ops_arg("put,head,get,list,delete"), metavar="OP,OP",
+                            help="of put, head, get, list, delete, run in that order (default: all; without put, "
+                                 "the set an earlier run put is used; delete removes it)")
+        parser.add_argument("--objects", type=count_arg(1, 10**8), default=1000, metavar="N",
+                            help="objects in the set (default: 1000)")
+        parser.add_argument("--size", type=size_arg, default=size_arg("300K"), metavar="SIZE",
+                            help="each object's size (default: 300K, about an image of MLPerf Storage v3.0's object "
+                                 "detection dataset)")
+        parser.add_argument("--qd", type=count_arg(1, 1024), default=8, metavar="N",
+                            help="requests in flight per thread (default: 8)")
+        parser.add_argument("--threads", type=count_arg(1, 256), default=1, metavar="N",
+                            help="threads, each with --qd in flight on its own connections (default: 1)")
+        parser.add_argument("--lists", type=count_arg(1, 10**6), default=16, metavar="N",
+                            help="whole listings of the prefix the list op makes, over every thread (default: 16)")
+        add_asking_arguments(parser, "the S3 server", 3)
+        add_remote_arguments(parser)
+        add_run_name_arguments(parser, "objects")
+        parser.add_argument("--json", action="store_true", help="print every row as JSON instead of the table")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from gdsbench.execution import mpi
+        from gdsbench.objects import session
+        from gdsbench.reporting import objects_report
+        from gdsbench.results.store import RunStore, keep_row
+        from gdsbench.system import object_store
+
+        prefix = session.check_prefix(args.path)
+        asking = asking_from_args(args, True, "the S3 server", object_store.WRITING)
+        run = session.ObjectsRun(prefix, args.ops, args.objects, args.size, args.qd, args.threads, args.lists, asking)
+        object_store.share_credentials()
+        s3 = object_store.client(asking)
+        notes: list[str] = []
+        rows: list[dict] = []
+        store = None
+        if mpi.is_root():
+            if "put" in run.ops:
+                note = session.make_room(s3, run)
+                notes += [note] if note else []
+            else:
+                run = session.the_set(s3, run)
+        run = mpi.broadcast(run)
+        if mpi.is_root():
+            store = RunStore.create(args.results, args.name or "objects", run.info())
+            if not args.json:
+                print(session.describe(run), flush=True)
+        show = None if args.json or not mpi.is_root() else lambda row: print(objects_report.row_line(row), flush=True)
+
+        def every_op() -> None:
+            for op in run.ops:
+                row = session.run_op(run, op)
+                if row is None:  # an MPI rank other than 0
+                    continue
+                keep_row(row, rows, store, show)
+                if op == "put":
+                    session.put_manifest(s3, run, complete=True)
+                if op == "delete":
+                    object_store.delete_objects(s3, [run.prefix + session.MANIFEST])
+
+        return measured(store, every_op, what="operations", as_json=args.json, rows=lambda: rows,
+                        answer=lambda: objects_report.verdict(rows), notes=lambda: notes)
