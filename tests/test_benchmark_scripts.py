@@ -425,3 +425,16 @@ def test_vs_checkpoint_s3_judges_throughput_as_the_inverse_of_the_slowest_ranks_
     ours = {r[0]: r for r in rows if r[2] == "gdsbench"}
     assert ours["write"][3].startswith("1.000") and ours["write"][6].startswith("2.00") and "PASS" in ours["write"][6]
     assert ours["read"][6].startswith("0.50") and "FAIL" in ours["read"][6]
+
+
+def test_vs_object_ops_judges_each_op_against_its_best_other_client():
+    vs_object_ops = load("vs_object_ops")
+
+    def runs(seconds: float) -> list[dict]:
+        return [{op: {"requests": 100, "seconds": seconds} for op in vs_object_ops.OPS}] * 4
+
+    rows = vs_object_ops.table_rows({"gdsbench": runs(1.0), "obstore": runs(2.0), "boto3": runs(0.5)})
+    head = [r for r in rows if r[0] == "HEAD"]
+    assert [r[1] for r in head] == ["gdsbench", "obstore", "boto3"]
+    assert head[0][3].startswith("0.50 of boto3") and "FAIL" in head[0][3]  # the fastest other, whichever it is
+    assert vs_object_ops.rotated(("a", "b", "c"), 1) == ["b", "c", "a"]
