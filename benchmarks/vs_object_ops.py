@@ -167,8 +167,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one_client(args)))
-        return 0
+        print(json.dumps(one_client(args)), flush=True)
+        os._exit(0)  # obstore's runtime may abort at the interpreter's exit (SIGABRT), after the figures are out
     if args.quick:
         args.repeats, args.objects, args.lists = 2, 100, 4
     runs: dict[str, list[dict]] = {c: [] for c in CLIENTS}
