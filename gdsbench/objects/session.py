@@ -145,7 +145,8 @@ def op_here(run: ObjectsRun, op: str) -> list[dict]:
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
             errors.append(e)
 
-    workers = [threading.Thread(target=one, args=(t,)) for t in range(run.threads) if shares[t]]
+    # daemonic: a Ctrl-C ends the command while native requests are in flight (their process goes with it)
+    workers = [threading.Thread(target=one, args=(t,), daemon=True) for t in range(run.threads) if shares[t]]
     for w in workers:
         w.start()
     for w in workers:

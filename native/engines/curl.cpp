@@ -665,6 +665,7 @@ class ObjectOpsRun {
     for (auto& s : slots_)
       if (next < ops_.names.size()) start(s, next++, ""), ++busy;
     while (busy) {
+      asked_ = false;
       start_due();
       int running = 0;
       if (curl_multi_perform(multi_, &running) != CURLM_OK) throw IoError("libcurl: the multi loop failed");
@@ -682,7 +683,10 @@ class ObjectOpsRun {
         else
           --busy;
       }
-      if (busy && running) curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
+      // wait for the answers in flight; where there are none, for the next backoff to end (a request
+      // started in this round has not run yet: no wait)
+      if (busy && (running || (!asked_ && !backing_off_.empty())))
+        curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
     }
     out.ns = now_ns() - started;
     out.connections = connections_;
@@ -731,6 +735,7 @@ class ObjectOpsRun {
     s.t.answer = remote::Answer();
     s.body.clear();
     s.t.request = &placeholder_;  // in flight
+    asked_ = true;
     remote::Ask a;
     const std::string& op = ops_.op;
     if (op == "put") a = objects.create(ops_.mark);
@@ -814,6 +819,7 @@ class ObjectOpsRun {
   std::vector<OpSlot> slots_;
   std::vector<std::pair<uint64_t, OpSlot*>> backing_off_;
   IoRequest placeholder_;  // what marks a slot in flight (its Transfer's request)
+  bool asked_ = false;     // a request was started in this round of the loop
   uint64_t connections_ = 0, retries_ = 0;
 };
 
