@@ -22,8 +22,9 @@ PASSWORD = "gdsbench-smb-pw"
 
 
 def start_smbd(work):
-    """smbd sharing folder work/share (an 8 MiB pattern file, data.dat, in it) as [share] on a free
-    port: (process, the URL of data.dat)."""
+    """smbd sharing folder work/share (8 MiB pattern files data.dat and w.dat, the writes', and
+    theirs.dat, a user's 1 MiB of other bytes) as [share], read and write, on a free port: (process,
+    the URL of data.dat)."""
     from gdsbench.job.spec import ENGINE_INFO
     from gdsbench.system.prepare import prepare
 
@@ -35,6 +36,8 @@ def start_smbd(work):
     share = work / "share"
     share.mkdir()
     prepare(str(share / "data.dat"), 8 * MiB)
+    prepare(str(share / "w.dat"), 8 * MiB)
+    (share / "theirs.dat").write_bytes(os.urandom(MiB))
     port = free_port()
     state = {name: work / name for name in ("state", "lock", "pid", "cache", "private")}
     for folder in state.values():
@@ -44,7 +47,7 @@ def start_smbd(work):
         "smb ports": port, "interfaces": "127.0.0.1", "bind interfaces only": "yes", "disable netbios": "yes",
         "server role": "standalone server", "state directory": state["state"], "lock directory": state["lock"],
         "pid directory": state["pid"], "cache directory": state["cache"], "private dir": state["private"],
-        "log file": work / "log.%m"}.items()) + f"[share]\npath = {share}\nread only = yes\n")
+        "log file": work / "log.%m"}.items()) + f"[share]\npath = {share}\nread only = no\n")
     subprocess.run(["smbpasswd", "-c", str(conf), "-s", "-a", "root"], input=f"{PASSWORD}\n{PASSWORD}\n", text=True,
                    check=True, capture_output=True)
     with open(work / "out.log", "w") as log:
@@ -111,11 +114,23 @@ def test_smb_refusals_are_one_line_before_the_run(gdsbench, smb, monkeypatch):
     assert "hunter2" not in res.err
     assert_one_line_error(gdsbench("run", "smb://127.0.0.1/share", "--io-size", "1M"), "smb://SERVER[:PORT]/SHARE/PATH")
     assert_one_line_error(gdsbench("run", smb, "--direct", "--io-size", "1M"), "--direct", "--buffered")
-    assert_one_line_error(gdsbench("run", smb, "--rw", "write", "--io-size", "1M"), code=2)
+    theirs = smb.replace("data.dat", "theirs.dat")
+    assert_one_line_error(gdsbench("run", theirs, "--rw", "write", "--io-size", "1M"), "not a file gdsbench made",
+                          "gdsbench prepare")
+    assert_one_line_error(gdsbench("run", smb, "--rw", "write", "--fsync-end", "--io-size", "1M"), "no flush call")
     assert_one_line_error(gdsbench("prepare", smb.replace("data.dat", "new.dat"), "--size", "1M"),
                           "an SMB server cannot be written to yet", code=2)
     assert_one_line_error(gdsbench("train", smb.replace("data.dat", ""), "--workload", "unet3d"),
                           "an SMB server cannot be listed yet", code=2)
+
+
+def test_smb_writes_go_into_a_file_gdsbench_made_and_read_back_verified(gdsbench, smb, login):
+    written = smb.replace("data.dat", "w.dat")
+    w = run_json(gdsbench, written, "--rw", "write", "--bs", "1M", "--procs", "2", "--io-size", "4M")
+    assert w["bytes"] == 8 * MiB and w["spec"]["engine"] == "smb"
+    assert w["data_path"].startswith("SMB, smb engine (libsmbclient"), w["data_path"]
+    r = run_json(gdsbench, written, "--verify", "--io-size", "8M")
+    assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
 
 
 def test_a_server_killed_mid_run_ends_it_in_one_line(tmp_path, monkeypatch):

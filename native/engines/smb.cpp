@@ -1,8 +1,9 @@
-// smb: a file on an SMB share read in user space through libsmbclient (Samba's
-// client library, as smbclient reads), no kernel cifs mount between. Each
+// smb: a file on an SMB share read and written in user space through libsmbclient
+// (Samba's client library, as smbclient reads), no kernel cifs mount between. Each
 // engine has its own libsmbclient context (its own session and TCP connection
 // to the server); libsmbclient's file calls are synchronous, so it has one
-// request in flight (seek, then read). libsmbclient is not safe to call from
+// request in flight (seek, then read or write). libsmbclient has no call for
+// SMB's FLUSH, so there is no fsync over it: sync() says so. libsmbclient is not safe to call from
 // two threads at once, so a process reads through one engine, and concurrency
 // comes from processes (--procs). smb://SERVER[:PORT]/SHARE/PATH.
 //
@@ -14,10 +15,11 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kSmbCan = {Opens::kSmbFile, /*supports_direct=*/false, /*max_depth=*/1, kReadOnly,
+constexpr Capabilities kSmbCan = {Opens::kSmbFile, /*supports_direct=*/false, /*max_depth=*/1, kReadWrite,
                                   /*gpu_buffers=*/false};
 constexpr const char* kSmbAbout =
-    "a file on an SMB share through libsmbclient, in user space (no cifs mount), one request at a time per process";
+    "a file on an SMB share read and written through libsmbclient, in user space (no cifs mount), one request at a "
+    "time per process";
 inline std::vector<std::pair<std::string, std::string>> smb_schemes() { return {{"smb://", "smb"}}; }
 }  // namespace gds
 
@@ -122,7 +124,9 @@ class SmbEngine final : public SynchronousEngine {
       release();
       throw IoError("libsmbclient: cannot start a context (" + errno_text(err) + ")");
     }
-    file_ = smbc_getFunctionOpen(ctx_)(ctx_, path_.c_str(), O_RDONLY, 0);
+    // never created: one there (O_RDWR: a handle opened write-only may not ask its size)
+    const int flags = target.direction == Direction::kWrite ? O_RDWR : O_RDONLY;
+    file_ = smbc_getFunctionOpen(ctx_)(ctx_, path_.c_str(), flags, 0);
     if (!file_) {
       const int err = errno;
       release();
@@ -143,6 +147,7 @@ class SmbEngine final : public SynchronousEngine {
 
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return 1; }
+  int sync() override { return -ENOTSUP; }  // no FLUSH in libsmbclient (gdsbench's Python refuses fsync first)
   std::map<std::string, std::string> describe() const override {
     return {{"url", path_},        {"protocol", "smb"},   {"probe", "fstat"},
             {"server_ip", host()}, {"share", url_.share}, {"libsmbclient", smbc_version()}};
@@ -153,7 +158,9 @@ class SmbEngine final : public SynchronousEngine {
     if (smbc_getFunctionLseek(ctx_)(ctx_, file_, off_t(r.offset), SEEK_SET) < 0) return -errno;
     uint32_t got = 0;
     while (got < r.length) {  // a read may return less than asked before the file's end
-      const ssize_t n = smbc_getFunctionRead(ctx_)(ctx_, file_, r.buf + got, r.length - got);
+      const ssize_t n = r.direction == Direction::kWrite
+                            ? smbc_getFunctionWrite(ctx_)(ctx_, file_, r.buf + got, r.length - got)
+                            : smbc_getFunctionRead(ctx_)(ctx_, file_, r.buf + got, r.length - got);
       if (n < 0) return -errno;
       if (n == 0) break;
       got += uint32_t(n);

@@ -4,7 +4,9 @@ nothing of it cached or held on this host, no O_DIRECT, no folder beside it; and
 ServedFile, a file on a server read by a native engine of its own without a
 kernel mount (nfs_file.py, smb_file.py): the engine looks at the file when it is
 opened (so a server that does not answer, a missing share or file, or a refused
-login fail before anything runs), and reads it. Writes are not built yet."""
+login fail before anything runs), and reads it; where the engine writes (smb),
+it writes into a file gdsbench made: one holding its pattern in every block,
+read whole to know it before anything is written."""
 
 from __future__ import annotations
 
@@ -85,6 +87,7 @@ class OnAServer:
 class ServedFile(OnAServer):
     OPENED_AS: ClassVar[str]
     WHAT: ClassVar[str]  # "an NFS server": where the file is, in messages
+    SYNCS: ClassVar[bool] = True  # its engine makes writes durable (sync()); smb's cannot
     path: str
     size: int
     facts: dict = field(default_factory=dict)  # what the engine found: url, server, its client library's version
@@ -112,8 +115,30 @@ class ServedFile(OnAServer):
         return f"a file on {self.WHAT} at {self.facts.get('server_ip') or 'a remote server'}"
 
     def check_may_write(self, spec=None) -> None:
-        raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
-                         "file `gdsbench prepare` made (or to the share through a kernel mount)")
+        """Only where its engine writes, without fsync where it has none, and only into a file of
+        gdsbench's pattern, every block of it (a server keeps no mark of gdsbench's: the file is read
+        whole, once, to know it)."""
+        if "write" not in ENGINE_INFO[self.ENGINE]["directions"]:
+            raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
+                             "file `gdsbench prepare` made (or to the share through a kernel mount)")
+        if spec is not None and (spec.fsync_every or spec.fsync_end) and not self.SYNCS:
+            raise UsageError(f"--fsync-every/--fsync-end: {self.ENGINE} has no flush call over {self.kind.upper()} "
+                             "(libsmbclient has none); leave them out")
+        if not self.created_by_gdsbench():
+            raise UsageError(f"PATH {self.path}: not a file gdsbench made (not its pattern in every block), and gdsbench "
+                             "writes only into files it made; make one with `gdsbench prepare` where the share's files "
+                             "are (or through a mount), then write its URL")
 
     def created_by_gdsbench(self) -> bool:
-        return False  # not known on a server without reading every block; writes are refused above
+        """Every block of it carries gdsbench's pattern, read through its engine (a whole read of it)."""
+        if not self.size or self.size % _native.PATTERN_BLOCK:
+            return False
+        for offset in range(0, self.size, LOOK_PIECE):
+            length = min(LOOK_PIECE, self.size - offset)
+            piece = _native.read_range(self.ENGINE, self.path, offset, length, self.asking)
+            if len(piece) != length or _native.pattern_check(piece, offset)[0]:
+                return False
+        return True
+
+
+LOOK_PIECE = 8 << 20  # bytes a read of the whole-file look asks at once
