@@ -25,7 +25,7 @@ struct ObjectOps {
 
 struct ObjectOpsResult {
   LatencyHistogram latency;     // each request: its first try's issue to its answer's end
-  LatencyHistogram first_byte;  // each request: libcurl's start of transfer (the try that counted)
+  LatencyHistogram first_byte;  // each request: its first try's issue to its answer's first header
   uint64_t ops = 0;             // requests answered (a listing: its pages)
   uint64_t bytes = 0;           // of bodies sent (put) or received (get)
   uint64_t listed = 0;          // names a listing's pages held

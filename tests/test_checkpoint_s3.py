@@ -121,12 +121,14 @@ def test_a_killed_runs_uploads_are_aborted_and_its_lock_taken_over_by_the_next(g
     os.killpg(run.pid, signal.SIGKILL)  # the command and its ranks, mid-upload
     run.wait()
     assert uploads(s3, "killed/") and "killed/.gdsbench-checkpoint-lock" in keys(s3, "killed/")
+    theirs = s3.create_multipart_upload(Bucket="bucket", Key="killed/global_epoch1_step1/theirs.bin")["UploadId"]
 
     res = gdsbench("checkpoint", "s3://bucket/killed/", *SMALL, "--checkpoints", "1", "--results", tmp_path)
     assert res.code == 0, res.err
     assert "took over the lock of an earlier run" in res.err
     assert "an INCOMPLETE checkpoint" in res.err and "aborted" in res.err
-    assert not uploads(s3, "killed/") and "killed/.gdsbench-checkpoint-lock" not in keys(s3, "killed/")
+    assert [u["UploadId"] for u in uploads(s3, "killed/")] == [theirs]  # another's upload in the folder: kept
+    assert "killed/.gdsbench-checkpoint-lock" not in keys(s3, "killed/")
 
 
 def test_an_object_is_created_only_where_none_is_there(s3):

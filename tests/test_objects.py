@@ -17,6 +17,8 @@ from test_bad_input import assert_one_line_error
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import servers  # noqa: E402
 
+from gdsbench.system import object_store  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def seaweed(tmp_path_factory):
@@ -67,6 +69,11 @@ def test_a_set_is_read_by_later_runs_and_a_strangers_object_is_never_touched(gds
     objects(gdsbench, "set", "--ops", "put", "--objects", "12", "--size", "4K", "--results", tmp_path)
     head = objects(gdsbench, "set", "--ops", "head,get", "--results", tmp_path)
     assert head["get"]["ops"] == 12 and head["get"]["bytes"] == 12 * 4096  # the manifest's count and size
+    s3.put_object(Bucket="bucket", Key="set/obj-0000003", Body=b"mine now")  # a user's, under the set's name
+    assert_one_line_error(gdsbench("objects", "s3://bucket/set/", "--ops", "head,delete", "--results", tmp_path),
+                          "holds s3://bucket/set/obj-0000003, which gdsbench did not make (or which was changed")
+    assert len(keys(s3, "set/")) == 13  # nothing deleted
+    s3.put_object(Bucket="bucket", Key="set/obj-0000003", Body=object_store.pattern_bytes(0, 4096, 1))  # as it was
     s3.put_object(Bucket="bucket", Key="set/theirs", Body=b"not ours")
     assert_one_line_error(gdsbench("objects", "s3://bucket/set/", "--results", tmp_path),
                           "holds s3://bucket/set/theirs, which gdsbench did not make", "left as it is")

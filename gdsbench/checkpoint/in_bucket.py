@@ -14,9 +14,9 @@ Replacing a folder first aborts the uploads in parts left under it (a run killed
 they hold the server's space until aborted), then deletes its objects, the manifest last.
 
 One run at a time writes a prefix: it holds PREFIX/.gdsbench-checkpoint-lock, an object put only
-where none is (If-None-Match) naming its host, pid and run, and deleted at its end. A lock whose
-process is gone from this host (killed) is taken over; one from another host is named in the
-refusal, to be removed by hand once that run is known to be dead.
+where none is (If-None-Match) naming its host, boot, pid and run, and deleted at its end. A lock
+whose process is gone from this running system (killed) is taken over; one from another host is
+named in the refusal, to be removed by hand once that run is known to be dead.
 
 There is no page cache here to clear between writing and reading back: the server's own caches
 cannot be dropped from a client, and every read row says so.
@@ -62,6 +62,10 @@ class Bucket:
     # ---- before the run ----
 
     def prepare(self, run) -> None:
+        """Before rank 0 looks at the prefix: nothing to make (the bucket is the user's)."""
+
+    def prepare_rank(self, run) -> None:
+        """On every rank: the credentials boto3 finds (a profile, a role) handed to the native engine."""
         object_store.share_credentials()
 
     def hold(self, run) -> PrefixLock:
@@ -74,7 +78,7 @@ class Bucket:
         for k in range(1, run.checkpoints + 1):
             why = self.foreign(run.folder(k))
             if why:
-                raise _refuse(why)
+                raise manifest.refusal(why, "prefix")
 
     def check_room(self, run) -> None:
         """An object store's room is not asked (S3 says none): nothing to check."""
@@ -97,45 +101,50 @@ class Bucket:
 
     def foreign(self, folder: str) -> str | None:
         """Why a folder's objects are not wholly gdsbench's, naming what (None: they are, or there are none)."""
+        return self._look(folder)[0]
+
+    def _look(self, folder: str) -> tuple[str | None, dict | None, list]:
+        """(why the folder is not wholly gdsbench's or None, its manifest, the entries looked at)."""
         entries = object_store.list_entries(self.s3, folder + "/")
         if not entries:
-            return None
+            return None, None, []
         m = self.read_manifest(folder)
         sizes = manifest.planned_sizes(m) if m is not None else None
         if sizes is None:
-            return f"{folder}/: holds objects, and is not a checkpoint gdsbench wrote (no manifest of gdsbench's in it)"
+            return (f"{folder}/: holds objects, and is not a checkpoint gdsbench wrote (no manifest of gdsbench's in it)",
+                    m, entries)
         proofs = manifest.proofs(m)
         for e in entries:
             name = e.url[len(folder) + 1:]
             if name == manifest.NAME:
                 continue
             if name not in sizes:
-                return f"{folder}/: not a checkpoint gdsbench wrote: it holds {name}, which gdsbench did not make"
+                return f"{folder}/: not a checkpoint gdsbench wrote: it holds {name}, which gdsbench did not make", m, entries
             proof = proofs.get(name)
             if isinstance(proof, dict) and proof.get("etag") != e.etag:
-                return f"{e.url}: changed since gdsbench wrote it (ETag {proof.get('etag')} then, {e.etag} now)"
+                return f"{e.url}: changed since gdsbench wrote it (ETag {proof.get('etag')} then, {e.etag} now)", m, entries
             if not isinstance(proof, dict) and object_store.mark_of(object_store.head(self.s3, e.url)) is None:
-                return f"{e.url}: has no x-amz-meta-{object_store.MARK} (another program wrote it)"
-        return None
+                return f"{e.url}: has no x-amz-meta-{object_store.MARK} (another program wrote it)", m, entries
+        return None, m, entries
 
     def make_room(self, run, checkpoint: int) -> str | None:
-        """Checkpoint k's folder emptied: one of gdsbench's there is removed (said in the returned
-        note), its leftover uploads aborted first; anything else is refused and left as it is."""
+        """Checkpoint k's folder emptied of what gdsbench wrote there: the uploads a killed run left
+        for the manifest's objects aborted, then exactly the objects looked at deleted, the manifest
+        last (said in the returned note); anything else is refused, and left as it is."""
         folder = run.folder(checkpoint)
-        why = self.foreign(folder)
+        why, m, entries = self._look(folder)
         if why:
-            raise _refuse(why)
-        m = self.read_manifest(folder)
+            raise manifest.refusal(why, "prefix")
         if m is None:
             return None
-        aborted = object_store.abort_uploads_under(self.s3, folder + "/")
-        urls = [e.url for e in object_store.list_entries(self.s3, folder + "/")]
+        planned = {f"{folder}/{name}" for name in manifest.planned_sizes(m)}
+        aborted = object_store.abort_uploads_under(self.s3, folder + "/", only=planned)
         kept = f"{folder}/{manifest.NAME}"
-        object_store.delete_objects(self.s3, [u for u in urls if u != kept])
+        object_store.delete_objects(self.s3, [e.url for e in entries if e.url != kept])
         object_store.delete_objects(self.s3, [kept])  # last: until it goes, the folder is still known as ours
         state = "complete" if m.get("complete") is True else "INCOMPLETE"
         left = f", and aborted {aborted} upload{'s' * (aborted != 1)} left unfinished" if aborted else ""
-        return f"removed {folder}/, an earlier {state} checkpoint gdsbench wrote ({len(urls)} objects){left}"
+        return f"removed {folder}/, an earlier {state} checkpoint gdsbench wrote ({len(entries)} objects){left}"
 
     def write_manifest(self, run, checkpoint: int, complete: bool) -> None:
         """The folder's manifest; once complete, with each object's size and ETag as listed now."""
@@ -167,7 +176,7 @@ class Bucket:
     def write(self, run, url: str, size: int) -> None:
         """One object of a rank's, created whole (only where none is there) with the pattern and
         gdsbench's mark, natively: its upload completed is its fsync."""
-        if self._writer is None:  # one per rank: its buffers made once, as a rank's torch.save reuses its own
+        if self._writer is None:  # one per rank and checkpoint (inside its time, as on disk each file's job is)
             spec = run.spec.replace(threads=1, verify=False, fsync_end=False, runtime_ns=0)
             (self._writer,) = sample_writers(spec, spec.gpu[0], 1)
         self._writer.create(url, size, json.dumps({"size": size, "seed": run.spec.seed}))
@@ -189,11 +198,6 @@ def check_parts(run) -> None:
     if parts > object_store.MAX_PARTS:
         raise UsageError(f"--bs {format_size(bs)}: the largest object ({format_size(largest)}) would be "
                          f"{parts:,} parts, and S3 takes at most {object_store.MAX_PARTS:,}; give a larger --bs")
-
-
-def _refuse(why: str) -> UsageError:
-    return UsageError(f"{why}; gdsbench removes only what it wrote, so it is left as it is: give another prefix, or "
-                      "remove it yourself")
 
 
 class PrefixLock:
@@ -221,13 +225,16 @@ class PrefixLock:
             replacing = seen["ETag"]
             self.taken_over = f"pid {holder.get('pid')} on {holder.get('host')}, gone"
         self.etag = object_store.put_new(s3, self.url, self._record(None), replacing)
-        if self.etag is None:  # another run put it between the look and the put
-            raise self._busy(_holder(object_store.get_text(s3, self.url)) or {})
+        if self.etag is None:  # another run put it between the look and the put, or this one's answer was lost
+            holder = _holder(object_store.get_text(s3, self.url)) or {}
+            if not _is_this_process(holder):
+                raise self._busy(holder)
+            self.etag = (object_store.head(s3, self.url) or {}).get("ETag")
         return self
 
     def _record(self, run_path: str | None) -> str:
-        return json.dumps({"gdsbench_checkpoint_lock": 1, "host": socket.gethostname(), "pid": os.getpid(),
-                           "started": object_store.process_start(os.getpid()), "run": run_path})
+        return json.dumps({"gdsbench_checkpoint_lock": 1, "host": socket.gethostname(), "boot": _boot_id(),
+                           "pid": os.getpid(), "started": object_store.process_start(os.getpid()), "run": run_path})
 
     def _busy(self, holder: dict) -> UsageError:
         return UsageError(f"DIR {self.bucket.directory}: another gdsbench checkpoint (pid {holder.get('pid', '?')} on "
@@ -257,14 +264,32 @@ def _holder(text: str | None) -> dict | None:
     return record if isinstance(record, dict) and record.get("gdsbench_checkpoint_lock") == 1 else None
 
 
+def _boot_id() -> str | None:
+    """This host's boot, as the kernel names it: with the hostname, one running system (two containers
+    may share a hostname; a reboot reuses pids)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _here(holder: dict) -> bool:
+    return holder.get("host") == socket.gethostname() and holder.get("boot") == _boot_id()
+
+
+def _is_this_process(holder: dict) -> bool:
+    return _here(holder) and holder.get("pid") == os.getpid() and \
+        holder.get("started") == object_store.process_start(os.getpid())
+
+
 def _dead_here(holder: dict) -> bool:
-    """Whether a lock's holder was a process on this host that is gone (killed; its pid and start
-    name one process, whatever the pid is used for later)."""
-    if holder.get("host") != socket.gethostname():
+    """Whether a lock's holder was a process of this running system that is gone (killed; its pid and
+    start name one process, whatever the pid is used for later)."""
+    if not _here(holder):
         return False
     try:
         pid = int(holder.get("pid", 0))
     except (TypeError, ValueError):
         return False
     return pid > 0 and object_store.process_start(pid) != holder.get("started")
-

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from gdsbench.job.errors import UsageError
+
 NAME = "gdsbench-checkpoint.json"
 
 
@@ -51,3 +53,9 @@ def describes(m: dict | None, run) -> bool:
     """Whether a manifest is of a complete checkpoint of this run's model, scale and ranks."""
     return bool(m and m.get("complete") is True and m.get("model") == run.model.to_dict() and m.get("scale") == run.scale
                 and len(m.get("files", ())) == run.ranks)
+
+
+def refusal(why: str, place: str) -> UsageError:
+    """A folder not wholly gdsbench's, refused: `place` is what to give instead ("directory", "prefix")."""
+    return UsageError(f"{why}; gdsbench removes only what it wrote, so it is left as it is: give another {place}, or "
+                      "remove it yourself")

@@ -140,11 +140,6 @@ def incomplete_folders(directory: str) -> list[str]:
     return out
 
 
-def _refuse(why: str) -> UsageError:
-    return UsageError(f"{why}; gdsbench removes only what it wrote, so it is left as it is: give another directory, "
-                      "or remove it yourself")
-
-
 def check_folders(run) -> None:
     """UsageError where a folder this run would replace is not wholly gdsbench's: every one is
     checked before the first checkpoint is written."""
@@ -152,7 +147,7 @@ def check_folders(run) -> None:
         folder = run.folder(k)
         why = foreign(folder) if os.path.lexists(folder) else None
         if why:
-            raise _refuse(why)
+            raise manifest.refusal(why, "directory")
 
 
 def make_room(run, checkpoint: int) -> str | None:
@@ -163,7 +158,7 @@ def make_room(run, checkpoint: int) -> str | None:
     if os.path.lexists(folder):
         why = foreign(folder)
         if why:
-            raise _refuse(why)
+            raise manifest.refusal(why, "directory")
         state = "complete" if read_manifest(folder).get("complete") is True else "INCOMPLETE"
         shutil.rmtree(folder)
         note = f"removed {folder}, an earlier {state} checkpoint gdsbench wrote"
@@ -297,6 +292,9 @@ class Directory:
 
     def prepare(self, run) -> None:
         make_directory(run)
+
+    def prepare_rank(self, run) -> None:
+        """On every rank: nothing (a directory needs no credentials)."""
 
     def hold(self, run) -> DirectoryLock:
         return DirectoryLock(run.directory)

@@ -99,6 +99,7 @@ class CheckpointCommand:
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
         place = run.place
+        place.prepare_rank(run)  # every rank (MPI ranks do not inherit rank 0's environment)
         if not mpi.is_root():
             place.check_room(run)
             return self._write_and_read(args, run, None)

@@ -13,6 +13,7 @@ from gdsbench.commands.pages import measured
 from gdsbench.job.errors import UsageError
 
 MAX_OBJECT = 64 << 20  # larger objects are data, not object operations: run PATH --rw write/read
+BUFFERS_AT_MOST = 4 << 30  # of GET buffers in flight, over every thread of a process
 
 
 def ops_arg(text: str) -> tuple[str, ...]:
@@ -73,6 +74,9 @@ class ObjectsCommand:
         from gdsbench.system import object_store
 
         prefix = session.check_prefix(args.path)
+        if args.qd * args.threads * args.size > BUFFERS_AT_MOST:  # a GET lands in a buffer of its own
+            raise UsageError(f"--qd {args.qd} x --threads {args.threads} x --size {args.size >> 10}K: more than "
+                             f"{BUFFERS_AT_MOST >> 30} GiB of buffers for the GETs in flight; lower one of them")
         asking = asking_from_args(args, True, "the S3 server", object_store.WRITING)
         run = session.ObjectsRun(prefix, args.ops, args.objects, args.size, args.qd, args.threads, args.lists, asking)
         object_store.share_credentials()

@@ -80,12 +80,14 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
     a rank checks only its `own` part: another rank's file may be on another
     host, and a missing one is reported by the rank that reads it."""
     parts = []
+    may_write: set[str] = set()  # the files asked already (a served file's answer is a read of all of it)
     for p, s in enumerate(part_specs(spec, nparts, shift)):
         target = None
         if s.path and s.opens_target and own in (None, p):
             target = job_target(s)
-            if s.direction == "write":
+            if s.direction == "write" and s.path not in may_write:
                 target.check_may_write(s)
+                may_write.add(s.path)
             check_region(s, target)
             check_direct(s, target)
         parts.append(Part(p, s, target))

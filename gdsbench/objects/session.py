@@ -8,14 +8,17 @@ latency percentiles. Requests run natively (native/object_ops.hpp, the curl engi
 threads, and over MPI ranks (each op starts after a barrier; rank 0 sums).
 
 The set is known by its manifest, PREFIX/gdsbench-objects.json (the count, size and seed; complete
-once every object was put). A PUT run first removes the set an earlier run left (only objects the
-manifest names, under a manifest of gdsbench's), and refuses a prefix holding anything else; a run
-without PUT reads the set the manifest names; DELETE removes the set, then the manifest.
+once every object was put), and each object by its name and its ETag (the MD5 of the pattern it
+was put with). A PUT run first removes the set an earlier run left, and refuses a prefix holding
+anything else; a run without PUT checks and then uses the set the manifest names; DELETE removes
+the set, then the manifest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -66,32 +69,43 @@ def check_prefix(prefix: str) -> str:
 # ---- the set of objects ----
 
 def _manifest(s3, run: ObjectsRun) -> dict | None:
-    text = object_store.get_text(s3, run.prefix + MANIFEST)
+    """The set's manifest, where it is gdsbench's and whole (its count, size and seed numbers)."""
     try:
-        m = json.loads(text) if text is not None else None
-    except ValueError:
+        m = json.loads(object_store.get_text(s3, run.prefix + MANIFEST) or "null")
+        ok = m.get("gdsbench_objects") == 1 and all(int(m[k]) >= 0 for k in ("objects", "size", "seed"))
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    return m if isinstance(m, dict) and m.get("gdsbench_objects") == 1 else None
+    return m if ok else None
 
 
-def _theirs(prefix: str, m: dict | None, urls: list[str]) -> str | None:
-    """An object under the prefix that is not the set's (None: all are)."""
-    ours = {prefix + MANIFEST} | {f"{prefix}obj-{i:07d}" for i in range(int((m or {}).get("objects", 0)))}
-    return next((u for u in urls if u not in ours), None)
+def etag_of(size: int, seed: int) -> str:
+    """The ETag every object of a set has (one PUT of the pattern: S3's ETag is its body's MD5)."""
+    return '"' + hashlib.md5(object_store.pattern_bytes(0, size, seed)).hexdigest() + '"'
+
+
+def _ours(s3, run: ObjectsRun, m: dict | None) -> list[str]:
+    """Every object under the prefix, each checked to be the set's: the manifest, or one of its
+    objects (its name and number, and its ETag: the pattern as gdsbench put it). UsageError naming
+    the first that is not, which is left as it is."""
+    entries = object_store.list_entries(s3, run.prefix)
+    if m is None and entries:
+        raise UsageError(f"PATH {run.prefix}: holds objects and no manifest of gdsbench's ({entries[0].url}, ...); "
+                         "gdsbench writes only into a prefix of its own: give another prefix")
+    expected = etag_of(int(m["size"]), int(m["seed"])) if m else ""
+    for e in entries:
+        name = e.url[len(run.prefix):]
+        number = re.fullmatch(r"obj-(\d{7,})", name)
+        theirs = name != MANIFEST and (not number or int(number[1]) >= int(m["objects"]) or e.etag != expected)
+        if theirs:
+            raise UsageError(f"PATH {run.prefix}: holds {e.url}, which gdsbench did not make (or which was changed "
+                             "since); it is left as it is: give another prefix")
+    return [e.url for e in entries]
 
 
 def make_room(s3, run: ObjectsRun) -> str | None:
     """Before a PUT: the set an earlier run left removed (the returned note says so), the manifest of
     this one put; a prefix holding anything else is refused, left as it is."""
-    m = _manifest(s3, run)
-    urls = [u for u, _ in object_store.list_objects(s3, run.prefix)]
-    if m is None and urls:
-        raise UsageError(f"PATH {run.prefix}: holds objects and no manifest of gdsbench's ({urls[0]}, ...); gdsbench "
-                         "writes only into a prefix of its own: give another prefix")
-    stranger = _theirs(run.prefix, m, urls)
-    if stranger:
-        raise UsageError(f"PATH {run.prefix}: holds {stranger}, which gdsbench did not make; it is left as it is: give "
-                         "another prefix")
+    urls = _ours(s3, run, _manifest(s3, run))
     note = None
     if urls:
         object_store.delete_objects(s3, [u for u in urls if not u.endswith(MANIFEST)])
@@ -107,13 +121,15 @@ def put_manifest(s3, run: ObjectsRun, complete: bool) -> None:
 
 
 def the_set(s3, run: ObjectsRun) -> ObjectsRun:
-    """A run without PUT reads the set the manifest names: its count and size."""
+    """A run without PUT reads the set the manifest names (its count and size), every object under
+    the prefix checked to be the set's first (a DELETE removes only those)."""
     m = _manifest(s3, run)
     if m is None or m.get("complete") is not True:
         raise UsageError(f"PATH {run.prefix}: no complete set of gdsbench's objects there; put one first "
                          f"(--ops put,{','.join(run.ops)})")
+    _ours(s3, run, m)
     return ObjectsRun(run.prefix, run.ops, int(m["objects"]), int(m["size"]), run.qd, run.threads, run.lists,
-                      run.asking, int(m.get("seed", 1)))
+                      run.asking, int(m["seed"]))
 
 
 # ---- one operation over every thread (and rank) ----

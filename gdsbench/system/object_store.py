@@ -428,12 +428,17 @@ def _upload_parts(s3, url: str, upload: str, size: int, seed: int, progress) -> 
     return out
 
 
+def _text_mark(text: str) -> dict:
+    """The metadata of a small object of gdsbench's: its mark (a text carries no pattern: seed 0)."""
+    return {MARK: json.dumps({"size": len(text.encode()), "seed": 0})}
+
+
 def put_text(s3, url: str, text: str) -> None:
     """A small object of gdsbench's (a dataset's manifest), marked as its own."""
     bucket, key = split(url)
     seen = check_may_write(s3, url)
-    _call(s3, url, s3.put_object, Bucket=bucket, Key=key, Body=text.encode(),
-          Metadata={MARK: json.dumps({"size": len(text.encode()), "seed": 0})}, **_only_if(seen))
+    _call(s3, url, s3.put_object, Bucket=bucket, Key=key, Body=text.encode(), Metadata=_text_mark(text),
+          **_only_if(seen))
 
 
 def get_text(s3, url: str) -> str | None:
@@ -442,7 +447,7 @@ def get_text(s3, url: str) -> str | None:
 
     bucket, key = split(url)
     try:
-        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode(errors="replace")  # (not ours: no JSON)
     except (BotoCoreError, ClientError) as e:
         if _missing(e):
             return None
@@ -502,15 +507,22 @@ def delete_objects(s3, urls: list[str]) -> None:
                                  f"{error.get('Message')})")
 
 
-def abort_uploads_under(s3, prefix_url: str) -> int:
-    """Abort every upload in parts under a prefix gdsbench owns (a run killed mid-write left them
-    holding the server's space); the number aborted."""
+def abort_uploads_under(s3, prefix_url: str, only: set[str]) -> int:
+    """Abort the uploads in parts under a prefix gdsbench owns to the keys `only` names (URLs: the
+    objects a manifest of gdsbench's planned), every page of them (a run killed mid-write left them
+    holding the server's space); another's upload of any other key is left alone. The number aborted."""
     bucket, prefix = split(prefix_url)
-    answer = _call(s3, prefix_url, s3.list_multipart_uploads, Bucket=bucket, Prefix=prefix)
-    uploads = answer.get("Uploads") or ()
-    for u in uploads:
-        _abort(s3, f"s3://{bucket}/{u['Key']}", bucket, u["Key"], u["UploadId"])
-    return len(uploads)
+    aborted, after = 0, {}
+    while True:
+        answer = _call(s3, prefix_url, s3.list_multipart_uploads, Bucket=bucket, Prefix=prefix, **after)
+        for u in answer.get("Uploads") or ():
+            url = f"s3://{bucket}/{u['Key']}"
+            if url in only:
+                _abort(s3, url, bucket, u["Key"], u["UploadId"])
+                aborted += 1
+        if not answer.get("IsTruncated"):
+            return aborted
+        after = {"KeyMarker": answer.get("NextKeyMarker", ""), "UploadIdMarker": answer.get("NextUploadIdMarker", "")}
 
 
 def put_new(s3, url: str, text: str, replacing: str | None = None) -> str | None:
@@ -523,8 +535,7 @@ def put_new(s3, url: str, text: str, replacing: str | None = None) -> str | None
     bucket, key = split(url)
     condition = {"IfMatch": replacing} if replacing else {"IfNoneMatch": "*"}
     try:
-        answer = s3.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition,
-                               Metadata={MARK: json.dumps({"size": len(text.encode()), "seed": 0})})
+        answer = s3.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition, Metadata=_text_mark(text))
     except (BotoCoreError, ClientError) as e:
         status = (getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
         if status in (409, 412):

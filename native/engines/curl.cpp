@@ -216,6 +216,38 @@ void init_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// Requests waiting out their --retries backoff (100 ms doubling), each started again once due.
+template <typename Request>
+class Backoffs {
+ public:
+  void add(unsigned attempts, Request* r) { waiting_.emplace_back(now_ns() + backoff_ns(attempts), r); }
+  bool empty() const { return waiting_.empty(); }
+  // Those whose backoff is over, handed to start() and forgotten.
+  template <typename Start>
+  void start_due(Start start) {
+    const uint64_t now = now_ns();
+    for (size_t i = 0; i < waiting_.size();) {
+      if (waiting_[i].first <= now) {
+        Request* r = waiting_[i].second;
+        waiting_.erase(waiting_.begin() + long(i));
+        start(*r);
+      } else {
+        ++i;
+      }
+    }
+  }
+  // How long a wait for libcurl may be: 100 ms, or until the next backoff ends.
+  int poll_ms() const {
+    uint64_t wait = 100;
+    const uint64_t now = now_ns();
+    for (const auto& [due, r] : waiting_) wait = std::min<uint64_t>(wait, due > now ? (due - now) / 1000000 + 1 : 0);
+    return int(wait);
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, Request*>> waiting_;  // (when to start again, request)
+};
+
 class CurlEngine final : public Engine {
  public:
   CurlEngine(const Target& target, unsigned depth, const Asking& asking)
@@ -318,7 +350,7 @@ class CurlEngine final : public Engine {
   unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
     unsigned n = 0;
     for (;;) {
-      start_due();
+      backing_off_.start_due([this](Transfer& t) { start(t); });
       int running = 0;
       CURLMcode mc = curl_multi_perform(multi_, &running);
       if (mc != CURLM_OK)
@@ -334,7 +366,7 @@ class CurlEngine final : public Engine {
       }
       if (n >= min || (running == 0 && n > 0)) return n;
       if (running == 0 && idle_.size() == transfers_.size()) return n;  // nothing was queued
-      curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
+      curl_multi_poll(multi_, nullptr, 0, backing_off_.poll_ms(), nullptr);
     }
   }
 
@@ -390,28 +422,6 @@ class CurlEngine final : public Engine {
               {"protocol", endpoint_->protocol()},
               {"libcurl", curl_version_info(CURLVERSION_NOW)->version},
               {"gdsbench_mark", target.create_mark}};
-  }
-
-  // Transfers whose backoff is over, started again.
-  void start_due() {
-    const uint64_t now = now_ns();
-    for (size_t i = 0; i < backing_off_.size();) {
-      if (backing_off_[i].first <= now) {
-        Transfer* t = backing_off_[i].second;
-        backing_off_.erase(backing_off_.begin() + long(i));
-        start(*t);
-      } else {
-        ++i;
-      }
-    }
-  }
-  // How long reap may wait for libcurl: 100 ms, or until the next backoff ends.
-  int poll_ms() const {
-    uint64_t wait = 100;
-    const uint64_t now = now_ns();
-    for (const auto& [due, t] : backing_off_)
-      wait = std::min<uint64_t>(wait, due > now ? (due - now) / 1000000 + 1 : 0);
-    return int(wait);
   }
 
   // (Re)start t's request: a ranged GET of its bytes, or the write of them (write_ask).
@@ -539,7 +549,7 @@ class CurlEngine final : public Engine {
     const bool ranged_ok = wrong_range.empty() && !t.too_long;
     if (ranged_ok && may_retry(rc, status, *endpoint_) && t.attempts <= asking_.retries) {
       ++retries_;
-      backing_off_.emplace_back(now_ns() + backoff_ns(t.attempts), &t);  // started again by reap once due
+      backing_off_.add(t.attempts, &t);  // started again by reap once due
       return nullptr;
     }
     t.request = nullptr;
@@ -579,7 +589,7 @@ class CurlEngine final : public Engine {
   std::vector<Transfer> transfers_;
   std::vector<Transfer*> idle_;
   uint64_t size_ = 0, connections_ = 0, retries_ = 0;
-  std::vector<std::pair<uint64_t, Transfer*>> backing_off_;  // (when to start again, transfer): --retries
+  Backoffs<Transfer> backing_off_;  // --retries
   std::map<std::string, std::string> facts_;
   const remote::Uploads* uploads_ = nullptr;  // how it writes; nullptr: a reader
   std::string upload_;                        // the upload in parts under way ("": none)
@@ -597,7 +607,8 @@ struct OpSlot {
   Transfer t;
   std::unique_ptr<remote::Endpoint> endpoint;  // of the object asked now
   std::string name, body;                      // the object (or prefix); what came back (a listing, an error)
-  std::vector<char> buf;                       // put: the body sent; get: where the body lands
+  std::vector<char> landing;                   // get: where the body lands
+  const std::vector<char>* sent = nullptr;     // put: the body sent (the pattern, one for every slot)
   uint64_t issued_ns = 0;
   size_t at = 0;      // names[at]
   std::string token;  // list: the page asked after ("": the first)
@@ -608,23 +619,30 @@ size_t op_body(char* data, size_t size, size_t n, void* user) {
   const size_t bytes = size * n;
   long status = 0;
   curl_easy_getinfo(s->t.easy, CURLINFO_RESPONSE_CODE, &status);
-  if (status >= 300 || s->buf.empty()) {  // an error's words, or a listing's page
-    s->body.append(data, bytes);
+  if (status >= 300 || s->landing.empty()) {  // an error's words, a listing's page, another answer's words
+    s->body.append(data, std::min<size_t>(bytes, size_t(1) << 20));
     return bytes;
   }
-  if (s->t.got + bytes > s->buf.size()) {
+  if (s->t.got + bytes > s->landing.size()) {
     s->t.too_long = true;
     return 0;  // a body past the size asked: aborted
   }
-  std::memcpy(s->buf.data() + s->t.got, data, bytes);  // where a reader's bytes land, as a GET's into a buffer
+  std::memcpy(s->landing.data() + s->t.got, data, bytes);  // where a reader's bytes land, as a GET's into a buffer
   s->t.got += bytes;
   return bytes;
 }
 
+// The answer's first header: its time to first byte ends here (from the first try's issue).
+size_t op_header(char*, size_t size, size_t n, void* user) {
+  auto* s = static_cast<OpSlot*>(user);
+  if (!s->t.body_ns) s->t.body_ns = now_ns();
+  return size * n;
+}
+
 size_t op_read(char* out, size_t size, size_t n, void* user) {
   auto* s = static_cast<OpSlot*>(user);
-  const size_t bytes = std::min<uint64_t>(size * n, s->buf.size() - s->t.sent);
-  std::memcpy(out, s->buf.data() + s->t.sent, bytes);
+  const size_t bytes = std::min<uint64_t>(size * n, s->sent->size() - s->t.sent);
+  std::memcpy(out, s->sent->data() + s->t.sent, bytes);
   s->t.sent += bytes;
   return bytes;
 }
@@ -640,12 +658,16 @@ class ObjectOpsRun {
     if (std::find(kOps.begin(), kOps.end(), ops.op) == kOps.end())
       throw InputError("--ops " + ops.op + ": not an object operation (put, head, get, delete, list)");
     init_once();
+    if (ops.op == "put") {
+      pattern_.resize(ops.size);
+      pattern::fill(pattern_.data(), pattern_.size(), 0, ops.seed);
+    }
     multi_ = curl_multi_init();
     slots_.resize(std::max<size_t>(1, std::min<size_t>(ops.depth, ops.names.size())));
     for (auto& s : slots_) {
       s.t.easy = curl_easy_init();
-      if (ops.op == "put" || ops.op == "get") s.buf.resize(ops.size);
-      if (ops.op == "put") pattern::fill(s.buf.data(), s.buf.size(), 0, ops.seed);
+      if (ops.op == "get") s.landing.resize(ops.size);
+      s.sent = &pattern_;
     }
   }
   ~ObjectOpsRun() {
@@ -666,7 +688,7 @@ class ObjectOpsRun {
       if (next < ops_.names.size()) start(s, next++, ""), ++busy;
     while (busy) {
       asked_ = false;
-      start_due();
+      backing_off_.start_due([this](OpSlot& s) { ask(s); });
       int running = 0;
       if (curl_multi_perform(multi_, &running) != CURLM_OK) throw IoError("libcurl: the multi loop failed");
       int left = 0;
@@ -686,7 +708,7 @@ class ObjectOpsRun {
       // wait for the answers in flight; where there are none, for the next backoff to end (a request
       // started in this round has not run yet: no wait)
       if (busy && (running || (!asked_ && !backing_off_.empty())))
-        curl_multi_poll(multi_, nullptr, 0, poll_ms(), nullptr);
+        curl_multi_poll(multi_, nullptr, 0, backing_off_.poll_ms(), nullptr);
     }
     out.ns = now_ns() - started;
     out.connections = connections_;
@@ -707,6 +729,8 @@ class ObjectOpsRun {
         set_common(s.t.easy, *endpoint, ca_bundle_, asking_, &s.t);
         curl_easy_setopt(s.t.easy, CURLOPT_WRITEFUNCTION, op_body);
         curl_easy_setopt(s.t.easy, CURLOPT_WRITEDATA, &s);
+        curl_easy_setopt(s.t.easy, CURLOPT_HEADERFUNCTION, op_header);
+        curl_easy_setopt(s.t.easy, CURLOPT_HEADERDATA, &s);
         curl_easy_setopt(s.t.easy, CURLOPT_READFUNCTION, op_read);
         curl_easy_setopt(s.t.easy, CURLOPT_READDATA, &s);
         curl_easy_setopt(s.t.easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);  // the body at once (see start() above)
@@ -730,6 +754,7 @@ class ObjectOpsRun {
     const remote::Objects& objects = *s.endpoint->objects();
     ++s.t.attempts;
     s.t.got = s.t.sent = 0;
+    s.t.body_ns = 0;  // this try's answer's first byte (the try that counts gives it)
     s.t.too_long = false;
     s.t.error[0] = 0;
     s.t.answer = remote::Answer();
@@ -749,7 +774,7 @@ class ObjectOpsRun {
     curl_easy_setopt(s.t.easy, CURLOPT_NOBODY, long(op == "head"));
     if (op == "put") {
       curl_easy_setopt(s.t.easy, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(s.t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(s.buf.size()));
+      curl_easy_setopt(s.t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(pattern_.size()));
     } else if (op == "delete") {
       curl_easy_setopt(s.t.easy, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
@@ -761,14 +786,12 @@ class ObjectOpsRun {
   std::string finish(OpSlot& s, CURLcode rc, ObjectOpsResult& out) {
     curl_multi_remove_handle(multi_, s.t.easy);
     long status = 0, connects = 0;
-    curl_off_t first_us = 0;
     curl_easy_getinfo(s.t.easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(s.t.easy, CURLINFO_NUM_CONNECTS, &connects);
-    curl_easy_getinfo(s.t.easy, CURLINFO_STARTTRANSFER_TIME_T, &first_us);
     connections_ += uint64_t(connects);
     if (!s.t.too_long && may_retry(rc, status, *s.endpoint) && s.t.attempts <= asking_.retries) {
       ++retries_;
-      backing_off_.emplace_back(now_ns() + backoff_ns(s.t.attempts), &s);
+      backing_off_.add(s.t.attempts, &s);
       return "";  // s.t.request stays set: started again once due
     }
     s.t.request = nullptr;
@@ -782,9 +805,9 @@ class ObjectOpsRun {
     }
     const uint64_t now = now_ns();
     out.latency.add(now - s.issued_ns);
-    out.first_byte.add(uint64_t(first_us) * 1000);
+    out.first_byte.add(s.t.body_ns > s.issued_ns ? s.t.body_ns - s.issued_ns : 0);
     ++out.ops;
-    if (ops_.op == "put") out.bytes += s.buf.size();
+    if (ops_.op == "put") out.bytes += pattern_.size();
     if (ops_.op == "get") out.bytes += s.t.got;
     if (ops_.op != "list") return "";
     const auto [names, token] = s.endpoint->objects()->listed(s.body);
@@ -792,34 +815,15 @@ class ObjectOpsRun {
     return token;
   }
 
-  void start_due() {
-    const uint64_t now = now_ns();
-    for (size_t i = 0; i < backing_off_.size();) {
-      if (backing_off_[i].first <= now) {
-        OpSlot* s = backing_off_[i].second;
-        backing_off_.erase(backing_off_.begin() + long(i));
-        ask(*s);
-      } else {
-        ++i;
-      }
-    }
-  }
-  int poll_ms() const {
-    uint64_t wait = 100;
-    const uint64_t now = now_ns();
-    for (const auto& [due, s] : backing_off_)
-      wait = std::min<uint64_t>(wait, due > now ? (due - now) / 1000000 + 1 : 0);
-    return int(wait);
-  }
-
   const ObjectOps& ops_;
   const Asking asking_;
   const std::string ca_bundle_;
   CURLM* multi_ = nullptr;
   std::vector<OpSlot> slots_;
-  std::vector<std::pair<uint64_t, OpSlot*>> backing_off_;
-  IoRequest placeholder_;  // what marks a slot in flight (its Transfer's request)
-  bool asked_ = false;     // a request was started in this round of the loop
+  Backoffs<OpSlot> backing_off_;  // --retries
+  std::vector<char> pattern_;     // put: every object's body
+  IoRequest placeholder_;         // what marks a slot in flight (its Transfer's request)
+  bool asked_ = false;            // a request was started in this round of the loop
   uint64_t connections_ = 0, retries_ = 0;
 };
 

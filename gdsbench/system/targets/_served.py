@@ -141,4 +141,4 @@ class ServedFile(OnAServer):
         return True
 
 
-LOOK_PIECE = 8 << 20  # bytes a read of the whole-file look asks at once
+LOOK_PIECE = 64 << 20  # bytes a read of the whole-file look asks at once (each a session of the engine's)

@@ -62,8 +62,11 @@ class S3Endpoint final : public Endpoint, public Uploads, public Objects {
   std::pair<uint64_t, std::string> listed(const std::string& answer) const override {
     uint64_t names = 0;
     for (size_t at = 0; (at = answer.find("<Key>", at)) != std::string::npos; at += 5) ++names;
-    const bool more = xml_element(answer, "IsTruncated") == "true";
-    return {names, more ? xml_element(answer, "NextContinuationToken") : ""};
+    if (xml_element(answer, "IsTruncated") != "true") return {names, ""};
+    const std::string next = xml_element(answer, "NextContinuationToken");
+    if (next.empty())  // a listing cut short with no way on: never counted as whole
+      throw IoError("listing " + name + ": the server says there is more, and names no token to go on with");
+    return {names, next};
   }
 
   Ask whole(const std::string& mark, const std::string& version) const override {
