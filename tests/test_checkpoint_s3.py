@@ -19,8 +19,6 @@ from test_bad_input import assert_one_line_error
 from gdsbench import _native
 from gdsbench.checkpoint import models
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-
 SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
 
 

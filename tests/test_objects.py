@@ -5,17 +5,13 @@ kept, only gdsbench's objects ever removed, bad input one line."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 from conftest import MPI_ENV, ROOT, mpirun_command, needs_mpi
 from test_bad_input import assert_one_line_error
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-
-from gdsbench.system import object_store  # noqa: E402
+from gdsbench.system import object_store
 
 
 @pytest.fixture
