@@ -138,3 +138,14 @@ def test_mpi_ranks_write_and_read_their_own_objects(seaweed, s3, tmp_path):
     assert [r["phase"] for r in rows] == ["write", "read"] and all(r["ranks"] == 2 for r in rows)
     assert rows[1]["verify_mismatches"] == 0 and rows[1]["verified_blocks"] == rows[1]["bytes"] // 4096
     assert len(keys(s3, "mpi/")) == 5  # 4 objects and the manifest; the lock gone
+
+
+def test_bounce_writes_objects_from_the_cpu_stand_in_and_gds_is_refused(gdsbench, s3, tmp_path):
+    res = gdsbench("checkpoint", "s3://bucket/bounce/", *SMALL, "--checkpoints", "1", "--mode", "bounce",
+                   "--gpu-backend", "sim", "--results", tmp_path, "--json")
+    assert res.code == 0, res.err
+    assert all(r["verify_mismatches"] == 0 for r in json.loads(res.out))
+    run = json.load(open(next(tmp_path.glob("*/run.json"))))
+    assert "S3, curl engine PUTs" in run["data_path"]["write"] and "SIMULATED" in run["data_path"]["write"]
+    assert_one_line_error(gdsbench("checkpoint", "s3://bucket/gds/", *SMALL, "--mode", "gds", "--gpu-backend", "sim"),
+                          "--mode gds", "cufile")

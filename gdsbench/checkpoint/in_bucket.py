@@ -35,7 +35,7 @@ from gdsbench.execution.loops import sample_writers
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
-from gdsbench.system import object_store
+from gdsbench.system import gpu_path, object_store
 
 LOCK = ".gdsbench-checkpoint-lock"
 
@@ -74,6 +74,9 @@ class Bucket:
     def check(self, run) -> None:
         """Before the first checkpoint is written: S3's rules for every object's parts, then every
         folder this run replaces."""
+        if not run.spec.mode_declaration.native_loop:
+            raise UsageError(f"--mode {run.spec.mode}: writes no S3 objects (its loop is kvikio's, which reads files "
+                             "and URLs); use --mode cpu or bounce for s3://")
         check_parts(run)
         for k in range(1, run.checkpoints + 1):
             why = self.foreign(run.folder(k))
@@ -165,11 +168,13 @@ class Bucket:
         return None
 
     def data_path(self, spec: JobSpec) -> str:
+        """What a phase's bytes pass through, in words, the CPU stand-in labelled as gpu_path labels it."""
         mode = spec.mode_declaration
+        sim = f" [{gpu_path.SIMULATED}]" if spec.simulated and mode.gpu else ""
         if spec.direction == "write":
             return (f"S3, {spec.engine} engine PUTs (an upload in parts of --bs, or the object whole), each object new "
-                    f"(If-None-Match) {mode.write_source}")
-        return f"S3, {spec.engine} engine ranged GETs {mode.landing}"
+                    f"(If-None-Match) {mode.write_source}{sim}")
+        return f"S3, {spec.engine} engine ranged GETs {mode.landing}{sim}"
 
     # ---- a rank's objects ----
 

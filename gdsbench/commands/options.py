@@ -167,7 +167,7 @@ def write_job_in(args: argparse.Namespace, command: str, goes: str, probe: str, 
         if values.get("direct"):
             raise UsageError("--direct: an S3 object is not in this host's page cache, so there is no O_DIRECT to "
                              "ask; leave --direct out")
-        values = {"bs": S3_PART_SIZE, **values, "direct": False}
+        values = {"bs": S3_PART_SIZE, **values}  # (O_DIRECT: the curl engine has none, so none is asked)
     base = JobSpec(path=f"{args.path.rstrip('/')}/{probe}" if to_s3 else os.path.join(os.path.abspath(args.path), probe))
     spec = runnable_here(spec_from_values(values, base))
     if not spec.opens_target:
