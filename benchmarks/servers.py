@@ -110,9 +110,9 @@ def ganesha(folder: str, work: str) -> tuple[subprocess.Popen, str]:
 SMB_PASSWORD = "gdsbench-bench-smb"  # root's, in the benchmark's own Samba password database only
 
 
-def smbd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
-    """Samba's smbd sharing folder read-only as [share], its state and password database (one user:
-    root, SMB_PASSWORD) under work: (process, base URL smb://127.0.0.1:PORT/share)."""
+def smbd(folder: str, work: str, writable: bool = False) -> tuple[subprocess.Popen, str]:
+    """Samba's smbd sharing folder as [share] (read-only unless writable), its state and password
+    database (one user: root, SMB_PASSWORD) under work: (process, base URL smb://127.0.0.1:PORT/share)."""
     port = free_port()
     state = {name: os.path.join(work, f"smb-{name}") for name in ("state", "lock", "pid", "cache", "private")}
     for path in state.values():
@@ -124,7 +124,7 @@ def smbd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
                 "private dir": state["private"], "log file": os.path.join(work, "smb-log.%m")}
     with open(conf, "w") as f:
         f.write("[global]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
-                + f"[share]\npath = {folder}\nread only = yes\n")
+                + f"[share]\npath = {folder}\nread only = {'no' if writable else 'yes'}\n")
     subprocess.run(["smbpasswd", "-c", conf, "-s", "-a", "root"], input=f"{SMB_PASSWORD}\n{SMB_PASSWORD}\n",
                    text=True, check=True, capture_output=True)
     argv = [shutil.which("smbd") or "/usr/sbin/smbd", "--foreground", "--no-process-group", "-s", conf]

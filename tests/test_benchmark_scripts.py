@@ -438,3 +438,10 @@ def test_vs_object_ops_judges_each_op_against_its_best_other_client():
     assert [r[1] for r in head] == ["gdsbench", "obstore", "boto3"]
     assert head[0][3].startswith("0.50 of boto3") and "FAIL" in head[0][3]  # the fastest other, whichever it is
     assert vs_object_ops.rotated(("a", "b", "c"), 1) == ["b", "c", "a"]
+
+
+def test_vs_smb_writes_takes_out_the_median_one_part_call_from_every_whole_one():
+    vs_smb_writes = load("vs_smb_writes")
+    size = 64 * vs_smb_writes.MiB
+    rates = vs_smb_writes.net_rates([1.5, 2.5], [0.5, 0.5, 0.6], size)
+    assert rates == [60.0, 30.0]  # (64 - 4) MiB over (1.5 - 0.5) s, and over (2.5 - 0.5) s
