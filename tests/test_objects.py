@@ -63,13 +63,17 @@ def test_a_set_is_read_by_later_runs_and_a_strangers_object_is_never_touched(gds
     assert keys(s3, "other/") == ["other/obj-0000000"]
 
 
-def test_bad_input_is_one_line(gdsbench, s3, tmp_path):
+def test_bad_input_is_one_line(gdsbench, s3, tmp_path, monkeypatch):
     assert_one_line_error(gdsbench("objects", "s3://bucket/none/", "--ops", "get", "--results", tmp_path),
                           "no complete set of gdsbench's objects", "--ops put,get")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--ops", "frob"), "--ops", "choose from put")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--size", "1000"), "--size", "4 KiB")
     assert_one_line_error(gdsbench("objects", "http://host/x/"), "give s3://BUCKET/PREFIX/")
     assert_one_line_error(gdsbench("objects", "s3://bucket/"), "give a prefix")
+    assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--qd", "1024", "--size", "64M"), "4 GiB of buffers")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+    assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--results", tmp_path), "HTTP 403",
+                          "AWS_SECRET_ACCESS_KEY")
     assert not (tmp_path / "results").exists()
 
 
