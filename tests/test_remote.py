@@ -55,12 +55,16 @@ def stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """A folder the servers serve: bucket/data.dat, an 8 MiB file `gdsbench prepare` wrote."""
+    """A folder the servers serve: bucket/data.dat, an 8 MiB file `gdsbench prepare` wrote; dav/w.dat, one
+    for WebDAV writes, and dav/theirs.dat, a user's 1 MiB of other bytes."""
     from gdsbench.system.prepare import prepare
 
     root = tmp_path_factory.mktemp("served")
     (root / "bucket").mkdir()
     prepare(str(root / "bucket" / "data.dat"), 8 * MiB)
+    (root / "dav").mkdir()
+    prepare(str(root / "dav" / "w.dat"), 8 * MiB)
+    (root / "dav" / "theirs.dat").write_bytes(os.urandom(MiB))
     return root
 
 
@@ -80,7 +84,8 @@ def start_nginx(served, prefix, tls: tuple[str, str] | None = None) -> tuple[sub
         "events { worker_connections 1024; }\n"
         f"http {{ access_log off; sendfile on; keepalive_requests 1000000; {temp}\n"
         f"  server {{ {listen} root {served};\n"
-        f"    location /throttled/ {{ alias {served}/; limit_rate 256k; }} }} }}\n")
+        f"    location /throttled/ {{ alias {served}/; limit_rate 256k; }}\n"
+        f"    location /dav/ {{ dav_methods PUT; client_max_body_size 0; }} }} }}\n")  # WebDAV's PUT: served/dav/
     with open(prefix / "out.log", "w") as log:
         proc = start([exe, "-p", str(prefix), "-c", str(prefix / "nginx.conf")], port, log)
     return proc, f"{'https' if tls else 'http'}://127.0.0.1:{port}"
@@ -409,7 +414,25 @@ def test_s3_writes_replace_a_gdsbench_object_whole_and_nothing_else(gdsbench, s3
     boto3_client(s3_env).put_object(Bucket="bucket", Key="theirs-w.dat", Body=b"x" * 8 * MiB)
     assert_one_line_error(gdsbench("run", "s3://bucket/theirs-w.dat", *writes), "gdsbench did not create this object")
     assert (served / "bucket" / "theirs-w.dat").read_bytes() == b"x" * 8 * MiB
-    assert_one_line_error(gdsbench("run", f"{nginx}/bucket/data.dat", *writes), "writes over HTTP are not measured yet")
+    data = (served / "bucket" / "data.dat").read_bytes()  # a server that takes no PUT there: its refusal, one line
+    assert_one_line_error(gdsbench("run", f"{nginx}/bucket/data.dat", *writes), "HTTP 4", "the server refused",
+                          code=3)
+    assert (served / "bucket" / "data.dat").read_bytes() == data
+
+
+def test_webdav_writes_put_a_gdsbench_object_whole_and_refuse_anything_else(gdsbench, nginx, served):
+    url = f"{nginx}/dav/w.dat"
+    w = run_json(gdsbench, url, "--rw", "write", "--bs", "8M", "--io-size", "16M")
+    assert w["bytes"] == 16 * MiB and w["ops"] == 2 and w["spec"]["engine"] == "curl"
+    assert w["data_path"].startswith("HTTP over HTTP/1.1, curl engine PUTs (the object whole)"), w["data_path"]
+    r = run_json(gdsbench, url, "--verify", "--io-size", "8M")
+    assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
+    theirs = (served / "dav" / "theirs.dat").read_bytes()
+    assert_one_line_error(gdsbench("run", f"{nginx}/dav/theirs.dat", "--rw", "write", "--bs", "1M", "--io-size", "1M"),
+                          "not an object gdsbench made")
+    assert (served / "dav" / "theirs.dat").read_bytes() == theirs
+    assert_one_line_error(gdsbench("run", url, "--rw", "write", "--bs", "1M", "--io-size", "8M"),
+                          "written whole, in one PUT", "--bs 8M")
 
 
 def test_prepare_refuses_http_and_says_how_to_serve_a_file(gdsbench, nginx):

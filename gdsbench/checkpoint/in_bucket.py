@@ -31,7 +31,7 @@ import socket
 
 from gdsbench.checkpoint import manifest
 from gdsbench.checkpoint.moves import move_whole
-from gdsbench.execution.loops import sample_writers
+from gdsbench.execution.loops import check_writes_regions, sample_writers
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
@@ -74,9 +74,7 @@ class Bucket:
     def check(self, run) -> None:
         """Before the first checkpoint is written: S3's rules for every object's parts, then every
         folder this run replaces."""
-        if not run.spec.mode_declaration.native_loop:
-            raise UsageError(f"--mode {run.spec.mode}: writes no S3 objects (its loop is kvikio's, which reads files "
-                             "and URLs); use --mode cpu or bounce for s3://")
+        check_writes_regions(run.spec)  # (kvikio's loop writes no objects)
         check_parts(run)
         for k in range(1, run.checkpoints + 1):
             why = self.foreign(run.folder(k))

@@ -62,12 +62,17 @@ def sample_readers(spec: JobSpec, gpu: int, count: int) -> list:
     return [_native.SampleReader(job, gpu, check) for _ in range(count)]
 
 
-def sample_writers(spec: JobSpec, gpu: int, count: int) -> list:
-    """`count` writers of whole regions (native SampleReaders made from a write job: their write());
-    kvikio's loop writes none (UsageError)."""
+def check_writes_regions(spec: JobSpec) -> None:
+    """UsageError where the mode's loop writes no regions or objects (kvikio's reader reads only)."""
     if not spec.mode_declaration.native_loop:
         raise UsageError(f"--mode {spec.mode}: writes regions in the native loop only (kvikio's reader reads); "
                          "use another mode")
+
+
+def sample_writers(spec: JobSpec, gpu: int, count: int) -> list:
+    """`count` writers of whole regions or new objects (native SampleReaders made from a write job:
+    their write() and create()); kvikio's loop writes none (UsageError)."""
+    check_writes_regions(spec)
     return sample_readers(spec, gpu, count)
 
 

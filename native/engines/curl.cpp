@@ -262,7 +262,7 @@ class CurlEngine final : public Engine {
       if (!uploads_)
         throw InputError("PATH " + endpoint_->name + ": writes over " + endpoint_->protocol() +
                          " are not measured yet");
-      if (!facts_.count("gdsbench_mark"))
+      if (uploads_->keeps_mark() && !facts_.count("gdsbench_mark"))
         throw InputError("PATH " + endpoint_->name +
                          ": gdsbench did not create this object, and writes only into "
                          "objects it made");
@@ -836,8 +836,8 @@ ObjectOpsResult run_object_ops(const ObjectOps& ops) {
 
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and S3 writes (an object whole: PUT, or an "
-    "upload in parts), through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and writes of S3 objects (whole: a PUT, or an "
+    "upload in parts) and WebDAV ones (a PUT), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
       const Asking asking{kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
@@ -855,8 +855,8 @@ const EngineInfo kCurlEngine = {
 namespace gds {
 const EngineInfo kCurlEngine = {
     "curl",
-    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and S3 writes (an object whole: PUT, or an "
-    "upload in parts), through libcurl, --qd in flight per thread",
+    "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and writes of S3 objects (whole: a PUT, or an "
+    "upload in parts) and WebDAV ones (a PUT), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine curl: this gdsbench was built without libcurl");

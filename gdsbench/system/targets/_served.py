@@ -82,6 +82,18 @@ class OnAServer:
         return {"path": self.path, "kind": self.kind, "size_bytes": self.size, **self.facts,
                 "cache": "remote: no page cache here to drop, and the server's cache cannot be seen"}
 
+    def all_pattern(self) -> bool:
+        """Every block of it carries gdsbench's pattern, read through its engine (a whole read of it):
+        how a file on a server that keeps no mark of gdsbench's is known as one gdsbench made."""
+        if not self.size or self.size % _native.PATTERN_BLOCK:
+            return False
+        for offset in range(0, self.size, LOOK_PIECE):
+            length = min(LOOK_PIECE, self.size - offset)
+            piece = _native.read_range(self.ENGINE, self.path, offset, length, self.asking)
+            if len(piece) != length or _native.pattern_check(piece, offset)[0]:
+                return False
+        return True
+
 
 @dataclass(frozen=True)
 class ServedFile(OnAServer):
@@ -130,15 +142,7 @@ class ServedFile(OnAServer):
                              "are (or through a mount), then write its URL")
 
     def created_by_gdsbench(self) -> bool:
-        """Every block of it carries gdsbench's pattern, read through its engine (a whole read of it)."""
-        if not self.size or self.size % _native.PATTERN_BLOCK:
-            return False
-        for offset in range(0, self.size, LOOK_PIECE):
-            length = min(LOOK_PIECE, self.size - offset)
-            piece = _native.read_range(self.ENGINE, self.path, offset, length, self.asking)
-            if len(piece) != length or _native.pattern_check(piece, offset)[0]:
-                return False
-        return True
+        return self.all_pattern()
 
 
 LOOK_PIECE = 64 << 20  # bytes a read of the whole-file look asks at once (each a session of the engine's)

@@ -20,6 +20,7 @@ from typing import ClassVar
 from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import ENGINE_INFO, OPTIONS, JobSpec
+from gdsbench.job.units import format_size
 from gdsbench.system import object_store
 from gdsbench.system.targets._served import OnAServer, engine_opening
 
@@ -74,15 +75,19 @@ class RemoteObject(OnAServer):
         version = self.facts.get("http_version")
         over = f" over {version}" if version else ""
         if direction == "write":
-            return f"{self.kind.upper()}{over}, {engine} engine PUTs (an upload in parts, or the object whole)"
+            how = "the object whole" if self.kind == "http" else "an upload in parts, or the object whole"
+            return f"{self.kind.upper()}{over}, {engine} engine PUTs ({how})"
         return f"{self.kind.upper()}{over}, {engine} engine ranged {'GETs' if version else 'reads'}"
 
     def check_may_write(self, spec=None) -> None:
         """Only into an S3 object gdsbench made (its mark, x-amz-meta-gdsbench-prepared), and only
-        as S3 writes one: whole, by one upload (the curl engine's Uploads; object_store.check_upload)."""
+        as S3 writes one: whole, by one upload (the curl engine's Uploads; object_store.check_upload);
+        or into an HTTP (WebDAV) object of gdsbench's pattern, by one PUT of all of it."""
+        if self.kind == "http":
+            return self._check_webdav_write(spec)
         if self.kind != "s3":
             raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to an "
-                             "s3:// object or a local file `gdsbench prepare` made")
+                             "s3:// or WebDAV object, or a local file `gdsbench prepare` made")
         if not self.facts.get("gdsbench_mark"):
             raise UsageError(f"PATH {self.path}: gdsbench did not create this object (it has no x-amz-meta-"
                              f"{object_store.MARK}), and writes only into objects it made; make one with "
@@ -90,9 +95,27 @@ class RemoteObject(OnAServer):
         if spec is not None:
             object_store.check_upload(self.path, self.size, spec)
 
+    def _check_webdav_write(self, spec) -> None:
+        """A WebDAV object is PUT whole, by one writer: --bs its size, one request in flight; and only
+        one of gdsbench's pattern, every block of it (the server keeps no mark)."""
+        if spec is not None:
+            if spec.offset or spec.bs < self.size or spec.qd > 1 or spec.threads > 1 or \
+                    (spec.procs > 1 and spec.layout != "per-proc"):
+                raise UsageError(f"--bs {format_size(spec.bs)}: an HTTP object is written whole, in one PUT, by one "
+                                 f"writer ({self.path}: {format_size(self.size)}); give --bs "
+                                 f"{format_size(self.size).replace(' ', '')}, --qd 1 and one thread")
+            if spec.verify or spec.fsync_every or spec.fsync_end:
+                raise UsageError("--verify/--fsync: not with writes of an HTTP object; read it back with a run of "
+                                 "--verify after")
+        if not self.all_pattern():
+            raise UsageError(f"PATH {self.path}: not an object gdsbench made (not its pattern in every block), and "
+                             "gdsbench writes only into objects it made; make one with `gdsbench prepare` where the "
+                             "server's files are, then write its URL")
+
     def created_by_gdsbench(self) -> bool:
         """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),
-        as the server answered when it was looked at."""
+        as the server answered when it was looked at; an HTTP server keeps none (check_may_write reads
+        its pattern instead)."""
         return "gdsbench_mark" in self.facts
 
 

@@ -33,10 +33,38 @@ std::string server_of(const std::string& url) {
   return url.substr(0, url.find('/', host == std::string::npos ? 0 : host + 3));
 }
 
-class HttpEndpoint final : public Endpoint {
+// WebDAV's writes (nginx's dav_methods PUT, SeaweedFS's filer): an object is PUT whole, replacing
+// only the version looked at where the server checks conditions; there is no upload in parts, and
+// no mark kept (gdsbench's Python knows its objects by their pattern).
+class HttpEndpoint final : public Endpoint, public Uploads {
  public:
   using Endpoint::Endpoint;
   const char* protocol() const override { return "http"; }
+  const Uploads* uploads() const override { return this; }
+
+  Ask whole(const std::string&, const std::string& version) const override {
+    std::vector<std::string> headers;
+    if (version == kAbsent)
+      headers.push_back("If-None-Match: *");
+    else if (!version.empty())
+      headers.push_back("If-Match: " + version);
+    return {"PUT", url, headers, ""};
+  }
+  Ask begin(const std::string&) const override { throw whole_only(); }
+  std::string upload_id(const std::string&) const override { return ""; }
+  Ask part(const std::string&, unsigned) const override { throw whole_only(); }
+  Ask complete(const std::string&, const std::vector<std::string>&, const std::string&) const override {
+    throw whole_only();
+  }
+  Ask abort(const std::string&) const override { throw whole_only(); }
+  std::string completed_version(const std::string&) const override { return ""; }
+  std::string error_in(const std::string&) const override { return ""; }
+  bool keeps_mark() const override { return false; }
+
+ private:
+  InputError whole_only() const {
+    return InputError("PATH " + name + ": an HTTP object is written whole, in one PUT: give --bs its size");
+  }
 };
 
 }  // namespace

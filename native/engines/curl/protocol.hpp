@@ -84,6 +84,9 @@ class Uploads {
   // The version a completed upload made, from its answer ("": not named).
   virtual std::string completed_version(const std::string& answer) const = 0;
   virtual std::string error_in(const std::string& answer) const = 0;  // "" where the answer holds none
+  // Whether the server keeps an object's mark (S3's metadata): where it does not (a WebDAV server),
+  // gdsbench's Python knows its objects by their pattern instead, and the engine does not ask.
+  virtual bool keeps_mark() const { return true; }
 };
 
 // Operations on objects as whole things (object_ops.hpp: warp's PUT, HEAD, GET, DELETE, LIST), for
