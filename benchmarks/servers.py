@@ -49,8 +49,8 @@ def start(argv: list[str], port: int, log: str, own_group: bool = False) -> subp
         raise
 
 
-def nginx(folder: str, work: str) -> tuple[subprocess.Popen, str]:
-    """nginx serving folder: (process, base URL)."""
+def nginx(folder: str, work: str, writable: bool = False) -> tuple[subprocess.Popen, str]:
+    """nginx serving folder (taking WebDAV's PUT of any size too where writable): (process, base URL)."""
     port = free_port()
     temp = " ".join(f"{k}_temp_path {work}/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
     conf = os.path.join(work, "nginx.conf")
@@ -58,7 +58,8 @@ def nginx(folder: str, work: str) -> tuple[subprocess.Popen, str]:
         f.write(f"daemon off; master_process off; error_log {work}/error.log; pid {work}/nginx.pid;\n"
                 "events { worker_connections 1024; }\n"
                 f"http {{ access_log off; sendfile on; keepalive_requests 1000000; {temp}\n"
-                f"  server {{ listen 127.0.0.1:{port}; root {folder}; }} }}\n")
+                f"  server {{ listen 127.0.0.1:{port}; root {folder};"
+                f"{' dav_methods PUT; client_max_body_size 0;' if writable else ''} }} }}\n")
     return start([nginx_binary(), "-p", work, "-c", conf], port,
                  os.path.join(work, "nginx.log")), f"http://127.0.0.1:{port}"
 

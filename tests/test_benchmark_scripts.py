@@ -440,8 +440,12 @@ def test_vs_object_ops_judges_each_op_against_its_best_other_client():
     assert vs_object_ops.rotated(("a", "b", "c"), 1) == ["b", "c", "a"]
 
 
-def test_vs_smb_writes_takes_out_the_median_one_part_call_from_every_whole_one():
-    vs_smb_writes = load("vs_smb_writes")
-    size = 64 * vs_smb_writes.MiB
-    rates = vs_smb_writes.net_rates([1.5, 2.5], [0.5, 0.5, 0.6], size)
+def test_vs_protocol_writes_takes_out_the_median_one_part_call_from_every_whole_one():
+    vs_protocol_writes = load("vs_protocol_writes")
+    size = 64 * vs_protocol_writes.MiB
+    rates = vs_protocol_writes.net_rates([1.5, 2.5], [0.5, 0.5, 0.6], size)
     assert rates == [60.0, 30.0]  # (64 - 4) MiB over (1.5 - 0.5) s, and over (2.5 - 0.5) s
+    assert vs_protocol_writes.net_rates([0.5], [], size) == [128.0]  # timed by request: no fixed costs to take out
+    runs = {"gdsbench": {"whole": [1.0, 1.0], "one_part": []}, "curl": {"whole": [2.0, 2.0], "one_part": []}}
+    (ours, theirs) = vs_protocol_writes.table_rows("webdav", runs, size)
+    assert ours[1] == "gdsbench" and theirs[1] == "curl" and ours[2] == "request" and ours[6].startswith("2.00 of curl")

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Writes over a file protocol: gdsbench (`run URL --rw write`) against the client a user would
+otherwise write a file with, into the same server on loopback, the same bytes, from memory:
+
+    smb      gdsbench's smb engine (libsmbclient, one request in flight)  vs  smbclient's `put`,
+             into Samba's smbd
+    webdav   gdsbench's curl engine (one PUT of the whole file)            vs  curl's `-T` (a PUT),
+             into nginx (dav_methods PUT)
+
+Timing, the same for both clients of a protocol: each run is a process of its own that first sets
+up untimed, then times one call that writes the whole file: gdsbench plans its job untimed (the
+look at the file, which reads all of it to know it is gdsbench's) and times execute() in the
+process; the other client's process is timed whole. Each has fixed costs that are not the writing
+(a connection, a login), so, as vs_clients.py and vs_s3_writes.py do, beside each run the same
+client writes a file of one 4 MiB part timed the same way, and a client's figure is (the file's
+bytes - one part) over (its call's seconds - the median of its one-part calls'). Clients
+alternate, the order swapped each repeat; the verdict is on the paired ratios
+(stats.paired_verdict), target gdsbench at least 0.95 of the other. The servers' writes land in
+this host's page cache (no sync asked): the figure is the protocol's and the clients', not the
+disk's. After the runs gdsbench's file is read back with --verify.
+
+    .venv/bin/python benchmarks/vs_protocol_writes.py            # about 4 minutes
+    .venv/bin/python benchmarks/vs_protocol_writes.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import servers  # noqa: E402
+import stats  # noqa: E402
+from common import markdown_table, median, write_outputs  # noqa: E402
+
+MiB = 1 << 20
+PART = 4 * MiB
+PROTOCOLS = {  # protocol: (the other client, gdsbench's --bs for a file of `size`: None means the whole file)
+    "smb": ("smbclient", PART),
+    "webdav": ("curl", None),
+}
+# How a protocol's runs are timed (see the top): "call", each client's whole call less its one-part
+# calls' median; "request", each client's own clock around its one request (a whole-file PUT)
+TIMING = {"smb": "call", "webdav": "request"}
+
+
+def one_gdsbench(url: str, size: int, bs: int) -> tuple[float, float]:
+    """In this process: plan the write untimed, then time execute(): (its seconds, its own measured
+    window's: the requests' first issue to their last answer)."""
+    from gdsbench.execution.runner import execute, plan
+    from gdsbench.job.spec import spec_from_values
+
+    planned = plan(spec_from_values({"path": url, "rw": "write", "bs": bs, "io_size": size}))
+    t0 = time.perf_counter()
+    result = execute(planned, record_environment=False)
+    seconds = time.perf_counter() - t0
+    if result is None or result.bytes != size:
+        raise SystemExit(f"gdsbench wrote {getattr(result, 'bytes', 0)} of {size} bytes")
+    return seconds, result.elapsed_ns / 1e9
+
+
+def other_argv(protocol: str, base: str, name: str, source: str) -> list[str]:
+    if protocol == "smb":
+        host, port = base[len("smb://"):].split("/")[0].split(":")
+        return ["smbclient", f"//{host}/share", "-p", port, "-U", f"root%{servers.SMB_PASSWORD}", "-c",
+                f"put {source} {name}"]
+    return ["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{time_total}", "-T", source, f"{base}/{name}"]
+
+
+def measure(protocol: str, client: str, base: str, name: str, size: int, source: str, env: dict) -> float:
+    """One timed write of `size` bytes into the server's file `name`, by one client, in a process of its
+    own: seconds, as the protocol's TIMING says."""
+    if client == "gdsbench":
+        bs = PROTOCOLS[protocol][1] or size
+        argv = [sys.executable, os.path.abspath(__file__), "--one", f"{base}/{name}", "--size", str(size), "--bs",
+                str(bs)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise SystemExit(f"gdsbench failed: {done.stderr.strip()[-1500:]}")
+        call, window = (float(x) for x in done.stdout.strip().splitlines()[-1].split())
+        return call if TIMING[protocol] == "call" else window
+    t0 = time.perf_counter()
+    done = subprocess.run(other_argv(protocol, base, name, source), env=env, capture_output=True, text=True,
+                          timeout=600)
+    seconds = time.perf_counter() - t0
+    if done.returncode:
+        raise SystemExit(f"{client} failed: {done.stdout.strip()[-500:]} {done.stderr.strip()[-500:]}")
+    return seconds if TIMING[protocol] == "call" else float(done.stdout.strip())  # curl's time_total
+
+
+def net_rates(whole: list[float], one_part: list[float], size: int) -> list[float]:
+    """(size - one part) / (seconds - the median one-part seconds), per whole run: MiB/s; with no
+    one-part runs (a protocol timed by request), size / seconds."""
+    if not one_part:
+        return [size / MiB / max(s, 1e-9) for s in whole]
+    fixed = median(one_part)
+    return [(size - PART) / MiB / max(s - fixed, 1e-9) for s in whole]
+
+
+def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) -> dict:
+    """Every repeat of both clients of one protocol: {client: {"whole": [...], "one_part": [...]}}."""
+    from gdsbench.system.prepare import prepare
+
+    folder = os.path.join(work, protocol)
+    os.makedirs(folder)
+    for name, size in (("g.dat", args.size), ("g-one.dat", PART), ("c.dat", args.size), ("c-one.dat", PART)):
+        prepare(os.path.join(folder, name), size)  # gdsbench writes only into files it made; the other's alike
+    other = PROTOCOLS[protocol][0]
+    server_work = os.path.join(work, f"{protocol}-server")
+    os.makedirs(server_work)
+    proc, base = (servers.smbd if protocol == "smb" else servers.nginx)(folder, server_work, writable=True)
+    env = dict(os.environ, USER=f"root%{servers.SMB_PASSWORD}")
+    runs = {c: {"whole": [], "one_part": []} for c in ("gdsbench", other)}
+    try:
+        for repeat in range(args.repeats):
+            for client in (("gdsbench", other) if repeat % 2 == 0 else (other, "gdsbench")):
+                calls = [("whole", "g.dat" if client == "gdsbench" else "c.dat", args.size)]
+                if TIMING[protocol] == "call":
+                    calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
+                for kind, name, size in calls:
+                    runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env))
+                print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
+                      flush=True)
+        check = subprocess.run([sys.executable, "-m", "gdsbench", "run", f"{base}/g.dat", "--verify", "--io-size",
+                                str(args.size)], env=env, capture_output=True, text=True, timeout=600)
+        if check.returncode:  # what gdsbench wrote is read back, every block checked
+            raise SystemExit(f"gdsbench's file did not read back whole: {check.stderr.strip()[-500:]}")
+    finally:
+        servers.stop(proc)
+    return runs
+
+
+def table_rows(protocol: str, runs: dict, size: int) -> list[list]:
+    other = PROTOCOLS[protocol][0]
+    rates = {c: net_rates(runs[c]["whole"], runs[c]["one_part"], size) for c in runs}
+    verdict = stats.paired_verdict([a / b for a, b in zip(rates["gdsbench"], rates[other])], 0.95)
+    return [[protocol, c, TIMING[protocol], f"{median(rates[c]):.0f} ({min(rates[c]):.0f}-{max(rates[c]):.0f})",
+             f"{median(runs[c]['whole']):.3f}", f"{median(runs[c]['one_part']):.3f}" if runs[c]["one_part"] else "",
+             (f"{verdict['median']:.2f} of {other} ({verdict['interval'][0]:.2f}-{verdict['interval'][1]:.2f}, "
+              f"{verdict['interval_is']}): {verdict['verdict']}") if c == "gdsbench" else ""]
+            for c in ("gdsbench", other)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--size", type=int, default=1024 * MiB)
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--bs", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(*one_gdsbench(args.one, args.size, args.bs), flush=True)
+        return 0
+    if args.quick:
+        args.repeats, args.size = 2, 64 * MiB
+    protocols = [p for p in args.protocols.split(",") if p]
+    rows, raw = [], {"size": args.size, "runs": {}}
+    with tempfile.TemporaryDirectory(prefix="vs-protocol-writes-") as work, \
+            tempfile.TemporaryDirectory(prefix="vs-protocol-writes-", dir="/dev/shm") as shm:
+        sources = {}
+        for name, size in (("src.dat", args.size), ("src-one.dat", PART)):
+            sources[size] = os.path.join(shm, name)
+            with open(sources[size], "wb") as f:
+                f.write(os.urandom(size))
+        for protocol in protocols:
+            raw["runs"][protocol] = measure_protocol(protocol, args, work, sources)
+            rows += table_rows(protocol, raw["runs"][protocol], args.size)
+    header = ["protocol", "client", "timed by", "MiB/s median (min-max)", "whole s (median)", "one-part call s (median)",
+              "gdsbench vs the other: median ratio (interval): verdict"]
+    notes = [f"A {args.size // MiB} MiB file written whole into each server (a folder on this machine's disk, writes "
+             f"into its page cache) on loopback, {args.repeats} repeats a client, alternating, the order swapped each "
+             "repeat, each client over a file of its own that `gdsbench prepare` made (the same size, the same "
+             "history), from memory (/dev/shm for the other client).",
+             "smb: gdsbench --bs 4M, one request in flight (libsmbclient's calls are synchronous), against smbclient's "
+             "put (its own request sizes) into Samba's smbd. webdav: gdsbench one PUT of the whole file (--bs its size) "
+             "against curl -T into nginx (dav_methods PUT).",
+             "Timed by call (smb): gdsbench's execute() of a job planned untimed (the plan reads the whole file to know "
+             "it is gdsbench's), in its own process; the other client's process whole. Each client's one-part call "
+             "(4 MiB) median is taken out as fixed costs: a figure is (bytes - 4 MiB) / (seconds - that median).",
+             "Timed by request (webdav): each client's own clock around its one PUT (gdsbench's measured window, from "
+             "the request's issue to its answer's end; curl's time_total, its connection included). gdsbench's call "
+             "also fills a buffer of the whole object with its pattern before the PUT, a cost that grows with the "
+             "object, so the one-part rule cannot take it out; that cost is not in either figure.",
+             "After the runs gdsbench's file is read back with --verify, every block checked.",
+             "Verdict: stats.paired_verdict on gdsbench / the other client paired by repeat; PASS at 0.95 or more."]
+    write_outputs("vs_protocol_writes" + ("-quick" if args.quick else ""), "Writes over SMB and WebDAV: gdsbench "
+                  "against smbclient and curl", markdown_table(header, rows), notes, raw,
+                  tools=("samba", "nginx", "curl"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
