@@ -123,6 +123,7 @@ def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) ->
                 if TIMING[protocol] == "call":
                     calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
                 for kind, name, size in calls:
+                    os.sync()  # untimed: the last run's dirty pages written back first, not during this one
                     runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env))
                 print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
                       flush=True)
@@ -177,7 +178,9 @@ def main() -> int:
     notes = [f"A {args.size // MiB} MiB file written whole into each server (a folder on this machine's disk, writes "
              f"into its page cache) on loopback, {args.repeats} repeats a client, alternating, the order swapped each "
              "repeat, each client over a file of its own that `gdsbench prepare` made (the same size, the same "
-             "history), from memory (/dev/shm for the other client).",
+             "history), from memory (/dev/shm for the other client); before each run, untimed, sync(2) writes back "
+             "what the last one left dirty (an earlier run without it had each repeat's first PUT pay for the last "
+             "one's writeback).",
              "smb: gdsbench --bs 4M, one request in flight (libsmbclient's calls are synchronous), against smbclient's "
              "put (its own request sizes) into Samba's smbd. webdav: gdsbench one PUT of the whole file (--bs its size) "
              "against curl -T into nginx (dav_methods PUT).",
