@@ -137,7 +137,6 @@ curl_slist* header_list(const std::vector<std::string>& headers) {
 }
 
 constexpr long kReceiveBuffer = 512 * 1024;
-constexpr long kUploadBuffer = 2 * 1024 * 1024;  // libcurl's most: a large body in fewer reads and sends (64 KiB unless asked)
 
 std::string seconds_text(uint64_t ns) {
   char text[32];
@@ -450,7 +449,6 @@ class CurlEngine final : public Engine {
       // to a second for a server that does not answer it (an empty Expect header would drop it, but
       // libcurl 7.88 signs that header for S3 and then leaves it out: the signature fails)
       curl_easy_setopt(t.easy, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
-      curl_easy_setopt(t.easy, CURLOPT_UPLOAD_BUFFERSIZE, kUploadBuffer);
     } else {
       const std::string range = endpoint_->range(r.offset, r.length);
       curl_easy_setopt(t.easy, CURLOPT_URL, endpoint_->url.c_str());  // copied by libcurl, as is the range
