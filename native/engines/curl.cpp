@@ -70,6 +70,12 @@ struct Asking {
   unsigned retries = 0;
 };
 
+// The engine's options as it asks (kCurlOptions).
+Asking asking_from(const OptionValues& options) {
+  return {kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
+          unsigned(kCurlEngine.option(options, "retries"))};
+}
+
 // One request's state: its buffer, what came back, and the answer's status.
 struct Transfer {
   CURL* easy = nullptr;
@@ -134,6 +140,13 @@ curl_slist* header_list(const std::vector<std::string>& headers) {
   curl_slist* list = nullptr;
   for (const auto& h : headers) list = curl_slist_append(list, h.c_str());
   return list;
+}
+
+// A transfer's handle and header lists freed (the handle out of any multi handle first).
+void release(Transfer& t) {
+  curl_easy_cleanup(t.easy);
+  curl_slist_free_all(t.headers);
+  curl_slist_free_all(t.ask_headers);
 }
 
 constexpr long kReceiveBuffer = 512 * 1024;
@@ -278,9 +291,7 @@ class CurlEngine final : public Engine {
   ~CurlEngine() override {
     for (auto& t : transfers_) {
       if (t.request) curl_multi_remove_handle(multi_, t.easy);
-      curl_easy_cleanup(t.easy);
-      curl_slist_free_all(t.headers);
-      curl_slist_free_all(t.ask_headers);
+      release(t);
     }
     if (multi_) curl_multi_cleanup(multi_);
     if (!upload_.empty()) {  // not completed (a failure, a stop): its parts dropped, the object as it was
@@ -391,8 +402,7 @@ class CurlEngine final : public Engine {
         std::string(" (") + endpoint_->probe_name() + ", " + std::to_string(tries) + (tries == 1 ? " try)" : " tries)");
     const std::string error = rc != CURLE_OK ? transport_failure(rc, t.error, asking_)
                                              : endpoint_->refusal(t.answer, status, location ? location : "");
-    curl_easy_cleanup(t.easy);  // (location, ip: the handle's own, read above)
-    curl_slist_free_all(t.headers);
+    release(t);  // (location, ip: the handle's own, read above)
     if (!error.empty()) throw InputError("PATH " + endpoint_->name + ": " + error + asked);
     size_ = endpoint_->size_of(length);
     const bool granted = version == CURL_HTTP_VERSION_2_0;
@@ -521,9 +531,7 @@ class CurlEngine final : public Engine {
     long status = 0;
     perform_tried(t, rc, status, [&body] { body.clear(); });
     const std::string failure = rc != CURLE_OK ? transport_failure(rc, t.error, asking_) : "";
-    curl_easy_cleanup(t.easy);
-    curl_slist_free_all(t.headers);
-    curl_slist_free_all(t.ask_headers);
+    release(t);
     if (!failure.empty()) throw IoError(what + " of " + endpoint_->name + ": " + failure);
     if (status >= 300) {
       t.answer.error_body = body;
@@ -650,10 +658,7 @@ size_t op_read(char* out, size_t size, size_t n, void* user) {
 class ObjectOpsRun {
  public:
   explicit ObjectOpsRun(const ObjectOps& ops)
-      : ops_(ops),
-        asking_{kCurlEngine.option(ops.options, "http2") != 0, kCurlEngine.option(ops.options, "timeout_ns"),
-                unsigned(kCurlEngine.option(ops.options, "retries"))},
-        ca_bundle_(env("AWS_CA_BUNDLE")) {
+      : ops_(ops), asking_(asking_from(ops.options)), ca_bundle_(env("AWS_CA_BUNDLE")) {
     static const std::vector<std::string> kOps = {"put", "head", "get", "delete", "list"};
     if (std::find(kOps.begin(), kOps.end(), ops.op) == kOps.end())
       throw InputError("--ops " + ops.op + ": not an object operation (put, head, get, delete, list)");
@@ -673,9 +678,7 @@ class ObjectOpsRun {
   ~ObjectOpsRun() {
     for (auto& s : slots_) {
       if (s.t.request) curl_multi_remove_handle(multi_, s.t.easy);
-      curl_easy_cleanup(s.t.easy);
-      curl_slist_free_all(s.t.headers);
-      curl_slist_free_all(s.t.ask_headers);
+      release(s.t);
     }
     curl_multi_cleanup(multi_);
   }
@@ -717,9 +720,9 @@ class ObjectOpsRun {
   }
 
  private:
-  // Slot s asks for names[at] (a listing's page after `token`).
+  // Slot s asks for names[at] (a listing's page after `token`): a new request (a retry is ask()'s).
   void start(OpSlot& s, size_t at, const std::string& token) {
-    if (!s.endpoint || s.at != at || s.name != ops_.names[at]) {
+    if (!s.endpoint || s.name != ops_.names[at]) {
       std::unique_ptr<remote::Endpoint> endpoint = remote::resolve(ops_.names[at]);
       if (!endpoint->objects())
         throw InputError("PATH " + endpoint->name + ": object operations over " + endpoint->protocol() +
@@ -738,15 +741,11 @@ class ObjectOpsRun {
       s.endpoint = std::move(endpoint);
       s.t.endpoint = s.endpoint.get();
       s.name = ops_.names[at];
-      s.at = at;
-      s.t.attempts = 0;
-      s.issued_ns = now_ns();
     }
-    if (!token.empty()) {
-      s.t.attempts = 0;
-      s.issued_ns = now_ns();
-    }
+    s.at = at;
     s.token = token;
+    s.t.attempts = 0;
+    s.issued_ns = now_ns();
     ask(s);
   }
 
@@ -801,7 +800,7 @@ class ObjectOpsRun {
     if (s.t.too_long) throw IoError("the object is larger than --size " + std::to_string(ops_.size) + " bytes" + where);
     if (status < 200 || status >= 300) {
       s.t.answer.error_body = s.body.substr(0, 2048);
-      throw IoError(s.endpoint->refusal(s.t.answer, status == 200 ? 500 : status, "") + where);
+      throw IoError(s.endpoint->refusal(s.t.answer, status, "") + where);
     }
     const uint64_t now = now_ns();
     out.latency.add(now - s.issued_ns);
@@ -840,9 +839,7 @@ const EngineInfo kCurlEngine = {
     "upload in parts) and WebDAV ones (a PUT), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
-      const Asking asking{kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
-                          unsigned(kCurlEngine.option(options, "retries"))};
-      return std::make_unique<CurlEngine>(target, depth, asking);
+      return std::make_unique<CurlEngine>(target, depth, asking_from(options));
     },
     [] { return std::string(); },
     kCurlOptions,

@@ -44,10 +44,7 @@ class HttpEndpoint final : public Endpoint, public Uploads {
 
   Ask whole(const std::string&, const std::string& version) const override {
     std::vector<std::string> headers;
-    if (version == kAbsent)
-      headers.push_back("If-None-Match: *");
-    else if (!version.empty())
-      headers.push_back("If-Match: " + version);
+    add_condition(headers, version);
     return {"PUT", url, headers, ""};
   }
   Ask begin(const std::string&) const override { throw whole_only(); }
@@ -74,6 +71,13 @@ std::string xml_element(const std::string& xml, const std::string& name) {
   return a != std::string::npos && b != std::string::npos && b > a
              ? xml.substr(a + name.size() + 2, b - a - name.size() - 2)
              : "";
+}
+
+void add_condition(std::vector<std::string>& headers, const std::string& version) {
+  if (version == kAbsent)
+    headers.push_back("If-None-Match: *");
+  else if (!version.empty())
+    headers.push_back("If-Match: " + version);
 }
 
 std::string Endpoint::range(uint64_t offset, uint32_t length) const {

@@ -159,5 +159,8 @@ std::vector<std::pair<std::string, std::string>> schemes();
 std::unique_ptr<Endpoint> resolve(const std::string& name);
 // The text between <name> and </name> in an answer's XML (S3's dialect), "" where none.
 std::string xml_element(const std::string& xml, const std::string& name);
+// A write's condition on the version it may replace (Uploads' `version`), added to its headers:
+// If-None-Match: * for kAbsent, If-Match: VERSION for a known one, none for "".
+void add_condition(std::vector<std::string>& headers, const std::string& version);
 
 }  // namespace gds::remote

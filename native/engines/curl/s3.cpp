@@ -124,10 +124,7 @@ class S3Endpoint final : public Endpoint, public Uploads, public Objects {
       if (h != kEmptyHash) out.push_back(h);
     out.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (!mark.empty()) out.push_back("x-amz-meta-gdsbench-prepared: " + mark);
-    if (version == kAbsent)
-      out.push_back("If-None-Match: *");
-    else if (!version.empty())
-      out.push_back("If-Match: " + version);
+    add_condition(out, version);
     return out;
   }
 
