@@ -38,6 +38,7 @@ from gdsbench.job.units import format_size
 from gdsbench.system import gpu_path, object_store
 
 LOCK = ".gdsbench-checkpoint-lock"
+LOCK_TAG = "gdsbench_checkpoint_lock"  # what a lock object's record is tagged with
 
 
 class Bucket:
@@ -219,7 +220,7 @@ class PrefixLock:
         seen = object_store.head(s3, self.url)
         replacing = None
         if seen is not None:
-            holder = _holder(object_store.get_text(s3, self.url))
+            holder = manifest.parse(object_store.get_text(s3, self.url), LOCK_TAG)
             if holder is None:
                 raise UsageError(f"DIR {self.bucket.directory}: its {LOCK} was not written by gdsbench; remove it, or "
                                  "give another prefix")
@@ -229,14 +230,14 @@ class PrefixLock:
             self.taken_over = f"pid {holder.get('pid')} on {holder.get('host')}, gone"
         self.etag = object_store.put_new(s3, self.url, self._record(None), replacing)
         if self.etag is None:  # another run put it between the look and the put, or this one's answer was lost
-            holder = _holder(object_store.get_text(s3, self.url)) or {}
+            holder = manifest.parse(object_store.get_text(s3, self.url), LOCK_TAG) or {}
             if not _is_this_process(holder):
                 raise self._busy(holder)
             self.etag = (object_store.head(s3, self.url) or {}).get("ETag")
         return self
 
     def _record(self, run_path: str | None) -> str:
-        return json.dumps({"gdsbench_checkpoint_lock": 1, "host": socket.gethostname(), "boot": _boot_id(),
+        return json.dumps({LOCK_TAG: 1, "host": socket.gethostname(), "boot": _boot_id(),
                            "pid": os.getpid(), "started": object_store.process_start(os.getpid()), "run": run_path})
 
     def _busy(self, holder: dict) -> UsageError:
@@ -256,15 +257,6 @@ class PrefixLock:
         if self.etag is not None:
             object_store.delete_version(self.bucket.s3, self.url, self.etag)
             self.etag = None
-
-
-def _holder(text: str | None) -> dict | None:
-    """The holder a lock object names, None where it is not gdsbench's."""
-    try:
-        record = json.loads(text or "")
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) and record.get("gdsbench_checkpoint_lock") == 1 else None
 
 
 def _boot_id() -> str | None:

@@ -24,15 +24,16 @@ def record(run, checkpoint: int, complete: bool, written: dict | None = None) ->
     return out
 
 
-def parse(text: str | bytes | None) -> dict | None:
-    """A manifest read back (None: not one of gdsbench's)."""
+def parse(text: str | bytes | None, tag: str = "gdsbench_checkpoint") -> dict | None:
+    """A manifest read back, or another record of gdsbench's tagged so (a lock's: its `tag`);
+    None where it is not one."""
     if text is None:
         return None
     try:
         m = json.loads(text)
     except ValueError:
         return None
-    return m if isinstance(m, dict) and m.get("gdsbench_checkpoint") == 1 else None
+    return m if isinstance(m, dict) and m.get(tag) == 1 else None
 
 
 def planned_sizes(m: dict) -> dict[str, int] | None:

@@ -4,22 +4,17 @@ import argparse
 import json
 import sys
 
-from gdsbench.commands.options import add_job_arguments, add_run_name_arguments, count_arg, seconds_arg, write_job_in
+from gdsbench.commands.options import (
+    add_job_arguments,
+    add_run_name_arguments,
+    count_arg,
+    seconds_arg,
+    size_arg,
+    write_job_in,
+)
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
-
-
-def size_arg(flag: str):
-    """An argparse type: a size with units ("0", "2G", "512M"), 0 allowed."""
-    from gdsbench.job.units import parse_size
-
-    def parse(text: str) -> int:
-        try:
-            return parse_size(text, flag)
-        except UsageError as e:
-            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag} ")) from None
-    return parse
 
 
 class KVCacheCommand:

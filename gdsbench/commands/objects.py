@@ -8,6 +8,7 @@ from gdsbench.commands.options import (
     add_run_name_arguments,
     asking_from_args,
     count_arg,
+    size_arg,
 )
 from gdsbench.commands.pages import measured
 from gdsbench.job.errors import UsageError
@@ -27,13 +28,9 @@ def ops_arg(text: str) -> tuple[str, ...]:
     return tuple(o for o in OPS if o in asked)
 
 
-def size_arg(text: str) -> int:
-    from gdsbench.job.units import parse_size
-
-    try:
-        value = parse_size(text, "--size")
-    except UsageError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def object_size_arg(text: str) -> int:
+    """--size: a size with units, a whole number of pattern blocks, at most MAX_OBJECT."""
+    value = size_arg("--size")(text)
     if value <= 0 or value % 4096 or value > MAX_OBJECT:
         raise argparse.ArgumentTypeError(f"{text}: a whole number of 4 KiB blocks (gdsbench's pattern), at most 64M")
     return value
@@ -52,7 +49,7 @@ class ObjectsCommand:
                                  "the set an earlier run put is used; delete removes it)")
         parser.add_argument("--objects", type=count_arg(1, 10**8), default=1000, metavar="N",
                             help="objects in the set (default: 1000)")
-        parser.add_argument("--size", type=size_arg, default=size_arg("300K"), metavar="SIZE",
+        parser.add_argument("--size", type=object_size_arg, default=object_size_arg("300K"), metavar="SIZE",
                             help="each object's size (default: 300K, about an image of MLPerf Storage v3.0's object "
                                  "detection dataset)")
         parser.add_argument("--qd", type=count_arg(1, 1024), default=8, metavar="N",

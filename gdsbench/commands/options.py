@@ -192,6 +192,18 @@ def count_arg(low: int, high: int = 10**9):
     return parse
 
 
+def size_arg(flag: str):
+    """An argparse type: a size with units ("0", "2G", "512M"), 0 allowed."""
+    from gdsbench.job.units import parse_size
+
+    def parse(text: str) -> int:
+        try:
+            return parse_size(text, flag)
+        except UsageError as e:
+            raise argparse.ArgumentTypeError(str(e).removeprefix(f"{flag} ")) from None
+    return parse
+
+
 def seconds_arg(flag: str, high_s: float = 3600.0):
     """An argparse type: a duration more than 0 and at most high_s ("3", "3s", "500ms"), in
     seconds; nan, inf and the rest are refused in one line naming the flag."""

@@ -185,11 +185,15 @@ def _call(s3, url: str, action, *args, **kw):
         raise failure(url, e, s3) from None
 
 
-def _missing(error: Exception) -> bool:
-    """Whether a boto3 failure is a 404 (no such object, no such upload): an answer, not an error.
-    A failure without an answer (a timeout, a lost connection) is not one."""
+def _status(error: Exception) -> int | None:
+    """The HTTP status of a boto3 failure's answer (None: no answer came: a timeout, a lost connection)."""
     response = getattr(error, "response", None) or {}
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404
+    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _missing(error: Exception) -> bool:
+    """Whether a boto3 failure is a 404 (no such object, no such upload): an answer, not an error."""
+    return _status(error) == 404
 
 
 def head(s3, url: str) -> dict | None:
@@ -537,8 +541,7 @@ def put_new(s3, url: str, text: str, replacing: str | None = None) -> str | None
     try:
         answer = s3.put_object(Bucket=bucket, Key=key, Body=text.encode(), **condition, Metadata=_text_mark(text))
     except (BotoCoreError, ClientError) as e:
-        status = (getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if status in (409, 412):
+        if _status(e) in (409, 412):
             return None
         raise failure(url, e, s3) from None
     return answer.get("ETag")
