@@ -232,15 +232,29 @@ def add_run_name_arguments(parser: argparse.ArgumentParser, default_name: str) -
 
 
 def add_metrics_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    """--metrics FILE.prom (gdsbench/reporting/prom.py): a name the textfile collector reads, checked as parsed."""
+    """--metrics FILE.prom (gdsbench/reporting/prom.py): a name the textfile collector reads, and a
+    file gdsbench may write, checked as parsed."""
     def prom_file(text: str) -> str:
+        from gdsbench.reporting import prom
+
         if not text.endswith(".prom"):
             raise argparse.ArgumentTypeError(f"{text}: node_exporter's textfile collector reads only *.prom files; "
                                              "name it so")
-        return text
+        return output_file(text, prom.check)
 
     parser.add_argument("--metrics", type=prom_file, metavar="FILE.prom",
                         help=f"also write {what} as gauges for node_exporter's textfile collector")
+
+
+def output_file(path: str, check) -> str:
+    """An argparse type's end for a report file (--metrics, --junit): check(path, error) before anything
+    runs, so a measurement is never lost to where it cannot go. Under mpirun rank 0 alone checks (and
+    writes), so ranks do not race for the probe file."""
+    from gdsbench.execution import mpi
+
+    if mpi.is_root():
+        check(path, argparse.ArgumentTypeError)
+    return path
 
 
 def say_translation(source: str, mapped: list[str], notes: list[str], kind: str = "",

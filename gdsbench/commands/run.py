@@ -12,7 +12,6 @@ from gdsbench.commands.options import (
     add_target_argument,
     job_values,
 )
-from gdsbench.execution import mpi
 from gdsbench.execution.runner import run, with_target
 from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError, VerifyFailure
 from gdsbench.job.spec import spec_from_values
@@ -35,8 +34,6 @@ class RunCommand:
     def run(self, args: argparse.Namespace) -> int:
         args = with_fio_job(args, "run")
         spec = spec_from_values(job_values(args))  # each value checked as it is parsed; the rest in run()
-        if args.metrics and mpi.is_root():  # before the run: a measurement is not lost to where it cannot go
-            prom.check(args.metrics)
         spec = with_target(spec)
         failure = None
         try:
@@ -53,7 +50,10 @@ class RunCommand:
         else:
             print(run_summary(result))
         sys.stdout.flush()  # the measurement is out before anything else can fail
-        problem = prom.unwritten(prom.run_metrics(result), args.metrics) if args.metrics else None
+        problem = None
+        if args.metrics:
+            metrics = prom.run_metrics(result)
+            problem = prom.unwritten(metrics, args.metrics)
         if problem:
             print(f"gdsbench: error: {problem}; the result is printed above", file=sys.stderr)
         if result.interrupted:

@@ -5,7 +5,13 @@ import json
 import os
 import sys
 
-from gdsbench.commands.options import add_asking_arguments, add_metrics_argument, add_remote_arguments, asking_from_args
+from gdsbench.commands.options import (
+    add_asking_arguments,
+    add_metrics_argument,
+    add_remote_arguments,
+    asking_from_args,
+    output_file,
+)
 
 
 def url_scope() -> str:
@@ -13,6 +19,12 @@ def url_scope() -> str:
     from gdsbench.system.targets import url_schemes
 
     return f"a URL PATH ({url_schemes()})"
+
+
+def junit_file(text: str) -> str:
+    from gdsbench.validate.output import check_junit
+
+    return output_file(text, check_junit)
 
 
 class ValidateCommand:
@@ -29,7 +41,8 @@ class ValidateCommand:
         parser.add_argument("--profile", help="thresholds: a shipped profile (default, h200-gen5-nvme, disk-tier) or a "
                                               "TOML file (default: default, which holds no absolute speeds)")
         parser.add_argument("--json", action="store_true", help="print the whole record as JSON instead of the table")
-        parser.add_argument("--junit", metavar="FILE", help="also write one JUnit testcase per check to FILE")
+        parser.add_argument("--junit", metavar="FILE", type=junit_file,
+                            help="also write one JUnit testcase per check to FILE")
         add_metrics_argument(parser, "the checks and figures (under mpirun: each host its own, at FILE on that host)")
         parser.add_argument("--baseline", metavar="RUN", help="a saved `gdsbench validate --json`: FAIL a figure worse "
                                                               "than it by more than the profile allows")
@@ -53,10 +66,6 @@ class ValidateCommand:
         baseline = load_baseline(args.baseline) if args.baseline else None
         if args.path == "":
             raise NotReady("PATH '': give a file, block device or directory, or leave PATH out")
-        if args.junit and mpi.is_root():  # under mpirun rank 0 alone writes it (and probes, so ranks do not race)
-            output.check_junit(args.junit)
-        if args.metrics and mpi.is_root():
-            prom.check(args.metrics, profile.ProfileError)
 
         def run(host: str = "") -> Validation:
             v = validate(args.path, chosen, quick=args.quick, baseline=baseline, baseline_source=args.baseline or "",

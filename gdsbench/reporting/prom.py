@@ -182,9 +182,10 @@ def written_by_gdsbench(path: str) -> bool:
     return output_files.starts_with(path, "# HELP gdsbench_")
 
 
-def check(path: str, error=None) -> None:
-    """Before anything runs: --metrics can be written at path, and replaces nothing but gdsbench's own."""
-    output_files.check("--metrics", path, written_by_gdsbench, "metrics", "gdsbench.prom", *([error] if error else []))
+def check(path: str, error: type[Exception]) -> None:
+    """As --metrics is parsed (argparse names the flag): metrics can be written at path, and replace
+    nothing but gdsbench's own."""
+    output_files.check("", path, written_by_gdsbench, "metrics", "gdsbench.prom", error)
 
 
 def write(metrics: Metrics, path: str) -> None:

@@ -11,25 +11,27 @@ from gdsbench.job.errors import UsageError
 
 
 def check(flag: str, path: str, ours: Callable[[str], bool], what: str, example: str,
-          error: type[UsageError] = UsageError) -> None:
+          error: type[Exception] = UsageError) -> None:
     """`error` unless a report can be written at path: its folder exists and takes a file, and
     what is there already, if anything, is an earlier report of this kind (ours(path)) or empty.
-    example: a file name to suggest where path is a directory."""
+    example: a file name to suggest where path is a directory. flag: the option named in the
+    error ("" where argparse names it: an argument type checks the file as the flag is parsed)."""
+    flag = f"{flag} " if flag else ""
     if os.path.isdir(path):
-        raise error(f"{flag} {path}: is a directory; give a file name in it, e.g. {os.path.join(path, example)}")
+        raise error(f"{flag}{path}: is a directory; give a file name in it, e.g. {os.path.join(path, example)}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise error(f"{flag} {path}: the folder {folder} does not exist; create it or write elsewhere")
+        raise error(f"{flag}{path}: the folder {folder} does not exist; create it or write elsewhere")
     if os.path.islink(path) or (os.path.exists(path) and not os.path.isfile(path)):
-        raise error(f"{flag} {path}: not a regular file; gdsbench writes {what} only as a file of its own")
+        raise error(f"{flag}{path}: not a regular file; gdsbench writes {what} only as a file of its own")
     if os.path.isfile(path) and os.path.getsize(path) and not ours(path):
-        raise error(f"{flag} {path}: exists and is not {what} gdsbench wrote; gdsbench replaces only its own: "
+        raise error(f"{flag}{path}: exists and is not {what} gdsbench wrote; gdsbench replaces only its own: "
                     "choose another name, or remove the file")
     try:
         os.close(os.open(_temporary(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         os.unlink(_temporary(path))
     except OSError as e:
-        raise error(f"{flag} {path}: cannot write there ({e.strerror}); write elsewhere") from None
+        raise error(f"{flag}{path}: cannot write there ({e.strerror}); write elsewhere") from None
 
 
 def starts_with(path: str, text: str) -> bool:

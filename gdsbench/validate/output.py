@@ -98,12 +98,10 @@ def fleet_table(fleet, color: bool = False) -> str:
     return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
 
 
-def check_junit(path: str) -> None:
-    """ProfileError (a usage error, exit 3) unless --junit can be written at path and replaces only a
-    JUnit file of validate's: checked before anything runs, so a minute of validation is not lost."""
-    from gdsbench.validate.profile import ProfileError
-
-    output_files.check("--junit", path, junit_of_validate, "a JUnit file", "validate.xml", ProfileError)
+def check_junit(path: str, error: type[Exception]) -> None:
+    """As --junit is parsed (argparse names the flag): it can be written at path and replaces only a
+    JUnit file of validate's, so a minute of validation is not lost to where it cannot go."""
+    output_files.check("", path, junit_of_validate, "a JUnit file", "validate.xml", error)
 
 
 def junit_of_validate(path: str) -> bool:
