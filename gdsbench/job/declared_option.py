@@ -54,44 +54,12 @@ class Option:
         if self.kind in ("size", "duration") and isinstance(text, bool):
             example = "4K" if self.kind == "size" else "10s"
             raise UsageError(f"{self.flag} {quoted(text)}: write a {self.kind} such as {example}")
-        if self.kind == "size":
-            value = units.parse_size(text, self.flag)
-        elif self.kind == "duration":
-            value = units.parse_duration(text, self.flag)
-        elif self.kind == "int":
-            if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
-                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number")
-            try:
-                value = int(text)
-            except (TypeError, ValueError, OverflowError):
-                raise UsageError(f"{self.flag} {quoted(text)}: not a whole number") from None
-        elif self.kind in ("seconds", "number"):
-            value = self._parse_float(text)
-        elif self.kind == "choice":
+        if self.kind == "choice":
             if text not in self.choices:
                 raise UsageError(f"{self.flag} {clip(text)}: unknown; choose one of {', '.join(self.choices)}")
-            value = text
-        elif self.kind == "bool":
-            value = parse_bool(self.flag, text)
-        elif self.kind == "gpus":
-            value = parse_gpus(text)
-        else:
-            value = str(text)
-        return value
-
-    def _parse_float(self, text: Any) -> float:
-        """A finite number; for "seconds" also a duration written with a unit ("112ms")."""
-        if isinstance(text, bool):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a number")
-        if self.kind == "seconds" and isinstance(text, str):
-            return units.parse_duration(text, self.flag) / 1e9
-        try:
-            value = float(text)
-        except (TypeError, ValueError):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a number") from None
-        if not math.isfinite(value):
-            raise UsageError(f"{self.flag} {quoted(text)}: not a finite number")
-        return value
+            return text
+        read = READERS.get(self.kind)
+        return read(self.flag, text) if read else str(text)
 
     def check(self, value: Any) -> None:
         """UsageError unless value is within this option's own bounds."""
@@ -124,6 +92,35 @@ class Option:
         return self.format(value) if self.kind == "gpus" else value
 
 
+def _whole(flag: str, text: Any) -> int:
+    if isinstance(text, bool) or (isinstance(text, float) and not text.is_integer()):
+        raise UsageError(f"{flag} {quoted(text)}: not a whole number")
+    try:
+        return int(text)
+    except (TypeError, ValueError, OverflowError):
+        raise UsageError(f"{flag} {quoted(text)}: not a whole number") from None
+
+
+def _number(flag: str, text: Any) -> float:
+    """A finite number."""
+    if isinstance(text, bool):
+        raise UsageError(f"{flag} {quoted(text)}: not a number")
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag} {quoted(text)}: not a number") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} {quoted(text)}: not a finite number")
+    return value
+
+
+def _seconds(flag: str, text: Any) -> float:
+    """A number of seconds, or a duration written with a unit ("112ms")."""
+    if isinstance(text, str):
+        return units.parse_duration(text, flag) / 1e9
+    return _number(flag, text)
+
+
 def parse_bool(flag: str, text: Any) -> bool:
     if isinstance(text, bool):
         return text
@@ -146,3 +143,16 @@ def parse_gpus(text: Any) -> tuple[int, ...]:
 def option(default: Any, kind: str, flag: str, help: str, **kw: Any) -> Any:
     """A dataclass field that carries its Option, for a table to gather (job/spec.py's OPTIONS)."""
     return field(default=default, metadata={"option": Option(kind, flag, help, **kw)})
+
+
+# How a value of each kind is read from what a user wrote: (flag, text) -> its base unit ("path" and
+# "str" are kept as text; a choice is checked against the option's own choices).
+READERS = {
+    "size": lambda flag, text: units.parse_size(text, flag),
+    "duration": lambda flag, text: units.parse_duration(text, flag),
+    "int": _whole,
+    "seconds": _seconds,
+    "number": _number,
+    "bool": parse_bool,
+    "gpus": lambda flag, text: parse_gpus(text),
+}
