@@ -22,9 +22,11 @@ replacing only what gdsbench wrote.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gdsbench.checkpoint import models
@@ -209,6 +211,24 @@ def ranks_do(run: CheckpointRun, phase: str, checkpoint: int) -> list[RankRecord
 
 
 # ---- the whole run ----
+
+@contextlib.contextmanager
+def placed(run: CheckpointRun) -> Iterator[object | None]:
+    """Every rank made ready for the place (credentials: MPI ranks do not inherit rank 0's
+    environment); rank 0 holds its lock for the run (a second run would remove our folders) and
+    checks, before the first is written, every folder this run replaces, the room and O_DIRECT
+    there. Yields the lock (rank 0's; None on the other ranks, which check the room alone)."""
+    place = run.place
+    place.prepare_rank(run)
+    if not mpi.is_root():
+        place.check_room(run)
+        yield None
+        return
+    place.prepare(run)
+    with place.hold(run) as lock:
+        place.check(run)
+        yield lock
+
 
 @dataclass
 class Outcome:

@@ -11,7 +11,7 @@ from gdsbench.commands.options import (
     count_arg,
     write_job_in,
 )
-from gdsbench.commands.pages import measured
+from gdsbench.commands.pages import Saved, measured
 from gdsbench.job.errors import UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how each file is written and read
@@ -71,6 +71,7 @@ class CheckpointCommand:
         from gdsbench.checkpoint import models, session
         from gdsbench.execution import mpi
         from gdsbench.job.units import format_size
+        from gdsbench.reporting import checkpoint_report
 
         spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt", objects=True)
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
@@ -98,34 +99,20 @@ class CheckpointCommand:
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
             return 0
-        place = run.place
-        place.prepare_rank(run)  # every rank (MPI ranks do not inherit rank 0's environment)
-        if not mpi.is_root():
-            place.check_room(run)
-            return self._write_and_read(args, run, None)
-        place.prepare(run)
-        with place.hold(run) as lock:  # one run at a time: a second would remove our folders
-            place.check(run)  # every folder this run replaces, the room, O_DIRECT there: before the first is written
-            return self._write_and_read(args, run, lock)
+        with session.placed(run) as lock:
+            outcome = session.Outcome()
+            if getattr(lock, "taken_over", None):
+                outcome.notes.append(f"took over the lock of an earlier run ({lock.taken_over})")
 
-    def _write_and_read(self, args: argparse.Namespace, run, lock) -> int:
-        """The run itself: its run folder (rank 0), every checkpoint written then read, the page."""
-        from gdsbench.checkpoint import session
-        from gdsbench.execution import mpi
-        from gdsbench.reporting import checkpoint_report
-        from gdsbench.results.store import RunStore
+            def started(store) -> None:
+                lock.say(store.path)
+                if not args.json:
+                    print(checkpoint_report.header({**info, "name": store.path}), flush=True)
 
-        info = run.info()
-        store = None
-        if mpi.is_root():
-            store = RunStore.create(args.results, args.name or f"checkpoint-{run.model.name}", info)
-            lock.say(store.path)
-            if not args.json:
-                print(checkpoint_report.header({**info, "name": store.path}), flush=True)
-        outcome = session.Outcome()
-        if getattr(lock, "taken_over", None):
-            outcome.notes.append(f"took over the lock of an earlier run ({lock.taken_over})")
-        show = None if args.json or not mpi.is_root() else lambda row: print(checkpoint_report.row_line(row), flush=True)
-        return measured(store, lambda: session.checkpoint(run, store, show, outcome), what="checkpoints",
-                        as_json=args.json, rows=lambda: outcome.rows, answer=lambda: checkpoint_report.verdict(outcome.rows),
-                        notes=lambda: outcome.notes, final=lambda: {"notes": outcome.notes})
+            show = None if args.json or not mpi.is_root() else lambda row: print(checkpoint_report.row_line(row),
+                                                                                 flush=True)
+            saved = Saved(args.results, args.name or f"checkpoint-{model.name}", info, started)
+            return measured(saved, lambda store: session.checkpoint(run, store, show, outcome), what="checkpoints",
+                            as_json=args.json, rows=lambda: outcome.rows,
+                            answer=lambda: checkpoint_report.verdict(outcome.rows), notes=lambda: outcome.notes,
+                            final=lambda: {"notes": outcome.notes})

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from gdsbench.commands.options import (
     add_job_arguments,
@@ -12,7 +10,7 @@ from gdsbench.commands.options import (
     size_arg,
     write_job_in,
 )
-from gdsbench.job.errors import EXIT_INTERRUPTED, UsageError
+from gdsbench.job.errors import UsageError
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
 
@@ -62,13 +60,12 @@ class KVCacheCommand:
     def run(self, args: argparse.Namespace) -> int:
         import os
 
-        from gdsbench.commands.pages import show_page
+        from gdsbench.commands.pages import Saved, measured
         from gdsbench.kvcache import session
         from gdsbench.kvcache.models import model_named
         from gdsbench.kvcache.tiers import UNLIMITED
         from gdsbench.kvcache.workload import users
         from gdsbench.reporting import kvcache_report
-        from gdsbench.results.store import RunStore, writing
         from gdsbench.system import gpu_path
 
         if args.gpu_mem:
@@ -94,20 +91,17 @@ class KVCacheCommand:
         kv = session.KVSession(run)
         data_path = (f"storage tier: {gpu_path.data_path(read_spec, None)}; {gpu_path.data_path(write_spec, None)}, "
                      "each entry a file of its own, fsync'd once written")
-        try:
-            store = RunStore.create(args.results, args.name or f"kvcache-{model.name}", {
-                "kind": "kvcache", "model": model.to_dict(), "users": run.users, "duration_s": run.duration_s,
+        info = {"kind": "kvcache", "model": model.to_dict(), "users": run.users, "duration_s": run.duration_s,
                 "requests_per_user": run.requests or None, "seed": run.seed, "generation_mode": run.generation,
                 "budgets_bytes": {"host": run.host_budget, "storage": args.storage_budget}, "directory": run.directory,
-                "data_path": data_path})
-        except BaseException:
-            kv.close()
-            raise
+                "data_path": data_path}
+        saved = Saved(args.results, args.name or f"kvcache-{model.name}", info)
+        if not args.json:
+            saved.started = lambda store: print(kvcache_report.header(run, data_path), flush=True)
         done: dict = {}
-        with writing(store, final=lambda: {"figures": done.get("headline", {})}) as held:
+
+        def measure(store) -> None:
             try:
-                if not args.json:
-                    print(kvcache_report.header(run, data_path), flush=True)
                 kv.run_users()
             finally:  # what was measured is saved, whatever ended the run
                 kv.close()
@@ -115,10 +109,10 @@ class KVCacheCommand:
                 done["headline"] = session.headline(done["figures"])
                 for row in session.tier_rows(done["figures"]):
                     store.append(row)
-        if args.json:
-            json.dump(done["figures"], sys.stdout, indent=1)
-            print()
-        else:
-            print(kvcache_report.table(done["figures"]))
-        show_page(store, args.json)
-        return EXIT_INTERRUPTED if held.status == "interrupted" else 0
+
+        try:
+            return measured(saved, measure, what="requests", as_json=args.json, rows=lambda: done["figures"],
+                            answer=lambda: kvcache_report.table(done["figures"]),
+                            final=lambda: {"figures": done.get("headline", {})})
+        finally:  # the run's files go, whatever happened before the users ran
+            kv.close()

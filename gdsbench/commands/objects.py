@@ -10,7 +10,7 @@ from gdsbench.commands.options import (
     count_arg,
     size_arg,
 )
-from gdsbench.commands.pages import measured
+from gdsbench.commands.pages import Saved, measured
 from gdsbench.job.errors import UsageError
 
 MAX_OBJECT = 64 << 20  # larger objects are data, not object operations: run PATH --rw write/read
@@ -67,7 +67,7 @@ class ObjectsCommand:
         from gdsbench.execution import mpi
         from gdsbench.objects import session
         from gdsbench.reporting import objects_report
-        from gdsbench.results.store import RunStore, keep_row
+        from gdsbench.results.store import keep_row
         from gdsbench.system import object_store
 
         prefix = session.check_prefix(args.path)
@@ -80,7 +80,6 @@ class ObjectsCommand:
         s3 = object_store.client(asking)
         notes: list[str] = []
         rows: list[dict] = []
-        store = None
         if mpi.is_root():
             if "put" in run.ops:
                 note = session.make_room(s3, run)
@@ -88,13 +87,9 @@ class ObjectsCommand:
             else:
                 run = session.the_set(s3, run)
         run = mpi.broadcast(run)
-        if mpi.is_root():
-            store = RunStore.create(args.results, args.name or "objects", run.info())
-            if not args.json:
-                print(session.describe(run), flush=True)
         show = None if args.json or not mpi.is_root() else lambda row: print(objects_report.row_line(row), flush=True)
 
-        def every_op() -> None:
+        def every_op(store) -> None:
             for op in run.ops:
                 row = session.run_op(run, op)
                 if row is None:  # an MPI rank other than 0
@@ -105,5 +100,8 @@ class ObjectsCommand:
                 if op == "delete":
                     object_store.delete_objects(s3, [run.prefix + session.MANIFEST])
 
-        return measured(store, every_op, what="operations", as_json=args.json, rows=lambda: rows,
+        saved = Saved(args.results, args.name or "objects", run.info())
+        if not args.json:
+            saved.started = lambda store: print(session.describe(run), flush=True)
+        return measured(saved, every_op, what="operations", as_json=args.json, rows=lambda: rows,
                         answer=lambda: objects_report.verdict(rows), notes=lambda: notes)

@@ -157,12 +157,12 @@ def write_job_in(args: argparse.Namespace, command: str, goes: str, probe: str, 
     from gdsbench.job.spec import spec_from_values
     from gdsbench.system.targets import protocol_of
 
+    values = dict(job_values(args), rw="write")
     protocol = protocol_of(args.path)
     to_s3 = objects and protocol == "s3"
     if protocol is not None and not to_s3:
         where = "a local or mounted directory, or an s3:// prefix" if objects else "a local or mounted directory"
         raise UsageError(f"DIR {args.path}: {goes} {where}; {protocol} objects are not written by {command} yet")
-    values = dict(job_values(args), rw="write")
     if to_s3:
         if values.get("direct"):
             raise UsageError("--direct: an S3 object is not in this host's page cache, so there is no O_DIRECT to "

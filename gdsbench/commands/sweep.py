@@ -14,6 +14,7 @@ from gdsbench.commands.options import (
     job_values,
     sweep_values,
 )
+from gdsbench.commands.pages import build_page
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import EXIT_INTERRUPTED, GdsbenchError, UsageError
 from gdsbench.job.spec import BY_KEY, opens_target
@@ -112,7 +113,7 @@ class SweepCommand:
             return EXIT_INTERRUPTED
         if not args.no_report:
             try:
-                built = report.build(store.path)
+                built = build_page(store)
             except KeyboardInterrupt:
                 print(f"gdsbench: interrupted while writing the report; the run is complete. Write it with: "
                       f"gdsbench report {run_argument(store, args.results)}", file=sys.stderr)

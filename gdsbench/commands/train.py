@@ -12,7 +12,7 @@ from gdsbench.commands.options import (
     job_values,
     seconds_arg,
 )
-from gdsbench.commands.pages import measured
+from gdsbench.commands.pages import Saved, measured
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
 
 
@@ -31,12 +31,11 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
 
 def open_inputs(args: argparse.Namespace):
     """The workload, the dataset, the readers' job and the notes said of them, from the command line:
-    what a DLIO YAML's keys were not emulated (said as it was translated), and where the dataset and
-    the workload disagree (another workload's dataset, another shape). The notes, as said, go into
-    --json's output too."""
+    what a DLIO YAML's keys were not emulated (said as it was translated; --json's output has them
+    too). What the dataset itself gives to say is session.dataset_notes'."""
     from gdsbench.job.spec import spec_from_values
     from gdsbench.system.targets.remote_object import asking_of
-    from gdsbench.train.dataset import disagreements, open_dataset
+    from gdsbench.train.dataset import open_dataset
     from gdsbench.train.session import reader_spec
 
     workload = workload_from_args(args)
@@ -45,8 +44,6 @@ def open_inputs(args: argparse.Namespace):
     asking = asking_of(spec_from_values({k: v for k, v in values.items() if k != "path"}))  # the listing's too
     dataset = open_dataset(args.path, workload.format, asking)
     spec = reader_spec(workload, dataset, values)
-    for line in disagreements(dataset, workload):
-        note(notes, line)
     return workload, dataset, spec, notes
 
 
@@ -99,9 +96,9 @@ class TrainCommand:
         from gdsbench.reporting import train_report
         from gdsbench.train import predict, session
 
-        workload, dataset, spec, notes = open_inputs(args)
         comm = mpi.world()
         counts = parse_counts(args.accelerators) if args.accelerators else [comm.Get_size() if comm else 1]
+        workload, dataset, spec, notes = open_inputs(args)
         run = session.TrainRun(workload, dataset, spec, counts, args.epochs or 1, args.steps, args.repeat, args.warm,
                                notes=notes)
         session.check_counts(run)  # before the run folder: a count that cannot run leaves nothing behind
@@ -115,14 +112,14 @@ class TrainCommand:
                 run.prediction.notes = list(run.notes)
             if mpi.is_root():  # beside the JSON (whose rows have predicted_au_percent, its flags and caveats)
                 print(train_report.prediction_text(run.prediction), file=sys.stderr if args.json else sys.stdout)
-        store = session.start_store(run, args.results, args.name)
+        saved = Saved(args.results, args.name or f"train-{workload.name}", run.info())
         show = mpi.is_root() and not args.json
         if show:
-            print(train_report.header(run))
+            saved.started = lambda store: print(train_report.header(run))
         on_point = (lambda row: print(train_report.point_line(row, workload), flush=True)) if show else None
-        return measured(store, lambda: session.train(run, store, on_point), what="counts", as_json=args.json,
-                        rows=lambda: session.json_rows(run),  # each with the run's notes
-                        answer=lambda: train_report.verdict(run.rows, workload.name, workload.au_threshold))
+        answer = lambda: train_report.verdict(run.rows, workload.name, workload.au_threshold)  # noqa: E731
+        return measured(saved, lambda store: session.train(run, store, on_point), what="counts", as_json=args.json,
+                        rows=lambda: session.json_rows(run), answer=answer)  # each row with the run's notes
 
 
 def _say(text: str) -> None:
@@ -154,7 +151,7 @@ class PredictCommand:
 
         also = parse_counts(args.also, "--also") if args.also else None
         workload, dataset, spec, notes = open_inputs(args)
-        for line in session.dataset_notes(dataset, check_cache(dataset, spec.direct, args.allow_cached)):
+        for line in session.dataset_notes(dataset, workload, check_cache(dataset, spec.direct, args.allow_cached)):
             note(notes, line)  # as train says them
         leads, hosts = mpi.host_leaders()  # under mpirun each host's first rank probes, all hosts at once
         if not leads:

@@ -18,7 +18,7 @@ from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import job_target
 from gdsbench.train import accelerators, dlio_summary, metrics
-from gdsbench.train.dataset import Dataset, check_cache, steps_per_epoch, too_few_steps
+from gdsbench.train.dataset import Dataset, check_cache, disagreements, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
 
@@ -139,15 +139,11 @@ def train(run: TrainRun, store: RunStore | None, on_point=None) -> list[dict]:
     return run.rows
 
 
-def start_store(run: TrainRun, results: str, name: str | None) -> RunStore | None:
-    """The run's folder (rank 0's; the other ranks have none)."""
-    return RunStore.create(results, name or f"train-{run.workload.name}", run.info()) if mpi.is_root() else None
-
-
-def dataset_notes(dataset: Dataset, cache_note: str | None) -> list[str]:
-    """What train and predict say about a dataset before reading it: its page cache (check_cache's
-    note), and how a dataset prepare did not write is read."""
-    notes = [cache_note] if cache_note else []
+def dataset_notes(dataset: Dataset, workload: Workload, cache_note: str | None) -> list[str]:
+    """What train and predict say about a dataset before reading it: where it and the workload
+    disagree (another workload's dataset, another shape), its page cache (check_cache's note), and
+    how a dataset prepare did not write is read."""
+    notes = disagreements(dataset, workload) + ([cache_note] if cache_note else [])
     if dataset.note and not dataset.patterned:
         notes.append(f"{dataset.directory}: {dataset.note}")
     return notes
@@ -157,7 +153,7 @@ def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> list[str]:
     """The cache check (UsageError where the page cache could serve the reads), and the notes it and
     the dataset give, added to run.notes: returned to be said."""
     run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached)
-    notes = dataset_notes(run.dataset, run.cache_note)
+    notes = dataset_notes(run.dataset, run.workload, run.cache_note)
     run.notes += notes
     return notes
 
