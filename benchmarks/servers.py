@@ -71,13 +71,17 @@ def rclone(folder: str, work: str) -> tuple[subprocess.Popen, str]:
                   f"127.0.0.1:{port}", folder], port, os.path.join(work, "rclone.log")), f"http://127.0.0.1:{port}"
 
 
-def vsftpd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
+def vsftpd(folder: str, work: str, writable: bool = False) -> tuple[subprocess.Popen, str]:
     """vsftpd serving folder to anonymous logins, passive mode: (process, base URL). Its sessions run
-    as Debian's ftp user, so the folder and what is under it are made readable by all."""
+    as Debian's ftp user, so the folder and what is under it are made readable by all; writable: the
+    files in it are made the ftp user's, and anonymous sessions may store over them (STOR; the folder
+    itself stays root's, as vsftpd wants of its root)."""
     for top, _, files in os.walk(folder):
         os.chmod(top, 0o755)
         for name in files:
             os.chmod(os.path.join(top, name), 0o644)
+            if writable:
+                shutil.chown(os.path.join(top, name), "ftp", "ftp")
     os.chmod(os.path.dirname(folder), 0o755)
     empty = os.path.join(work, "vsftpd-empty")
     os.makedirs(empty, exist_ok=True)
@@ -86,6 +90,8 @@ def vsftpd(folder: str, work: str) -> tuple[subprocess.Popen, str]:
                 "anonymous_enable": "YES", "no_anon_password": "YES", "anon_root": folder, "local_enable": "NO",
                 "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
                 "xferlog_enable": "NO", "max_clients": 500, "max_per_ip": 500}
+    if writable:
+        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES"})
     conf = os.path.join(work, "vsftpd.conf")
     with open(conf, "w") as f:
         f.write("".join(f"{k}={v}\n" for k, v in settings.items()))

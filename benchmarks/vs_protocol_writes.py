@@ -6,6 +6,8 @@ otherwise write a file with, into the same server on loopback, the same bytes, f
              into Samba's smbd
     webdav   gdsbench's curl engine (one PUT of the whole file)            vs  curl's `-T` (a PUT),
              into nginx (dav_methods PUT)
+    ftp      gdsbench's curl engine (one STOR of the whole file)           vs  curl's `-T` (a STOR),
+             into vsftpd (anonymous uploads over files of its ftp user)
 
 Timing, the same for both clients of a protocol: each run is a process of its own that first sets
 up untimed, then times one call that writes the whole file: gdsbench plans its job untimed (the
@@ -43,10 +45,11 @@ PART = 4 * MiB
 PROTOCOLS = {  # protocol: (the other client, gdsbench's --bs for a file of `size`: None means the whole file)
     "smb": ("smbclient", PART),
     "webdav": ("curl", None),
+    "ftp": ("curl", None),
 }
 # How a protocol's runs are timed (see the top): "call", each client's whole call less its one-part
 # calls' median; "request", each client's own clock around its one request (a whole-file PUT)
-TIMING = {"smb": "call", "webdav": "request"}
+TIMING = {"smb": "call", "webdav": "request", "ftp": "request"}
 
 
 def one_gdsbench(url: str, size: int, bs: int) -> tuple[float, float]:
@@ -113,7 +116,8 @@ def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) ->
     other = PROTOCOLS[protocol][0]
     server_work = os.path.join(work, f"{protocol}-server")
     os.makedirs(server_work)
-    proc, base = (servers.smbd if protocol == "smb" else servers.nginx)(folder, server_work, writable=True)
+    start = {"smb": servers.smbd, "webdav": servers.nginx, "ftp": servers.vsftpd}[protocol]
+    proc, base = start(folder, server_work, writable=True)
     env = dict(os.environ, USER=f"root%{servers.SMB_PASSWORD}")
     runs = {c: {"whole": [], "one_part": []} for c in ("gdsbench", other)}
     try:
@@ -183,19 +187,21 @@ def main() -> int:
              "one's writeback).",
              "smb: gdsbench --bs 4M, one request in flight (libsmbclient's calls are synchronous), against smbclient's "
              "put (its own request sizes) into Samba's smbd. webdav: gdsbench one PUT of the whole file (--bs its size) "
-             "against curl -T into nginx (dav_methods PUT).",
+             "against curl -T into nginx (dav_methods PUT). ftp: gdsbench one STOR of the whole file against curl -T "
+             "into vsftpd (anonymous, passive mode).",
              "Timed by call (smb): gdsbench's execute() of a job planned untimed (the plan reads the whole file to know "
              "it is gdsbench's), in its own process; the other client's process whole. Each client's one-part call "
              "(4 MiB) median is taken out as fixed costs: a figure is (bytes - 4 MiB) / (seconds - that median).",
-             "Timed by request (webdav): each client's own clock around its one PUT (gdsbench's measured window, from "
-             "the request's issue to its answer's end; curl's time_total, its connection included). gdsbench's call "
+             "Timed by request (webdav, ftp): each client's own clock around its one PUT or STOR (gdsbench's measured "
+             "window, from the request's issue to its answer's end; curl's time_total, its connection and FTP's "
+             "login included). gdsbench's call "
              "also fills a buffer of the whole object with its pattern before the PUT, a cost that grows with the "
              "object, so the one-part rule cannot take it out; that cost is not in either figure.",
              "After the runs gdsbench's file is read back with --verify, every block checked.",
              "Verdict: stats.paired_verdict on gdsbench / the other client paired by repeat; PASS at 0.95 or more."]
-    write_outputs("vs_protocol_writes" + ("-quick" if args.quick else ""), "Writes over SMB and WebDAV: gdsbench "
-                  "against smbclient and curl", markdown_table(header, rows), notes, raw,
-                  tools=("samba", "nginx", "curl"))
+    write_outputs("vs_protocol_writes" + ("-quick" if args.quick else ""), "Writes over SMB, WebDAV and FTP: "
+                  "gdsbench against smbclient and curl", markdown_table(header, rows), notes, raw,
+                  tools=("samba", "nginx", "vsftpd", "curl"))
     return 0
 
 

@@ -16,9 +16,11 @@ from test_remote import assert_a_sweep_records_the_server, free_port, run_json, 
 MiB = 1 << 20
 
 
-def start_vsftpd(work, tls: tuple | None = None):
+def start_vsftpd(work, tls: tuple | None = None, writable: bool = False):
     """vsftpd serving an 8 MiB pattern file, data.dat, to anonymous logins, from folder work: (process,
-    base URL). tls, a (certificate, key) pair: implicit FTPS, control and data connections."""
+    base URL). tls, a (certificate, key) pair: implicit FTPS, control and data connections. writable:
+    anonymous sessions may also store files in up/ (the ftp user's, as vsftpd wants: its root stays
+    read-only), where gdsbench's w.dat (8 MiB) and a stranger's theirs.dat lie."""
     from gdsbench.system.prepare import prepare
 
     exe = shutil.which("vsftpd") or "/usr/sbin/vsftpd"
@@ -35,6 +37,14 @@ def start_vsftpd(work, tls: tuple | None = None):
                 "anonymous_enable": "YES", "no_anon_password": "YES", "anon_root": root, "local_enable": "NO",
                 "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
                 "xferlog_enable": "NO", "max_clients": 200, "max_per_ip": 200}
+    if writable:
+        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES"})
+        up = root / "up"
+        up.mkdir()
+        prepare(str(up / "w.dat"), 8 * MiB)
+        (up / "theirs.dat").write_bytes(b"not gdsbench's!!" * 1024)
+        for path in (up, up / "w.dat", up / "theirs.dat"):
+            shutil.chown(path, "ftp", "ftp")
     if tls:
         settings.update({"ssl_enable": "YES", "implicit_ssl": "YES", "rsa_cert_file": tls[0],
                          "rsa_private_key_file": tls[1], "allow_anon_ssl": "YES", "force_anon_data_ssl": "YES",
@@ -85,10 +95,32 @@ def test_ftp_refusals_are_one_line_before_the_run(gdsbench, ftp):
     assert_one_line_error(gdsbench("run", f"ftp://127.0.0.1:{free_port()}/data.dat", "--io-size", "1M"), "onnect")
 
 
-def test_ftp_is_read_only_and_has_no_o_direct(gdsbench, ftp):
-    url = f"{ftp}/data.dat"
-    assert_one_line_error(gdsbench("run", url, "--direct", "--io-size", "1M"), "--direct", "--buffered")
-    assert_one_line_error(gdsbench("run", url, "--rw", "write", "--io-size", "1M"), code=2)
+def test_ftp_has_no_o_direct(gdsbench, ftp):
+    assert_one_line_error(gdsbench("run", f"{ftp}/data.dat", "--direct", "--io-size", "1M"), "--direct", "--buffered")
+
+
+def test_ftp_writes_store_a_gdsbench_file_whole_and_refuse_anything_else(gdsbench, tmp_path):
+    proc, ftp = start_vsftpd(tmp_path, writable=True)
+    try:
+        url, up = f"{ftp}/up/w.dat", tmp_path / "root" / "up"
+        before = (up / "w.dat").stat().st_mtime_ns
+        w = run_json(gdsbench, url, "--rw", "write", "--bs", "8M", "--io-size", "16M")
+        assert w["bytes"] == 16 * MiB and w["ops"] == 2 and w["spec"]["engine"] == "curl"
+        assert w["data_path"].startswith("FTP, curl engine STORs (the file whole)"), w["data_path"]
+        assert (up / "w.dat").stat().st_mtime_ns > before and (up / "w.dat").stat().st_size == 8 * MiB
+        r = run_json(gdsbench, url, "--verify", "--io-size", "8M")
+        assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
+        for args, words in (((f"{ftp}/up/theirs.dat", "--bs", "16K"), ("not a file gdsbench made",)),
+                            ((url, "--bs", "1M"), ("written whole, in one STOR", "--bs 8M")),
+                            ((url, "--bs", "8M", "--qd", "2"), ("by one writer",)),
+                            ((url, "--bs", "8M", "--verify"), ("--verify/--fsync",))):
+            assert_one_line_error(gdsbench("run", *args, "--rw", "write", "--io-size", "8M"), *words)
+        assert (up / "theirs.dat").read_bytes() == b"not gdsbench's!!" * 1024
+        # where the server refuses the STOR (data.dat: vsftpd's root is not the ftp user's), one line, code 3
+        assert_one_line_error(gdsbench("run", f"{ftp}/data.dat", "--rw", "write", "--bs", "8M", "--io-size", "8M"),
+                              "the server refused to store it", code=3)
+    finally:
+        stop(proc)
 
 
 def test_a_sweep_over_ftp_records_the_server(gdsbench, ftp, tmp_path):

@@ -168,6 +168,8 @@ std::string transport_failure(CURLcode rc, const char* detail, const Asking& ask
            "); name the user in the URL (ftp://USER@HOST/PATH) and put its password in ~/.netrc";
   if (rc == CURLE_REMOTE_FILE_NOT_FOUND) return "no such file on the server (" + what + ")";
   if (rc == CURLE_REMOTE_ACCESS_DENIED) return "the server refused access (" + what + ")";
+  if (rc == CURLE_UPLOAD_FAILED)  // FTP's STOR refused: 553 where its user may not write the file
+    return "the server refused to store it (" + what + "); its login may not write there";
   if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SSL_CACERT_BADFILE ||
       rc == CURLE_SSL_CERTPROBLEM)
     return "TLS failed: " + what + "; for a server with its own CA, set AWS_CA_BUNDLE to its certificate file";

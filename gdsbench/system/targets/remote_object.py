@@ -30,6 +30,10 @@ OPENED_AS = "url"
 ENGINE = engine_opening(OPENED_AS)
 SCHEMES = tuple(ENGINE_INFO[ENGINE]["schemes"])  # its protocols' schemes, declared once in protocols.cpp
 WHAT = {"s3": "an S3 object", "http": "an HTTP object", "ftp": "a file on an FTP server"}  # for messages
+# The protocols that write a target only whole, in one request by one writer, and keep no mark (so
+# gdsbench knows its own by the pattern): the request, and what the target is called (the curl
+# engine's WholeUploads; S3 writes in parts, object_store.check_upload).
+WHOLE_WRITES = {"http": ("PUT", "object"), "ftp": ("STOR", "file")}
 
 
 def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
@@ -74,20 +78,22 @@ class RemoteObject(OnAServer):
         "S3 over HTTP/1.1, curl engine PUTs (an upload in parts, or the object whole)"."""
         version = self.facts.get("http_version")
         over = f" over {version}" if version else ""
+        if direction == "write" and self.kind in WHOLE_WRITES:
+            request, noun = WHOLE_WRITES[self.kind]
+            return f"{self.kind.upper()}{over}, {engine} engine {request}s (the {noun} whole)"
         if direction == "write":
-            how = "the object whole" if self.kind == "http" else "an upload in parts, or the object whole"
-            return f"{self.kind.upper()}{over}, {engine} engine PUTs ({how})"
+            return f"{self.kind.upper()}{over}, {engine} engine PUTs (an upload in parts, or the object whole)"
         return f"{self.kind.upper()}{over}, {engine} engine ranged {'GETs' if version else 'reads'}"
 
     def check_may_write(self, spec=None) -> None:
         """Only into an S3 object gdsbench made (its mark, x-amz-meta-gdsbench-prepared), and only
         as S3 writes one: whole, by one upload (the curl engine's Uploads; object_store.check_upload);
-        or into an HTTP (WebDAV) object of gdsbench's pattern, by one PUT of all of it."""
-        if self.kind == "http":
-            return self._check_webdav_write(spec)
+        or into an HTTP (WebDAV) object or FTP file of gdsbench's pattern, by one request of all of it."""
+        if self.kind in WHOLE_WRITES:
+            return self._check_whole_write(spec)
         if self.kind != "s3":
             raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to an "
-                             "s3:// or WebDAV object, or a local file `gdsbench prepare` made")
+                             "s3://, WebDAV or FTP object, or a local file `gdsbench prepare` made")
         if not self.facts.get("gdsbench_mark"):
             raise UsageError(f"PATH {self.path}: gdsbench did not create this object (it has no x-amz-meta-"
                              f"{object_store.MARK}), and writes only into objects it made; make one with "
@@ -95,22 +101,24 @@ class RemoteObject(OnAServer):
         if spec is not None:
             object_store.check_upload(self.path, self.size, spec)
 
-    def _check_webdav_write(self, spec) -> None:
-        """A WebDAV object is PUT whole, by one writer: --bs its size, one request in flight; and only
-        one of gdsbench's pattern, every block of it (the server keeps no mark)."""
+    def _check_whole_write(self, spec) -> None:
+        """A WebDAV object (an FTP file) is PUT (STORed) whole, by one writer: --bs its size, one
+        request in flight; and only one of gdsbench's pattern, every block of it (the server keeps no
+        mark)."""
+        request, noun = WHOLE_WRITES[self.kind]
         if spec is not None:
             if spec.offset or spec.bs < self.size or spec.qd > 1 or spec.threads > 1 or \
                     (spec.procs > 1 and spec.layout != "per-proc"):
-                raise UsageError(f"--bs {format_size(spec.bs)}: an HTTP object is written whole, in one PUT, by one "
-                                 f"writer ({self.path}: {format_size(self.size)}); give --bs "
+                raise UsageError(f"--bs {format_size(spec.bs)}: an {self.kind.upper()} {noun} is written whole, in "
+                                 f"one {request}, by one writer ({self.path}: {format_size(self.size)}); give --bs "
                                  f"{format_size(self.size).replace(' ', '')}, --qd 1 and one thread")
             if spec.verify or spec.fsync_every or spec.fsync_end:
-                raise UsageError("--verify/--fsync: not with writes of an HTTP object; read it back with a run of "
-                                 "--verify after")
+                raise UsageError(f"--verify/--fsync: not with writes of an {self.kind.upper()} {noun}; read it back "
+                                 "with a run of --verify after")
         if not self.all_pattern():
-            raise UsageError(f"PATH {self.path}: not an object gdsbench made (not its pattern in every block), and "
-                             "gdsbench writes only into objects it made; make one with `gdsbench prepare` where the "
-                             "server's files are, then write its URL")
+            raise UsageError(f"PATH {self.path}: not a{'n' if noun[0] in 'aeiou' else ''} {noun} gdsbench made (not "
+                             f"its pattern in every block), and gdsbench writes only into {noun}s it made; make one "
+                             "with `gdsbench prepare` where the server's files are, then write its URL")
 
     def created_by_gdsbench(self) -> bool:
         """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),

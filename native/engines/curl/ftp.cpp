@@ -6,6 +6,11 @@
 // where none) with its password from ~/.netrc, as `curl --netrc-optional` takes it; a password in the URL is refused,
 // as it would be written into the results with the path.
 //
+// Writes: a file is stored whole (STOR, as `curl -T` sends it), by one writer, into a file gdsbench
+// made (its Python checks the pattern first). The server writes it in place as the bytes come: a
+// reader meanwhile sees part of it, and a transfer cut short leaves it cut short (no version is
+// kept, unlike S3's upload).
+//
 // What FTP cannot do: one transfer per control connection at a time, so --qd ranges in flight are
 // --qd connections (each logged in); and a range that stops before the file's end is a transfer cut
 // short, which servers answer 426 and libcurl then closes that connection: such a read pays a new
@@ -18,10 +23,12 @@
 namespace gds::remote {
 namespace {
 
-class FtpEndpoint final : public Endpoint {
+class FtpEndpoint final : public Endpoint, public WholeUploads {
  public:
   using Endpoint::Endpoint;
   const char* protocol() const override { return "ftp"; }
+  const Uploads* uploads() const override { return this; }
+  Ask whole(const std::string&, const std::string&) const override { return {"STOR", url, {}, ""}; }
   bool speaks_http() const override { return false; }
   const char* probe_name() const override { return "SIZE"; }
   Signing signing() const override {
@@ -47,6 +54,11 @@ class FtpEndpoint final : public Endpoint {
   std::string wrong_range(const Answer&, long) const override { return ""; }
   std::string refusal(const Answer&, long, const std::string&) const override { return ""; }
   bool may_retry(long) const override { return false; }  // a connection's failure is retried by the transport
+
+ private:
+  InputError whole_only() const override {
+    return InputError("PATH " + name + ": an FTP file is written whole, in one STOR: give --bs its size");
+  }
 };
 
 std::unique_ptr<Endpoint> ftp_endpoint(const std::string& name) {

@@ -35,8 +35,8 @@ std::string server_of(const std::string& url) {
 
 // WebDAV's writes (nginx's dav_methods PUT, SeaweedFS's filer): an object is PUT whole, replacing
 // only the version looked at where the server checks conditions; there is no upload in parts, and
-// no mark kept (gdsbench's Python knows its objects by their pattern).
-class HttpEndpoint final : public Endpoint, public Uploads {
+// no mark kept.
+class HttpEndpoint final : public Endpoint, public WholeUploads {
  public:
   using Endpoint::Endpoint;
   const char* protocol() const override { return "http"; }
@@ -47,19 +47,9 @@ class HttpEndpoint final : public Endpoint, public Uploads {
     add_condition(headers, version);
     return {"PUT", url, headers, ""};
   }
-  Ask begin(const std::string&) const override { throw whole_only(); }
-  std::string upload_id(const std::string&) const override { return ""; }
-  Ask part(const std::string&, unsigned) const override { throw whole_only(); }
-  Ask complete(const std::string&, const std::vector<std::string>&, const std::string&) const override {
-    throw whole_only();
-  }
-  Ask abort(const std::string&) const override { throw whole_only(); }
-  std::string completed_version(const std::string&) const override { return ""; }
-  std::string error_in(const std::string&) const override { return ""; }
-  bool keeps_mark() const override { return false; }
 
  private:
-  InputError whole_only() const {
+  InputError whole_only() const override {
     return InputError("PATH " + name + ": an HTTP object is written whole, in one PUT: give --bs its size");
   }
 };

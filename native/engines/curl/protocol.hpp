@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../../engine.hpp"
+#include "../../error.hpp"
 
 namespace gds::remote {
 
@@ -56,7 +57,7 @@ struct Signing {
 // `headers` (in place of the signing's) and a body: the write's bytes for a part or a whole
 // object, else `body` (S3's list of parts).
 struct Ask {
-  std::string method;  // "PUT", "POST", "DELETE"
+  std::string method;  // "PUT", "POST", "DELETE"; a write's bytes go as libcurl's upload: HTTP PUT, FTP STOR
   std::string url;
   std::vector<std::string> headers;
   std::string body;
@@ -87,6 +88,26 @@ class Uploads {
   // Whether the server keeps an object's mark (S3's metadata): where it does not (a WebDAV server),
   // gdsbench's Python knows its objects by their pattern instead, and the engine does not ask.
   virtual bool keeps_mark() const { return true; }
+};
+
+// The uploads of a protocol that writes an object only whole, in one request (WebDAV's PUT, FTP's
+// STOR), and keeps no mark (gdsbench's Python knows its objects by their pattern): every step of
+// an upload in parts is refused, in the words whole_only() gives.
+class WholeUploads : public Uploads {
+ public:
+  Ask begin(const std::string&) const override { throw whole_only(); }
+  std::string upload_id(const std::string&) const override { return ""; }
+  Ask part(const std::string&, unsigned) const override { throw whole_only(); }
+  Ask complete(const std::string&, const std::vector<std::string>&, const std::string&) const override {
+    throw whole_only();
+  }
+  Ask abort(const std::string&) const override { throw whole_only(); }
+  std::string completed_version(const std::string&) const override { return ""; }
+  std::string error_in(const std::string&) const override { return ""; }
+  bool keeps_mark() const override { return false; }
+
+ protected:
+  virtual InputError whole_only() const = 0;  // why an upload in parts is refused, naming the object
 };
 
 // Operations on objects as whole things (object_ops.hpp: warp's PUT, HEAD, GET, DELETE, LIST), for
