@@ -91,7 +91,8 @@ def vsftpd(folder: str, work: str, writable: bool = False) -> tuple[subprocess.P
                 "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
                 "xferlog_enable": "NO", "max_clients": 500, "max_per_ip": 500}
     if writable:
-        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES"})
+        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES",
+                         "anon_umask": "022"})  # a file stored anonymously is readable (anon_world_readable_only)
     conf = os.path.join(work, "vsftpd.conf")
     with open(conf, "w") as f:
         f.write("".join(f"{k}={v}\n" for k, v in settings.items()))

@@ -269,6 +269,9 @@ PYBIND11_MODULE(_native, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const gds::Missing& e) {
+      py::object cls = py::module_::import("gdsbench.job.errors").attr("TargetMissing");
+      PyErr_SetString(cls.ptr(), e.what());
     } catch (const gds::InputError& e) {
       py::object cls = py::module_::import("gdsbench.job.errors").attr("UsageError");
       PyErr_SetString(cls.ptr(), e.what());

@@ -1,6 +1,7 @@
 // Errors raised by the native core. The bindings translate them into
 // gdsbench.job.errors.UsageError (bad input: the message names the parameter and
-// the fix) and gdsbench.job.errors.IoFailure (the storage failed during a run).
+// the fix; Missing as its TargetMissing) and gdsbench.job.errors.IoFailure (the
+// storage failed during a run).
 #pragma once
 #include <cerrno>
 #include <cstring>
@@ -11,6 +12,12 @@ namespace gds {
 
 struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// The target named is not there (HTTP's 404, FTP's answer to SIZE, ENOENT): bad input too, but
+// one a caller that makes new targets (prepare over a protocol) can tell from the others.
+struct Missing : InputError {
+  using InputError::InputError;
 };
 
 struct IoError : std::runtime_error {

@@ -67,8 +67,10 @@ SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_
 }
 
 SampleRead SampleReader::create(const std::string& path, uint64_t length, const std::string& mark) {
-  if (engine_by_name(job_.engine).can.opens != Opens::kUrl)  // only an object's engine makes one new (curl's create)
-    throw InputError("creating " + path + ": the " + job_.engine + " engine creates no objects; use the curl engine");
+  if (!engine_by_name(job_.engine).can.creates())
+    throw InputError("creating " + path + ": the " + job_.engine +
+                     " engine creates no objects or files on a server; "
+                     "use the curl or smb engine");
   if (job_.direction != Direction::kWrite || !length || length % pattern::kBlock)
     throw InputError("creating " + path + ": a write job's writer creates objects of whole " +
                      std::to_string(pattern::kBlock) + "-byte blocks (asked " + std::to_string(length) + " bytes)");

@@ -38,7 +38,8 @@ def start_vsftpd(work, tls: tuple | None = None, writable: bool = False):
                 "write_enable": "NO", "pasv_enable": "YES", "secure_chroot_dir": empty, "seccomp_sandbox": "NO",
                 "xferlog_enable": "NO", "max_clients": 200, "max_per_ip": 200}
     if writable:
-        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES"})
+        settings.update({"write_enable": "YES", "anon_upload_enable": "YES", "anon_other_write_enable": "YES",
+                         "anon_umask": "022"})  # a file stored anonymously is readable (anon_world_readable_only)
         up = root / "up"
         up.mkdir()
         prepare(str(up / "w.dat"), 8 * MiB)
@@ -119,6 +120,25 @@ def test_ftp_writes_store_a_gdsbench_file_whole_and_refuse_anything_else(gdsbenc
         # where the server refuses the STOR (data.dat: vsftpd's root is not the ftp user's), one line, code 3
         assert_one_line_error(gdsbench("run", f"{ftp}/data.dat", "--rw", "write", "--bs", "8M", "--io-size", "8M"),
                               "the server refused to store it", code=3)
+    finally:
+        stop(proc)
+
+
+def test_prepare_stores_a_new_ftp_file_and_keeps_or_refuses_what_is_there(gdsbench, tmp_path):
+    proc, ftp = start_vsftpd(tmp_path, writable=True)
+    try:
+        url, up = f"{ftp}/up/new.dat", tmp_path / "root" / "up"
+        res = gdsbench("prepare", url, "--size", "12M")
+        assert res.code == 0 and f"wrote {url} (12 MiB)" in res.out, res.err
+        assert (up / "new.dat").stat().st_size == 12 * MiB
+        back = run_json(gdsbench, url, "--verify", "--io-size", "12M")
+        assert back["verified_blocks"] == 12 * MiB // 4096 and back["verify_mismatches"] == 0
+        again = gdsbench("prepare", url, "--size", "12M")
+        assert again.code == 0 and "kept existing" in again.out, again.err
+        assert_one_line_error(gdsbench("prepare", url, "--size", "4M"), "holds 12 MiB of gdsbench's pattern")
+        assert_one_line_error(gdsbench("prepare", f"{ftp}/up/theirs.dat", "--size", "16K"), "not a file gdsbench made")
+        assert (up / "theirs.dat").read_bytes() == b"not gdsbench's!!" * 1024
+        assert_one_line_error(gdsbench("prepare", f"{ftp}/new.dat", "--size", "1M"), "refused to store it", code=3)
     finally:
         stop(proc)
 

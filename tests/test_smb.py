@@ -118,8 +118,6 @@ def test_smb_refusals_are_one_line_before_the_run(gdsbench, smb, monkeypatch):
     assert_one_line_error(gdsbench("run", theirs, "--rw", "write", "--io-size", "1M"), "not a file gdsbench made",
                           "gdsbench prepare")
     assert_one_line_error(gdsbench("run", smb, "--rw", "write", "--fsync-end", "--io-size", "1M"), "no flush call")
-    assert_one_line_error(gdsbench("prepare", smb.replace("data.dat", "new.dat"), "--size", "1M"),
-                          "an SMB server cannot be written to yet", code=2)
     assert_one_line_error(gdsbench("train", smb.replace("data.dat", ""), "--workload", "unet3d"),
                           "an SMB server cannot be listed yet", code=2)
 
@@ -131,6 +129,26 @@ def test_smb_writes_go_into_a_file_gdsbench_made_and_read_back_verified(gdsbench
     assert w["data_path"].startswith("SMB, smb engine (libsmbclient"), w["data_path"]
     r = run_json(gdsbench, written, "--verify", "--io-size", "8M")
     assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
+
+
+def test_prepare_makes_a_new_smb_file_and_keeps_or_refuses_what_is_there(gdsbench, tmp_path, login):
+    proc, data = start_smbd(tmp_path)
+    try:
+        url, share = data.replace("data.dat", "new.dat"), tmp_path / "share"
+        res = gdsbench("prepare", url, "--size", "12M")
+        assert res.code == 0 and f"wrote {url} (12 MiB)" in res.out, res.err
+        assert (share / "new.dat").stat().st_size == 12 * MiB
+        back = run_json(gdsbench, url, "--verify", "--io-size", "12M")
+        assert back["verified_blocks"] == 12 * MiB // 4096 and back["verify_mismatches"] == 0
+        again = gdsbench("prepare", url, "--size", "12M")
+        assert again.code == 0 and "kept existing" in again.out, again.err
+        assert_one_line_error(gdsbench("prepare", url, "--size", "4M"), "holds 12 MiB of gdsbench's pattern")
+        theirs = (share / "theirs.dat").read_bytes()
+        assert_one_line_error(gdsbench("prepare", data.replace("data.dat", "theirs.dat"), "--size", "1M"),
+                              "not a file gdsbench made")
+        assert (share / "theirs.dat").read_bytes() == theirs
+    finally:
+        stop(proc)
 
 
 def test_a_server_killed_mid_run_ends_it_in_one_line(tmp_path, monkeypatch):

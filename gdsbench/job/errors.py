@@ -42,6 +42,11 @@ class UsageError(GdsbenchError):
     exit_code = 2
 
 
+class TargetMissing(UsageError):
+    """The target named is not there (HTTP's 404, FTP's answer to SIZE, a share's ENOENT): what a
+    command that makes new targets (prepare over a protocol) tells from other bad input."""
+
+
 class IncompatibleOptions(UsageError):
     """Options that make no sense together (psync with QD>1). A sweep skips such
     points with a note instead of failing."""

@@ -405,6 +405,8 @@ class CurlEngine final : public Engine {
     const std::string error = rc != CURLE_OK ? transport_failure(rc, t.error, asking_)
                                              : endpoint_->refusal(t.answer, status, location ? location : "");
     release(t);  // (location, ip: the handle's own, read above)
+    if (!error.empty() && (rc == CURLE_REMOTE_FILE_NOT_FOUND || (rc == CURLE_OK && status == 404)))
+      throw Missing("PATH " + endpoint_->name + ": " + error + asked);
     if (!error.empty()) throw InputError("PATH " + endpoint_->name + ": " + error + asked);
     size_ = endpoint_->size_of(length);
     const bool granted = version == CURL_HTTP_VERSION_2_0;

@@ -124,12 +124,16 @@ class SmbEngine final : public SynchronousEngine {
       release();
       throw IoError("libsmbclient: cannot start a context (" + errno_text(err) + ")");
     }
-    // never created: one there (O_RDWR: a handle opened write-only may not ask its size)
-    const int flags = target.direction == Direction::kWrite ? O_RDWR : O_RDONLY;
+    // one there (O_RDWR: a handle opened write-only may not ask its size); or, where the target is
+    // to be made (create_size), a new one: never one that is there (O_EXCL)
+    const int flags = target.create_size                      ? O_RDWR | O_CREAT | O_EXCL
+                      : target.direction == Direction::kWrite ? O_RDWR
+                                                              : O_RDONLY;
     file_ = smbc_getFunctionOpen(ctx_)(ctx_, path_.c_str(), flags, 0);
     if (!file_) {
       const int err = errno;
       release();
+      if (err == ENOENT && !target.create_size) throw Missing("PATH " + path_ + ": " + refusal(err));
       throw InputError("PATH " + path_ + ": " + refusal(err));
     }
     struct stat st;
@@ -138,7 +142,7 @@ class SmbEngine final : public SynchronousEngine {
       close();  // (the lock is held)
       throw InputError("PATH " + path_ + ": cannot ask its size (" + errno_text(err) + ")");
     }
-    size_ = uint64_t(st.st_size);
+    size_ = target.create_size ? target.create_size : uint64_t(st.st_size);  // new: what its writes will make it
   }
   ~SmbEngine() override {
     std::lock_guard<std::mutex> one_at_a_time(contexts());
@@ -181,6 +185,8 @@ class SmbEngine final : public SynchronousEngine {
     switch (err) {
       case ENOENT:
         return "no such file on share " + url_.share + " of " + server;
+      case EEXIST:
+        return "a file of that name is there already (gdsbench makes a file on a share only where none is)";
       case EACCES:
       case EPERM:
         return "access denied by " + server + " (as user " + (user_.empty() ? "guest" : user_) +
