@@ -21,6 +21,9 @@ struct ObjectOps {
   std::string mark;                // put: the objects' gdsbench mark
   uint64_t seed = 1;               // put: the pattern's seed
   OptionValues options;            // the curl engine's (timeout_ns, retries, http2)
+  // head, get, list: the names asked over and over, from the first, until this long since the
+  // first request (warp's --duration; no new request after it); 0: each name once
+  uint64_t duration_ns = 0;
 };
 
 struct ObjectOpsResult {

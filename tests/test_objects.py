@@ -63,6 +63,21 @@ def test_a_set_is_read_by_later_runs_and_a_strangers_object_is_never_touched(gds
     assert keys(s3, "other/") == ["other/obj-0000000"]
 
 
+def test_duration_repeats_head_get_and_list_over_the_set_until_it_is_up(gdsbench, s3, tmp_path):
+    """warp's --duration: head, get and list ask the set again from the first until the time is up
+    (no new request after it); put and delete still go over the set once."""
+    rows = objects(gdsbench, "timed", "--objects", "8", "--size", "4K", "--qd", "2", "--lists", "2", "--duration",
+                   "1s", "--results", tmp_path)
+    for op in ("put", "delete"):
+        assert rows[op]["ops"] == 8 and rows[op]["duration_s"] == 0
+    for op in ("head", "get", "list"):
+        r = rows[op]
+        assert r["duration_s"] == 1 and r["ops"] > (8 if op != "list" else 2), r  # the set more than once
+        assert 1 <= r["seconds"] < 30  # the time asked, and the requests in flight then answered
+    assert rows["get"]["bytes"] == rows["get"]["ops"] * 4096
+    assert keys(s3, "timed/") == []
+
+
 def test_bad_input_is_one_line(gdsbench, s3, tmp_path, monkeypatch):
     assert_one_line_error(gdsbench("objects", "s3://bucket/none/", "--ops", "get", "--results", tmp_path),
                           "no complete set of gdsbench's objects", "--ops put,get")
@@ -71,6 +86,7 @@ def test_bad_input_is_one_line(gdsbench, s3, tmp_path, monkeypatch):
     assert_one_line_error(gdsbench("objects", "http://host/x/"), "give s3://BUCKET/PREFIX/")
     assert_one_line_error(gdsbench("objects", "s3://bucket/"), "give a prefix")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--qd", "1024", "--size", "64M"), "4 GiB of buffers")
+    assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--duration", "0s"), "--duration", "more than 0")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--results", tmp_path), "HTTP 403",
                           "AWS_SECRET_ACCESS_KEY")

@@ -8,6 +8,7 @@ from gdsbench.commands.options import (
     add_run_name_arguments,
     asking_from_args,
     count_arg,
+    seconds_arg,
     size_arg,
 )
 from gdsbench.commands.pages import Saved, measured
@@ -58,6 +59,10 @@ class ObjectsCommand:
                             help="threads, each with --qd in flight on its own connections (default: 1)")
         parser.add_argument("--lists", type=count_arg(1, 10**6), default=16, metavar="N",
                             help="whole listings of the prefix the list op makes, over every thread (default: 16)")
+        parser.add_argument("--duration", type=seconds_arg("--duration", 86400.0), default=0.0, metavar="TIME",
+                            help="head, get and list ask the set (the listings) again from the first until TIME is up, "
+                                 "as warp's --duration (e.g. 30s, 5m); put and delete still go over the set once "
+                                 "(default: each object once)")
         add_asking_arguments(parser, "the S3 server", 3)
         add_remote_arguments(parser)
         add_run_name_arguments(parser, "objects")
@@ -75,7 +80,8 @@ class ObjectsCommand:
             raise UsageError(f"--qd {args.qd} x --threads {args.threads} x --size {args.size >> 10}K: more than "
                              f"{BUFFERS_AT_MOST >> 30} GiB of buffers for the GETs in flight; lower one of them")
         asking = asking_from_args(args, True, "the S3 server", object_store.WRITING)
-        run = session.ObjectsRun(prefix, args.ops, args.objects, args.size, args.qd, args.threads, args.lists, asking)
+        run = session.ObjectsRun(prefix, args.ops, args.objects, args.size, args.qd, args.threads, args.lists, asking,
+                                 duration=args.duration)
         object_store.share_credentials()
         s3 = object_store.client(asking)
         notes: list[str] = []

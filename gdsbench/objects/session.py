@@ -16,6 +16,7 @@ the set, then the manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -29,6 +30,7 @@ from gdsbench.job.units import format_size
 from gdsbench.system import object_store
 
 OPS = ("put", "head", "get", "list", "delete")  # warp's, in the order a set's life takes them
+REPEATED = ("head", "get", "list")  # what --duration repeats: they leave the set as it is
 MANIFEST = "gdsbench-objects.json"
 PERCENTILES = (50, 90, 99)
 
@@ -43,7 +45,13 @@ class ObjectsRun:
     threads: int
     lists: int  # whole listings of the prefix, over every thread and rank
     asking: dict = field(default_factory=dict)  # the curl engine's options: timeout_ns, retries, http2
+    duration: float = 0.0  # seconds head, get and list go on for, the set again and again (0: once)
     seed: int = 1
+
+    def duration_of(self, op: str) -> float:
+        """How long an op asks the set again and again (warp's --duration): head, get and list;
+        put and delete make and remove each object once (0)."""
+        return self.duration if op in REPEATED else 0.0
 
     def name(self, i: int) -> str:
         return f"{self.prefix}obj-{i:07d}"
@@ -51,6 +59,7 @@ class ObjectsRun:
     def info(self) -> dict:
         return {"kind": "objects", "prefix": self.prefix, "ops": list(self.ops), "objects": self.objects,
                 "object_bytes": self.size, "qd": self.qd, "threads": self.threads, "lists": self.lists,
+                "duration_s": self.duration,
                 "ranks": _rank_and_size()[1], "data_path": "S3, curl engine: one request an object (a LIST a page), --qd in "
                                                   "flight per thread on kept connections, into host memory"}
 
@@ -128,8 +137,7 @@ def the_set(s3, run: ObjectsRun) -> ObjectsRun:
         raise UsageError(f"PATH {run.prefix}: no complete set of gdsbench's objects there; put one first "
                          f"(--ops put,{','.join(run.ops)})")
     _ours(s3, run, m)
-    return ObjectsRun(run.prefix, run.ops, int(m["objects"]), int(m["size"]), run.qd, run.threads, run.lists,
-                      run.asking, int(m["seed"]))
+    return dataclasses.replace(run, objects=int(m["objects"]), size=int(m["size"]), seed=int(m["seed"]))
 
 
 # ---- one operation over every thread (and rank) ----
@@ -157,7 +165,8 @@ def op_here(run: ObjectsRun, op: str) -> list[dict]:
 
     def one(t: int) -> None:
         try:
-            answers[t] = _native.object_ops(op, shares[t], run.qd, run.size, mark, run.seed, run.asking)
+            answers[t] = _native.object_ops(op, shares[t], run.qd, run.size, mark, run.seed, run.asking,
+                                            int(run.duration_of(op) * 1e9))
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
             errors.append(e)
 
@@ -185,6 +194,7 @@ def summarise(run: ObjectsRun, op: str, answers: list[dict]) -> dict:
            "bytes": sum(a["bytes"] for a in answers), "listed": sum(a["listed"] for a in answers),
            "connections": sum(a["connections"] for a in answers), "retries": sum(a["retries"] for a in answers),
            "objects": run.objects, "object_bytes": run.size, "qd": run.qd, "threads": run.threads, "ranks": _rank_and_size()[1],
+           "duration_s": run.duration_of(op),
            "lat_max_us": latency.max / 1e3 if ops else 0.0, "verify_mismatches": 0}
     row["bytes_per_s"] = row["bytes"] / seconds if seconds else 0.0
     for p in PERCENTILES:

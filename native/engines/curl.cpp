@@ -666,6 +666,8 @@ class ObjectOpsRun {
     static const std::vector<std::string> kOps = {"put", "head", "get", "delete", "list"};
     if (std::find(kOps.begin(), kOps.end(), ops.op) == kOps.end())
       throw InputError("--ops " + ops.op + ": not an object operation (put, head, get, delete, list)");
+    if (ops.duration_ns && (ops.op == "put" || ops.op == "delete"))  // each makes or removes an object once
+      throw InputError("--duration: put and delete go over the set once; only head, get and list repeat it");
     init_once();
     if (ops.op == "put") {
       pattern_.resize(ops.size);
@@ -691,8 +693,15 @@ class ObjectOpsRun {
     ObjectOpsResult out;
     const uint64_t started = now_ns();
     size_t next = 0, busy = 0;
+    // whether there is a next request to start: each name once, or (a duration) the names again
+    // from the first, for as long as it lasts
+    auto more = [&] {
+      if (!ops_.duration_ns) return next < ops_.names.size();
+      if (next == ops_.names.size()) next = 0;
+      return now_ns() - started < ops_.duration_ns;
+    };
     for (auto& s : slots_)
-      if (next < ops_.names.size()) start(s, next++, ""), ++busy;
+      if (more()) start(s, next++, ""), ++busy;
     while (busy) {
       asked_ = false;
       backing_off_.start_due([this](OpSlot& s) { ask(s); });
@@ -707,7 +716,7 @@ class ObjectOpsRun {
         if (s->t.request) continue;  // started again (--retries)
         if (!token.empty())
           start(*s, s->at, token);  // the listing's next page, on the same slot
-        else if (next < ops_.names.size())
+        else if (more())
           start(*s, next++, "");
         else
           --busy;
@@ -840,7 +849,7 @@ ObjectOpsResult run_object_ops(const ObjectOps& ops) {
 const EngineInfo kCurlEngine = {
     "curl",
     "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and writes of S3 objects (whole: a PUT, or an "
-    "upload in parts) and WebDAV ones (a PUT), through libcurl, --qd in flight per thread",
+    "upload in parts), WebDAV ones (a PUT) and FTP files (a STOR), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
       return std::make_unique<CurlEngine>(target, depth, asking_from(options));
@@ -857,7 +866,7 @@ namespace gds {
 const EngineInfo kCurlEngine = {
     "curl",
     "ranged reads over HTTP(S) and S3 (GET) and FTP (REST + RETR), and writes of S3 objects (whole: a PUT, or an "
-    "upload in parts) and WebDAV ones (a PUT), through libcurl, --qd in flight per thread",
+    "upload in parts), WebDAV ones (a PUT) and FTP files (a STOR), through libcurl, --qd in flight per thread",
     kCurlCan,
     [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       throw InputError("--engine curl: this gdsbench was built without libcurl");
