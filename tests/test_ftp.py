@@ -11,7 +11,15 @@ import shutil
 
 import pytest
 from test_bad_input import assert_one_line_error
-from test_remote import assert_a_sweep_records_the_server, free_port, run_json, self_signed_certificate, start, stop
+from test_remote import (
+    assert_a_sweep_records_the_server,
+    assert_prepare_on_a_server,
+    free_port,
+    run_json,
+    self_signed_certificate,
+    start,
+    stop,
+)
 
 MiB = 1 << 20
 
@@ -127,17 +135,9 @@ def test_ftp_writes_store_a_gdsbench_file_whole_and_refuse_anything_else(gdsbenc
 def test_prepare_stores_a_new_ftp_file_and_keeps_or_refuses_what_is_there(gdsbench, tmp_path):
     proc, ftp = start_vsftpd(tmp_path, writable=True)
     try:
-        url, up = f"{ftp}/up/new.dat", tmp_path / "root" / "up"
-        res = gdsbench("prepare", url, "--size", "12M")
-        assert res.code == 0 and f"wrote {url} (12 MiB)" in res.out, res.err
-        assert (up / "new.dat").stat().st_size == 12 * MiB
-        back = run_json(gdsbench, url, "--verify", "--io-size", "12M")
-        assert back["verified_blocks"] == 12 * MiB // 4096 and back["verify_mismatches"] == 0
-        again = gdsbench("prepare", url, "--size", "12M")
-        assert again.code == 0 and "kept existing" in again.out, again.err
-        assert_one_line_error(gdsbench("prepare", url, "--size", "4M"), "holds 12 MiB of gdsbench's pattern")
-        assert_one_line_error(gdsbench("prepare", f"{ftp}/up/theirs.dat", "--size", "16K"), "not a file gdsbench made")
-        assert (up / "theirs.dat").read_bytes() == b"not gdsbench's!!" * 1024
+        up = tmp_path / "root" / "up"
+        assert_prepare_on_a_server(gdsbench, f"{ftp}/up/new.dat", up / "new.dat", f"{ftp}/up/theirs.dat",
+                                   up / "theirs.dat", "not a file gdsbench made")
         assert_one_line_error(gdsbench("prepare", f"{ftp}/new.dat", "--size", "1M"), "refused to store it", code=3)
     finally:
         stop(proc)

@@ -435,20 +435,27 @@ def test_webdav_writes_put_a_gdsbench_object_whole_and_refuse_anything_else(gdsb
                           "written whole, in one PUT", "--bs 8M")
 
 
-def test_prepare_puts_a_new_webdav_object_and_keeps_or_refuses_what_is_there(gdsbench, nginx, served):
-    url = f"{nginx}/dav/prepared-new.dat"
+def assert_prepare_on_a_server(gdsbench, url: str, made, theirs_url: str, theirs, words: str) -> None:
+    """prepare over a protocol (`made`, `theirs`: the server's own paths of url and theirs_url): a new
+    12 MiB file made and read back verified, kept when asked again; another size refused, and a
+    stranger's file (words: "not a file gdsbench made") refused and left as it was."""
     res = gdsbench("prepare", url, "--size", "12M")
     assert res.code == 0 and f"wrote {url} (12 MiB)" in res.out, res.err
-    assert (served / "dav" / "prepared-new.dat").stat().st_size == 12 * MiB
+    assert made.stat().st_size == 12 * MiB
     back = run_json(gdsbench, url, "--verify", "--io-size", "12M")
     assert back["verified_blocks"] == 12 * MiB // 4096 and back["verify_mismatches"] == 0
     again = gdsbench("prepare", url, "--size", "12M")
     assert again.code == 0 and "kept existing" in again.out, again.err
     assert_one_line_error(gdsbench("prepare", url, "--size", "4M"), "holds 12 MiB of gdsbench's pattern",
                           "another name")
-    theirs = (served / "dav" / "theirs.dat").read_bytes()
-    assert_one_line_error(gdsbench("prepare", f"{nginx}/dav/theirs.dat", "--size", "1M"), "not an object gdsbench made")
-    assert (served / "dav" / "theirs.dat").read_bytes() == theirs
+    before = theirs.read_bytes()
+    assert_one_line_error(gdsbench("prepare", theirs_url, "--size", "16K"), words)
+    assert theirs.read_bytes() == before
+
+
+def test_prepare_puts_a_new_webdav_object_and_keeps_or_refuses_what_is_there(gdsbench, nginx, served):
+    assert_prepare_on_a_server(gdsbench, f"{nginx}/dav/prepared-new.dat", served / "dav" / "prepared-new.dat",
+                               f"{nginx}/dav/theirs.dat", served / "dav" / "theirs.dat", "not an object gdsbench made")
     # where the server takes no PUT (nginx outside its dav location): its refusal, one line, nothing made
     assert_one_line_error(gdsbench("prepare", f"{nginx}/bucket/new.dat", "--size", "1M"), "405", code=3)
     assert not (served / "bucket" / "new.dat").exists()

@@ -15,7 +15,7 @@ import time
 
 import pytest
 from test_bad_input import assert_one_line_error
-from test_remote import free_port, run_json, start, stop
+from test_remote import assert_prepare_on_a_server, free_port, run_json, start, stop
 
 MiB = 1 << 20
 PASSWORD = "gdsbench-smb-pw"
@@ -134,19 +134,9 @@ def test_smb_writes_go_into_a_file_gdsbench_made_and_read_back_verified(gdsbench
 def test_prepare_makes_a_new_smb_file_and_keeps_or_refuses_what_is_there(gdsbench, tmp_path, login):
     proc, data = start_smbd(tmp_path)
     try:
-        url, share = data.replace("data.dat", "new.dat"), tmp_path / "share"
-        res = gdsbench("prepare", url, "--size", "12M")
-        assert res.code == 0 and f"wrote {url} (12 MiB)" in res.out, res.err
-        assert (share / "new.dat").stat().st_size == 12 * MiB
-        back = run_json(gdsbench, url, "--verify", "--io-size", "12M")
-        assert back["verified_blocks"] == 12 * MiB // 4096 and back["verify_mismatches"] == 0
-        again = gdsbench("prepare", url, "--size", "12M")
-        assert again.code == 0 and "kept existing" in again.out, again.err
-        assert_one_line_error(gdsbench("prepare", url, "--size", "4M"), "holds 12 MiB of gdsbench's pattern")
-        theirs = (share / "theirs.dat").read_bytes()
-        assert_one_line_error(gdsbench("prepare", data.replace("data.dat", "theirs.dat"), "--size", "1M"),
-                              "not a file gdsbench made")
-        assert (share / "theirs.dat").read_bytes() == theirs
+        share = tmp_path / "share"
+        assert_prepare_on_a_server(gdsbench, data.replace("data.dat", "new.dat"), share / "new.dat",
+                                   data.replace("data.dat", "theirs.dat"), share / "theirs.dat", "not a file gdsbench made")
     finally:
         stop(proc)
 
