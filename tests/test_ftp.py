@@ -138,6 +138,12 @@ def test_prepare_stores_a_new_ftp_file_and_keeps_or_refuses_what_is_there(gdsben
         up = tmp_path / "root" / "up"
         assert_prepare_on_a_server(gdsbench, f"{ftp}/up/new.dat", up / "new.dat", f"{ftp}/up/theirs.dat",
                                    up / "theirs.dat", "not a file gdsbench made")
+        # --files: every name looked at before the first is written (set.1 is a stranger's: nothing made)
+        (up / "set.1").write_bytes(b"theirs!!" * 512)
+        shutil.chown(up / "set.1", "ftp", "ftp")
+        assert_one_line_error(gdsbench("prepare", f"{ftp}/up/set", "--size", "1M", "--files", "2"),
+                              "set.1: not a file gdsbench made")
+        assert not (up / "set.0").exists()
         assert_one_line_error(gdsbench("prepare", f"{ftp}/new.dat", "--size", "1M"), "refused to store it", code=3)
     finally:
         stop(proc)

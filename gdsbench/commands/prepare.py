@@ -36,15 +36,19 @@ def writer_for(path: str, asking: dict | None = None):
     return prepare
 
 
-def refuse_any_not_ours(paths: list[str], asking: dict | None = None) -> None:
+def refuse_any_not_ours(paths: list[str], size: int, force: bool, asking: dict | None = None) -> None:
     """Every file or object of several, looked at before the first is written: one gdsbench may
     not replace is refused with nothing written (not after writing the ones before it)."""
+    from gdsbench.execution.served_prepare import kept
     from gdsbench.system.prepare import check_may_write
 
     if protocol_of(paths[0]) == "s3":
         s3 = object_store.client(asking)
         for path in paths:
             object_store.check_may_write(s3, path)
+    elif protocol_of(paths[0]):  # a file on a server: new, or gdsbench's of this size
+        for path in paths:
+            kept(path, size, force, asking)
     else:
         for path in paths:
             check_may_write(path)
@@ -91,7 +95,7 @@ class PrepareCommand:
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
         write = writer_for(args.path, asking)
         if len(paths) > 1:
-            refuse_any_not_ours(paths, asking)
+            refuse_any_not_ours(paths, size, args.force, asking)
         for path in paths:
             done = write(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
             print(f"{'kept existing' if done.reused else 'wrote'} {path} ({format_size(done.size)})")

@@ -25,30 +25,37 @@ WHOLE_AT_MOST = 4 << 30  # a whole-file request is sent from one buffer of all o
 CHUNK = 4 << 20  # smb's writes of a new file, one after another
 
 
+def kept(url: str, size: int, force: bool = False, asking: dict | None = None) -> bool:
+    """Whether a file of gdsbench's pattern of that size is at url to keep (True; never with force)
+    or nothing is (False, to make one); UsageError for anything else there (prepare --files looks
+    at every file this way before it writes the first)."""
+    protocol = protocol_of(url)
+    noun = WHOLE_WRITES[protocol][1] if protocol in WHOLE_WRITES else "file"
+    try:
+        there = kind_of(url).open(url, 0, asking)
+    except TargetMissing:
+        return False
+    if not there.all_pattern():
+        raise UsageError(f"PATH {url}: not a{'n' if noun[0] in 'aeiou' else ''} {noun} gdsbench made (not its "
+                         "pattern in every block); gdsbench never writes over one it did not make: give another name")
+    if there.size == size and not force:
+        return True
+    raise UsageError(f"PATH {url}: holds {format_size(there.size)} of gdsbench's pattern already; on a server gdsbench "
+                     "makes only new files (none of its protocols replaces one whole and at once): give another name, "
+                     "or remove it")
+
+
 def prepare_served(url: str, size: int, *, seed: int = 1, force: bool = False, progress=None,
                    size_flag: str = "--size", asking: dict | None = None) -> Written:
     """A new pattern file of `size` bytes at url (or the one of gdsbench's there, kept); asking:
     how a curl server is asked (--timeout, --retries). progress(done, total) once it is written."""
     if size <= 0 or size % _native.PATTERN_BLOCK:
         raise UsageError(f"{size_flag} {size}: must be a positive multiple of 4 KiB, e.g. 1G")
-    kind = kind_of(url)
-    protocol = protocol_of(url)
+    if kept(url, size, force, asking):
+        return Written(url, size, reused=True)
+    kind, protocol = kind_of(url), protocol_of(url)
     whole = protocol in WHOLE_WRITES
     noun = WHOLE_WRITES[protocol][1] if whole else "file"
-    try:
-        there = kind.open(url, 0, asking)
-    except TargetMissing:
-        there = None
-    if there is not None:
-        if not there.all_pattern():
-            raise UsageError(f"PATH {url}: not a{'n' if noun[0] in 'aeiou' else ''} {noun} gdsbench made (not its "
-                             "pattern in every block); gdsbench never writes over one it did not make: give another "
-                             "name")
-        if there.size == size and not force:
-            return Written(url, size, reused=True)
-        raise UsageError(f"PATH {url}: holds {format_size(there.size)} of gdsbench's pattern already; on a server "
-                         "gdsbench makes only new files (none of its protocols replaces one whole and at once): give "
-                         "another name, or remove it")
     if whole and size > WHOLE_AT_MOST:
         raise UsageError(f"{size_flag} {format_size(size)}: {protocol.upper()} writes a {noun} whole, in one request "
                          f"sent from one buffer of all of it; give at most {format_size(WHOLE_AT_MOST)}")
