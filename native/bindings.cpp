@@ -363,8 +363,9 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "object_ops",
       [](const std::string& op, const std::vector<std::string>& names, unsigned depth, uint64_t size,
-         const std::string& mark, uint64_t seed, const gds::OptionValues& options, uint64_t duration_ns) {
-        const gds::ObjectOps ops{op, names, depth, size, mark, seed, options, duration_ns};
+         const std::string& mark, uint64_t seed, const gds::OptionValues& options, uint64_t duration_ns,
+         unsigned batch) {
+        const gds::ObjectOps ops{op, names, depth, size, mark, seed, options, duration_ns, batch};
         gds::ObjectOpsResult r;
         {
           py::gil_scoped_release release;
@@ -374,6 +375,7 @@ PYBIND11_MODULE(_native, m) {
         d["latency"] = r.latency;
         d["first_byte"] = r.first_byte;
         d["ops"] = r.ops;
+        d["objects"] = r.objects;
         d["bytes"] = r.bytes;
         d["listed"] = r.listed;
         d["connections"] = r.connections;
@@ -382,10 +384,11 @@ PYBIND11_MODULE(_native, m) {
         return d;
       },
       py::arg("op"), py::arg("names"), py::arg("depth"), py::arg("size") = 0, py::arg("mark") = "", py::arg("seed") = 1,
-      py::arg("options") = gds::OptionValues{}, py::arg("duration_ns") = 0,
+      py::arg("options") = gds::OptionValues{}, py::arg("duration_ns") = 0, py::arg("batch") = 1,
       "Object operations (put, head, get, delete; list: each name a prefix, listed whole), one request an object, "
       "depth in flight on kept connections, in this thread (head, get, list with duration_ns: the names again until "
-      "it is up): {latency, first_byte, ops, bytes, listed, connections, retries, ns}.");
+      "it is up; delete with batch: that many objects a request): {latency, first_byte, ops, objects, bytes, listed, "
+      "connections, retries, ns}.");
   m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"), py::arg("options") = gds::OptionValues{},
         "Open an engine on a target alone: {size, and what it learned}; UsageError if it cannot be read.");
   m.def("read_range", &read_range, py::arg("engine"), py::arg("path"), py::arg("offset"), py::arg("length"),

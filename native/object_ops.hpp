@@ -24,12 +24,14 @@ struct ObjectOps {
   // head, get, list: the names asked over and over, from the first, until this long since the
   // first request (warp's --duration; no new request after it); 0: each name once
   uint64_t duration_ns = 0;
+  unsigned batch = 1;  // delete: objects a request removes (S3's DeleteObjects above 1; warp's --batch)
 };
 
 struct ObjectOpsResult {
   LatencyHistogram latency;     // each request: its first try's issue to its answer's end
   LatencyHistogram first_byte;  // each request: its first try's issue to its answer's first header
   uint64_t ops = 0;             // requests answered (a listing: its pages)
+  uint64_t objects = 0;         // objects they were about (put, head, get, delete: each one's; a batch: its all)
   uint64_t bytes = 0;           // of bodies sent (put) or received (get)
   uint64_t listed = 0;          // names a listing's pages held
   uint64_t connections = 0, retries = 0;

@@ -78,6 +78,15 @@ def test_duration_repeats_head_get_and_list_over_the_set_until_it_is_up(gdsbench
     assert keys(s3, "timed/") == []
 
 
+def test_batch_deletes_many_objects_a_request_as_s3s_deleteobjects(gdsbench, s3, tmp_path):
+    rows = objects(gdsbench, "batched", "--objects", "20", "--size", "4K", "--qd", "2", "--ops", "put,delete",
+                   "--batch", "7", "--results", tmp_path)
+    assert rows["delete"]["ops"] == 3 and rows["delete"]["batch"] == 7  # 7 + 7 + 6 objects, a request each
+    assert rows["delete"]["objects_per_s"] > rows["delete"]["ops_per_s"] > 0
+    assert rows["put"]["batch"] == 1 and rows["put"]["objects_per_s"] == rows["put"]["ops_per_s"]
+    assert keys(s3, "batched/") == []
+
+
 def test_bad_input_is_one_line(gdsbench, s3, tmp_path, monkeypatch):
     assert_one_line_error(gdsbench("objects", "s3://bucket/none/", "--ops", "get", "--results", tmp_path),
                           "no complete set of gdsbench's objects", "--ops put,get")
@@ -87,6 +96,9 @@ def test_bad_input_is_one_line(gdsbench, s3, tmp_path, monkeypatch):
     assert_one_line_error(gdsbench("objects", "s3://bucket/"), "give a prefix")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--qd", "1024", "--size", "64M"), "4 GiB of buffers")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--duration", "0s"), "--duration", "more than 0")
+    assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--ops", "put,get", "--batch", "10"), "--batch 10",
+                          "no delete")
+    assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--batch", "1001"), "--batch", "between 1 and 1000")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
     assert_one_line_error(gdsbench("objects", "s3://bucket/x/", "--results", tmp_path), "HTTP 403",
                           "AWS_SECRET_ACCESS_KEY")

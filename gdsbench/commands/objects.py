@@ -63,6 +63,9 @@ class ObjectsCommand:
                             help="head, get and list ask the set (the listings) again from the first until TIME is up, "
                                  "as warp's --duration (e.g. 30s, 5m); put and delete still go over the set once "
                                  "(default: each object once)")
+        parser.add_argument("--batch", type=count_arg(1, 1000), default=1, metavar="N",
+                            help="delete N objects a request (S3's DeleteObjects, as warp's delete --batch; at most "
+                                 "1000, S3's limit; default: 1, a DELETE an object)")
         add_asking_arguments(parser, "the S3 server", 3)
         add_remote_arguments(parser)
         add_run_name_arguments(parser, "objects")
@@ -76,12 +79,15 @@ class ObjectsCommand:
         from gdsbench.system import object_store
 
         prefix = session.check_prefix(args.path)
+        if args.batch > 1 and "delete" not in args.ops:
+            raise UsageError(f"--batch {args.batch}: deletes in batches, and --ops has no delete; add it, or leave "
+                             "--batch out")
         if args.qd * args.threads * args.size > BUFFERS_AT_MOST:  # a GET lands in a buffer of its own
             raise UsageError(f"--qd {args.qd} x --threads {args.threads} x --size {args.size >> 10}K: more than "
                              f"{BUFFERS_AT_MOST >> 30} GiB of buffers for the GETs in flight; lower one of them")
         asking = asking_from_args(args, True, "the S3 server", object_store.WRITING)
         run = session.ObjectsRun(prefix, args.ops, args.objects, args.size, args.qd, args.threads, args.lists, asking,
-                                 duration=args.duration)
+                                 duration=args.duration, batch=args.batch)
         object_store.share_credentials()
         s3 = object_store.client(asking)
         notes: list[str] = []

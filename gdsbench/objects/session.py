@@ -46,6 +46,7 @@ class ObjectsRun:
     lists: int  # whole listings of the prefix, over every thread and rank
     asking: dict = field(default_factory=dict)  # the curl engine's options: timeout_ns, retries, http2
     duration: float = 0.0  # seconds head, get and list go on for, the set again and again (0: once)
+    batch: int = 1  # objects a delete request removes (S3's DeleteObjects above 1)
     seed: int = 1
 
     def duration_of(self, op: str) -> float:
@@ -59,7 +60,7 @@ class ObjectsRun:
     def info(self) -> dict:
         return {"kind": "objects", "prefix": self.prefix, "ops": list(self.ops), "objects": self.objects,
                 "object_bytes": self.size, "qd": self.qd, "threads": self.threads, "lists": self.lists,
-                "duration_s": self.duration,
+                "duration_s": self.duration, "delete_batch": self.batch,
                 "ranks": _rank_and_size()[1], "data_path": "S3, curl engine: one request an object (a LIST a page), --qd in "
                                                   "flight per thread on kept connections, into host memory"}
 
@@ -166,7 +167,7 @@ def op_here(run: ObjectsRun, op: str) -> list[dict]:
     def one(t: int) -> None:
         try:
             answers[t] = _native.object_ops(op, shares[t], run.qd, run.size, mark, run.seed, run.asking,
-                                            int(run.duration_of(op) * 1e9))
+                                            int(run.duration_of(op) * 1e9), run.batch if op == "delete" else 1)
         except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
             errors.append(e)
 
@@ -194,7 +195,8 @@ def summarise(run: ObjectsRun, op: str, answers: list[dict]) -> dict:
            "bytes": sum(a["bytes"] for a in answers), "listed": sum(a["listed"] for a in answers),
            "connections": sum(a["connections"] for a in answers), "retries": sum(a["retries"] for a in answers),
            "objects": run.objects, "object_bytes": run.size, "qd": run.qd, "threads": run.threads, "ranks": _rank_and_size()[1],
-           "duration_s": run.duration_of(op),
+           "duration_s": run.duration_of(op), "batch": run.batch if op == "delete" else 1,
+           "objects_per_s": sum(a["objects"] for a in answers) / seconds if seconds else 0.0,
            "lat_max_us": latency.max / 1e3 if ops else 0.0, "verify_mismatches": 0}
     row["bytes_per_s"] = row["bytes"] / seconds if seconds else 0.0
     for p in PERCENTILES:

@@ -59,7 +59,7 @@ KINDS = (
     RunKind("objects",  # a row per operation (put, head, get, list, delete)
             numbers=("ops", "ops_per_s", "bytes", "bytes_per_s", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_max_us",
                      "first_byte_p50_us", "connections", "listed"),
-            optional=("duration_s",),
+            optional=("duration_s", "batch", "objects_per_s"),
             lists=(),
             page="objects_report"),
     RunKind("kvcache",  # a row per tier and operation; the requests' figures are in run.json's "figures"

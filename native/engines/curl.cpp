@@ -622,8 +622,10 @@ struct OpSlot {
   std::vector<char> landing;                   // get: where the body lands
   const std::vector<char>* sent = nullptr;     // put: the body sent (the pattern, one for every slot)
   uint64_t issued_ns = 0;
-  size_t at = 0;      // names[at]
-  std::string token;  // list: the page asked after ("": the first)
+  size_t at = 0;       // names[at]
+  size_t count = 1;    // names[at .. at + count): a batch of deletes
+  std::string token;   // list: the page asked after ("": the first)
+  std::string posted;  // a batch's body (libcurl reads it as the request goes)
 };
 
 size_t op_body(char* data, size_t size, size_t n, void* user) {
@@ -668,13 +670,16 @@ class ObjectOpsRun {
       throw InputError("--ops " + ops.op + ": not an object operation (put, head, get, delete, list)");
     if (ops.duration_ns && (ops.op == "put" || ops.op == "delete"))  // each makes or removes an object once
       throw InputError("--duration: put and delete go over the set once; only head, get and list repeat it");
+    if (ops.batch != 1 && ops.op != "delete")
+      throw InputError("--batch " + std::to_string(ops.batch) + ": only delete removes objects in batches");
+    step_ = std::max(1u, ops.batch);
     init_once();
     if (ops.op == "put") {
       pattern_.resize(ops.size);
       pattern::fill(pattern_.data(), pattern_.size(), 0, ops.seed);
     }
     multi_ = curl_multi_init();
-    slots_.resize(std::max<size_t>(1, std::min<size_t>(ops.depth, ops.names.size())));
+    slots_.resize(std::max<size_t>(1, std::min<size_t>(ops.depth, (ops.names.size() + step_ - 1) / step_)));
     for (auto& s : slots_) {
       s.t.easy = curl_easy_init();
       if (ops.op == "get") s.landing.resize(ops.size);
@@ -701,7 +706,7 @@ class ObjectOpsRun {
       return now_ns() - started < ops_.duration_ns;
     };
     for (auto& s : slots_)
-      if (more()) start(s, next++, ""), ++busy;
+      if (more()) start(s, next, ""), next += step_, ++busy;
     while (busy) {
       asked_ = false;
       backing_off_.start_due([this](OpSlot& s) { ask(s); });
@@ -717,7 +722,7 @@ class ObjectOpsRun {
         if (!token.empty())
           start(*s, s->at, token);  // the listing's next page, on the same slot
         else if (more())
-          start(*s, next++, "");
+          start(*s, next, ""), next += step_;
         else
           --busy;
       }
@@ -756,6 +761,7 @@ class ObjectOpsRun {
       s.name = ops_.names[at];
     }
     s.at = at;
+    s.count = std::min<size_t>(step_, ops_.names.size() - at);
     s.token = token;
     s.t.attempts = 0;
     s.issued_ns = now_ns();
@@ -776,7 +782,14 @@ class ObjectOpsRun {
     remote::Ask a;
     const std::string& op = ops_.op;
     if (op == "put") a = objects.create(ops_.mark);
-    if (op == "delete") a = objects.remove();
+    if (op == "delete" && step_ > 1) {
+      a = objects.remove_batch({ops_.names.begin() + long(s.at), ops_.names.begin() + long(s.at + s.count)});
+      s.posted = std::move(a.body);
+      curl_easy_setopt(s.t.easy, CURLOPT_POSTFIELDS, s.posted.c_str());
+      curl_easy_setopt(s.t.easy, CURLOPT_POSTFIELDSIZE, long(s.posted.size()));
+    } else if (op == "delete") {
+      a = objects.remove();
+    }
     if (op == "list") a = objects.list(s.token);
     if (op == "head" || op == "get") a = {op == "head" ? "HEAD" : "GET", s.endpoint->url, {}, ""};
     curl_slist_free_all(s.t.ask_headers);
@@ -787,7 +800,7 @@ class ObjectOpsRun {
     if (op == "put") {
       curl_easy_setopt(s.t.easy, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(s.t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(pattern_.size()));
-    } else if (op == "delete") {
+    } else if (op == "delete" && step_ == 1) {
       curl_easy_setopt(s.t.easy, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
     curl_easy_setopt(s.t.easy, CURLOPT_PRIVATE, &s);
@@ -815,10 +828,15 @@ class ObjectOpsRun {
       s.t.answer.error_body = s.body.substr(0, 2048);
       throw IoError(s.endpoint->refusal(s.t.answer, status, "") + where);
     }
+    if (ops_.op == "delete" && step_ > 1) {  // a batch answers 200 with what it could not remove
+      const std::string failed = s.endpoint->objects()->batch_error(s.body);
+      if (!failed.empty()) throw IoError(failed + where);
+    }
     const uint64_t now = now_ns();
     out.latency.add(now - s.issued_ns);
     out.first_byte.add(s.t.body_ns > s.issued_ns ? s.t.body_ns - s.issued_ns : 0);
     ++out.ops;
+    if (ops_.op != "list") out.objects += s.count;
     if (ops_.op == "put") out.bytes += pattern_.size();
     if (ops_.op == "get") out.bytes += s.t.got;
     if (ops_.op != "list") return "";
@@ -836,6 +854,7 @@ class ObjectOpsRun {
   std::vector<char> pattern_;     // put: every object's body
   IoRequest placeholder_;         // what marks a slot in flight (its Transfer's request)
   bool asked_ = false;            // a request was started in this round of the loop
+  unsigned step_ = 1;             // names a request takes (a batch of deletes: ops.batch)
   uint64_t connections_ = 0, retries_ = 0;
 };
 

@@ -117,6 +117,11 @@ class Objects {
   virtual ~Objects() = default;
   virtual Ask create(const std::string& mark) const = 0;  // a PUT of the object, new (never over one)
   virtual Ask remove() const = 0;                         // its DELETE
+  // One request removing these objects (names as the user gives them, each of this one's bucket:
+  // S3's DeleteObjects, quiet, so its answer names only what it could not remove) ...
+  virtual Ask remove_batch(const std::vector<std::string>& names) const = 0;
+  // ... and what in its answer says an object was not removed, in words ("": every one was).
+  virtual std::string batch_error(const std::string& answer) const = 0;
   // One page of the names under this name taken as a prefix, after the page `token` ended ("": the first).
   virtual Ask list(const std::string& token) const = 0;
   // What a page of a listing holds: how many names, and the token of the next page ("": the last).

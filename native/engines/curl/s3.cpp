@@ -9,12 +9,53 @@
 // is in; the object's mark is carried over. Their bodies are sent unsigned (UNSIGNED-PAYLOAD, as
 // the AWS SDKs do over TLS): hashing every part first would time SHA-256, not the storage.
 #include <cstdlib>
+#ifdef GDSBENCH_HAVE_OPENSSL
+#include <openssl/evp.h>
+#endif
 
 #include "../../error.hpp"
 #include "protocol.hpp"
 
 namespace gds::remote {
 namespace {
+
+std::string bucket_of(const std::string& name) {  // s3://BUCKET/KEY -> BUCKET
+  const std::string rest = name.substr(5);
+  return rest.substr(0, rest.find('/'));
+}
+
+// A key as XML text: its markup characters escaped.
+std::string xml_text(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// The Content-MD5 header's value: the body's MD5, in base64 (OpenSSL's libcrypto, as libcurl's own TLS).
+std::string content_md5(const std::string& body) {
+#ifdef GDSBENCH_HAVE_OPENSSL
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(body.data(), body.size(), digest, &length, EVP_md5(), nullptr);
+  unsigned char encoded[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
+  const int n = EVP_EncodeBlock(encoded, digest, int(length));
+  return std::string(reinterpret_cast<char*>(encoded), size_t(n));
+#else
+  (void)body;
+  throw InputError(
+      "--batch: S3's DeleteObjects needs the body's MD5, and this gdsbench was built without OpenSSL's "
+      "libcrypto (apt-get install libssl-dev, then rebuild); leave --batch out");
+#endif
+}
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -53,6 +94,27 @@ class S3Endpoint final : public Endpoint, public Uploads, public Objects {
 
   Ask create(const std::string& mark) const override { return {"PUT", url, headers(mark, kAbsent), ""}; }
   Ask remove() const override { return {"DELETE", url, headers(""), ""}; }
+  Ask remove_batch(const std::vector<std::string>& names) const override {
+    const std::string bucket = "s3://" + bucket_of(name) + "/";
+    std::string body = "<Delete><Quiet>true</Quiet>";
+    for (const std::string& n : names) {
+      if (n.rfind(bucket, 0) != 0 || n.size() == bucket.size())
+        throw InputError("PATH " + n + ": a batch of deletes names objects of one bucket (" + bucket + ")");
+      body += "<Object><Key>" + xml_text(n.substr(bucket.size())) + "</Key></Object>";
+    }
+    body += "</Delete>";
+    std::vector<std::string> h = headers("");
+    h.push_back("Content-MD5: " + content_md5(body));  // S3 asks it of every DeleteObjects
+    h.push_back("Content-Type: application/xml");
+    return {"POST", bucket_url_ + "?delete=", h, body};  // ("delete=": as "uploads=" above)
+  }
+  std::string batch_error(const std::string& answer) const override {
+    const size_t at = answer.find("<Error>");
+    if (at == std::string::npos) return error_in(answer);
+    const std::string error = answer.substr(at);
+    return "could not remove " + xml_element(error, "Key") + " (" + xml_element(error, "Code") + ": " +
+           xml_element(error, "Message") + ")";
+  }
   // ListObjectsV2, its query in the order SigV4 signs it (sorted), every value escaped
   Ask list(const std::string& token) const override {
     const std::string next = token.empty() ? "" : "continuation-token=" + escape_key(token, false) + "&";
