@@ -119,6 +119,12 @@ def test_ftp_writes_store_a_gdsbench_file_whole_and_refuse_anything_else(gdsbenc
         assert (up / "w.dat").stat().st_mtime_ns > before and (up / "w.dat").stat().st_size == 8 * MiB
         r = run_json(gdsbench, url, "--verify", "--io-size", "8M")
         assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
+        # from GPU memory by way of pinned host memory, on the CPU stand-in: logic only, untested on GPU
+        b = run_json(gdsbench, url, "--rw", "write", "--bs", "8M", "--io-size", "8M", "--mode", "bounce", "--gpu-backend",
+                     "sim")
+        assert b["data_path"].startswith("FTP, curl engine STORs (the file whole) from GPU memory"), b["data_path"]
+        assert "SIMULATED" in b["data_path"]
+        assert run_json(gdsbench, url, "--verify", "--io-size", "8M")["verify_mismatches"] == 0
         for args, words in (((f"{ftp}/up/theirs.dat", "--bs", "16K"), ("not a file gdsbench made",)),
                             ((url, "--bs", "1M"), ("written whole, in one STOR", "--bs 8M")),
                             ((url, "--bs", "8M", "--qd", "2"), ("by one writer",)),
