@@ -17,7 +17,9 @@ process; the other client's process is timed whole. Each has fixed costs that ar
 client writes a file of one 4 MiB part timed the same way, and a client's figure is (the file's
 bytes - one part) over (its call's seconds - the median of its one-part calls'). Clients
 alternate, the order swapped each repeat; the verdict is on the paired ratios
-(stats.paired_verdict), target gdsbench at least 0.95 of the other. The servers' writes land in
+(stats.paired_verdict), target gdsbench at least 0.95 of the other. gdsbench's plan reads its
+file whole through the server before writing it (to know it is its own); the other client's file
+is read whole first too, untimed, so both servers replace a file held in the page cache. The servers' writes land in
 this host's page cache (no sync asked): the figure is the protocol's and the clients', not the
 disk's. After the runs gdsbench's file is read back with --verify.
 
@@ -96,6 +98,16 @@ def measure(protocol: str, client: str, base: str, name: str, size: int, source:
     return seconds if TIMING[protocol] == "call" else float(done.stdout.strip())  # curl's time_total
 
 
+def read_whole(path: str) -> None:
+    """Untimed, before another client's write: its file read whole on the server's machine, as
+    gdsbench's plan reads its own file through the server (to know it is gdsbench's) before it
+    writes it, so both servers replace a file whose pages are in the page cache. A file replaced
+    right after it was read took up to twice as long to PUT, with curl as with gdsbench."""
+    with open(path, "rb") as f:
+        while f.read(8 << 20):
+            pass
+
+
 def net_rates(whole: list[float], one_part: list[float], size: int) -> list[float]:
     """(size - one part) / (seconds - the median one-part seconds), per whole run: MiB/s; with no
     one-part runs (a protocol timed by request), size / seconds."""
@@ -128,6 +140,8 @@ def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) ->
                     calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
                 for kind, name, size in calls:
                     os.sync()  # untimed: the last run's dirty pages written back first, not during this one
+                    if client != "gdsbench":  # the same history: gdsbench's plan reads its file whole first
+                        read_whole(os.path.join(folder, name))
                     runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env))
                 print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
                       flush=True)
@@ -184,7 +198,9 @@ def main() -> int:
              "repeat, each client over a file of its own that `gdsbench prepare` made (the same size, the same "
              "history), from memory (/dev/shm for the other client); before each run, untimed, sync(2) writes back "
              "what the last one left dirty (an earlier run without it had each repeat's first PUT pay for the last "
-             "one's writeback).",
+             "one's writeback); and, untimed, the other client's file is read whole on this machine first, as "
+             "gdsbench's plan reads its own through the server before it writes it (a file replaced right after it "
+             "was read took up to twice as long to PUT, with curl as with gdsbench).",
              "smb: gdsbench --bs 4M, one request in flight (libsmbclient's calls are synchronous), against smbclient's "
              "put (its own request sizes) into Samba's smbd. webdav: gdsbench one PUT of the whole file (--bs its size) "
              "against curl -T into nginx (dav_methods PUT). ftp: gdsbench one STOR of the whole file against curl -T "
