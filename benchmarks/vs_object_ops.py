@@ -150,7 +150,7 @@ def measure(client: str, args, repeat: int, endpoint: str, env: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def table_rows(runs: dict[str, list[dict]], ops: list[str]) -> list[list]:
+def table_rows(runs: dict[str, list[dict]], ops=OPS) -> list[list]:
     """A row per op and client: its rate's median (min-max); gdsbench's paired ratio against the
     op's best other client (by median rate), judged at 0.95."""
     out = []
