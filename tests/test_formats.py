@@ -103,6 +103,26 @@ def test_mlcommons_storage_v3_b200_unet3d_and_retinanet_map_and_parquet_is_refus
     assert_one_line_error(res, "dataset.format: 'parquet' (gdsbench reads npz, jpeg and tfrecord)")
 
 
+def test_accelerator_type_gives_a_built_in_workload_mlperf_storages_timing(gdsbench):
+    """--accelerator-type: each timing is the one MLPerf Storage's own workload file for that
+    accelerator gives (v2.0's a100 and h100 files, v3.0's b200 and mi355 ones, held here)."""
+    folders = [MLCOMMONS, os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")]
+    for name, timings in workloads.TIMINGS.items():
+        for kind, (batch, compute_s) in timings.items():
+            path = next(p for p in (os.path.join(f, f"{name}_{kind}.yaml") for f in reversed(folders)) if os.path.exists(p))
+            w = dlio_yaml.translate(path).workload
+            assert (w.batch, w.compute_s) == (batch, compute_s), path
+            assert workloads.on_accelerator(workloads.BUILT_IN[name], kind).compute_s == compute_s
+        assert workloads.own_accelerator(name)  # every built-in is one of MLPerf Storage's timings
+    assert_one_line_error(gdsbench("predict", "/nonexistent", "--workload", "unet3d", "--accelerator-type", "mi355"),
+                          "--accelerator-type mi355", "a100, h100, b200", "--compute-time")
+    v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
+    assert_one_line_error(gdsbench("predict", "/nonexistent", "--workload", os.path.join(v3, "unet3d_b200.yaml"),
+                                   "--accelerator-type", "b200"), "names its own")
+    res = gdsbench("predict", "/nonexistent", "--workload", "unet3d", "--accelerator-type", "b200")
+    assert "--accelerator-type" not in res.err  # taken: what fails is the missing dataset
+
+
 def test_what_a_yaml_cannot_mean_here_is_refused_in_one_line(tmp_path, gdsbench):
     cases = {
         "dataset: {format: hdf5}\n": "dataset.format: 'hdf5'",

@@ -18,12 +18,16 @@ def workload_flags():
 
 def add_workload_arguments(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
     """--workload and a flag per workload field, to change a built-in or file workload."""
-    from gdsbench.train.workloads import BUILT_IN
+    from gdsbench.train.workloads import ACCELERATOR_TYPES, BUILT_IN, own_accelerator
 
     group = parser.add_argument_group("workload (any field overrides the workload's own)")
     group.add_argument("--workload", required=True, metavar="NAME|FILE.toml|FILE.yaml",
                        help=f"a built-in workload ({', '.join(BUILT_IN)}), a TOML file describing one, or a DLIO "
                             "workload YAML (its keys mapped, and what is not emulated named)")
+    group.add_argument("--accelerator-type", choices=ACCELERATOR_TYPES, default=None,
+                       help="a built-in workload's batch and computation time on this accelerator, as MLPerf Storage's "
+                            "workload files give them (default: each built-in's own: "
+                            f"{', '.join(f'{name} {own_accelerator(name)}' for name in BUILT_IN)})")
     for field, opt in workload_flags():
         if field not in skip:
             group.add_argument(opt.flag, dest=field, metavar=METAVARS[opt.kind], default=None, help=opt.help)
@@ -42,6 +46,12 @@ def workload_from_args(args: argparse.Namespace, prepare: bool = False):
                          "must be more than 0 here (AU is compute time over wall time): set it, or give --compute-time "
                          "SECONDS")
     base = yaml.workload if yaml else workloads.load(args.workload)
+    kind = getattr(args, "accelerator_type", None)
+    if kind and args.workload not in workloads.BUILT_IN:
+        raise UsageError(f"--accelerator-type {kind}: picks a built-in workload's timing; {args.workload} names its own "
+                         "(its computation_time and batch_size): leave --accelerator-type out")
+    if kind:
+        base = workloads.on_accelerator(base, kind)
     names = {field: key for field, key in yaml.keys.items() if field not in given} if yaml else {}  # as errors say
     overrides = {field: workloads.parse_field(field, getattr(args, field), flag) for field, flag in given.items()}
     if getattr(args, "seed", None) is not None:

@@ -132,6 +132,33 @@ BUILT_IN = {w.name: w for w in (
              about="RetinaNet, OpenImages (MLPerf Storage v3.0, B200's step): a JPEG file per sample, many small files"),
 )}
 
+# MLPerf Storage's step on each accelerator type, (batch, computation_time s), as its workload YAMLs
+# give them (v2.0's a100 and h100 files; v3.0's b200 and mi355 ones): --accelerator-type picks one.
+TIMINGS = {
+    "unet3d": {"a100": (7, 0.636), "h100": (7, 0.323), "b200": (7, 0.162)},
+    "resnet50": {"a100": (400, 0.435), "h100": (400, 0.224)},
+    "cosmoflow": {"a100": (1, 0.00551), "h100": (1, 0.00350)},
+    "retinanet": {"a100": (16, 0.210), "h100": (16, 0.180), "b200": (24, 0.04755), "mi355": (32, 0.0634)},
+}
+ACCELERATOR_TYPES = ("a100", "h100", "b200", "mi355")
+
+
+def on_accelerator(workload: Workload, kind: str) -> Workload:
+    """A built-in workload with the batch and computation time MLPerf Storage gives it on `kind`."""
+    timings = TIMINGS.get(workload.name, {})
+    if kind not in timings:
+        raise UsageError(f"--accelerator-type {kind}: MLPerf Storage gives {workload.name} no {kind} timing (it gives "
+                         f"{', '.join(timings) or 'none'}); give --compute-time and --batch instead")
+    batch, compute_s = timings[kind]
+    return replace(workload, batch=batch, compute_s=compute_s)
+
+
+def own_accelerator(name: str) -> str:
+    """The accelerator type whose timing a built-in workload has as it stands ("": none of them)."""
+    w = BUILT_IN[name]
+    return next((kind for kind, t in TIMINGS.get(name, {}).items() if t == (w.batch, w.compute_s)), "")
+
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # field -> its option, named after the field; those users set with a flag of their own
 OPTIONS = {f.name: dataclasses.replace(f.metadata["option"], name=f.name) for f in fields(Workload) if f.metadata}
