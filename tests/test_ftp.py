@@ -150,6 +150,10 @@ def test_prepare_stores_a_new_ftp_file_and_keeps_or_refuses_what_is_there(gdsben
         assert_one_line_error(gdsbench("prepare", f"{ftp}/up/set", "--size", "1M", "--files", "2"),
                               "set.1: not a file gdsbench made")
         assert not (up / "set.0").exists()
+        made = gdsbench("prepare", f"{ftp}/up/two", "--size", "1M", "--files", "2")
+        assert made.code == 0 and made.out.count("wrote") == 2, made.err
+        again = gdsbench("prepare", f"{ftp}/up/two", "--size", "1M", "--files", "2")  # looked at once, then kept
+        assert again.code == 0 and again.out.count("kept existing") == 2, again.err
         assert_one_line_error(gdsbench("prepare", f"{ftp}/new.dat", "--size", "1M"), "refused to store it", code=3)
     finally:
         stop(proc)

@@ -36,9 +36,10 @@ def writer_for(path: str, asking: dict | None = None):
     return prepare
 
 
-def refuse_any_not_ours(paths: list[str], size: int, force: bool, asking: dict | None = None) -> None:
+def refuse_any_not_ours(paths: list[str], size: int, force: bool, asking: dict | None = None) -> set[str]:
     """Every file or object of several, looked at before the first is written: one gdsbench may
-    not replace is refused with nothing written (not after writing the ones before it)."""
+    not replace is refused with nothing written (not after writing the ones before it). Returns
+    the files on a server found whole and kept (each was read whole to know it: not read again)."""
     from gdsbench.execution.served_prepare import kept
     from gdsbench.system.prepare import check_may_write
 
@@ -47,11 +48,11 @@ def refuse_any_not_ours(paths: list[str], size: int, force: bool, asking: dict |
         for path in paths:
             object_store.check_may_write(s3, path)
     elif protocol_of(paths[0]):  # a file on a server: new, or gdsbench's of this size
-        for path in paths:
-            kept(path, size, force, asking)
+        return {path for path in paths if kept(path, size, force, asking)}
     else:
         for path in paths:
             check_may_write(path)
+    return set()
 
 
 class PrepareCommand:
@@ -94,9 +95,11 @@ class PrepareCommand:
         args.seed = 1 if args.seed is None else args.seed
         paths = [args.path] if args.files is None else [f"{args.path}.{i}" for i in range(args.files)]
         write = writer_for(args.path, asking)
-        if len(paths) > 1:
-            refuse_any_not_ours(paths, size, args.force, asking)
+        kept = refuse_any_not_ours(paths, size, args.force, asking) if len(paths) > 1 else set()
         for path in paths:
+            if path in kept:
+                print(f"kept existing {path} ({format_size(size)})")
+                continue
             done = write(path, size, seed=args.seed, force=args.force, progress=progress_printer(f"writing {path}"))
             print(f"{'kept existing' if done.reused else 'wrote'} {path} ({format_size(done.size)})")
         return 0
