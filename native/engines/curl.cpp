@@ -782,13 +782,14 @@ class ObjectOpsRun {
     remote::Ask a;
     const std::string& op = ops_.op;
     if (op == "put") a = objects.create(ops_.mark);
-    if (op == "delete" && step_ > 1) {
+    if (step_ > 1) {  // a batch (of deletes: the only op taken in batches), POSTed
       a = objects.remove_batch({ops_.names.begin() + long(s.at), ops_.names.begin() + long(s.at + s.count)});
       s.posted = std::move(a.body);
       curl_easy_setopt(s.t.easy, CURLOPT_POSTFIELDS, s.posted.c_str());
       curl_easy_setopt(s.t.easy, CURLOPT_POSTFIELDSIZE, long(s.posted.size()));
     } else if (op == "delete") {
       a = objects.remove();
+      curl_easy_setopt(s.t.easy, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
     if (op == "list") a = objects.list(s.token);
     if (op == "head" || op == "get") a = {op == "head" ? "HEAD" : "GET", s.endpoint->url, {}, ""};
@@ -800,8 +801,6 @@ class ObjectOpsRun {
     if (op == "put") {
       curl_easy_setopt(s.t.easy, CURLOPT_UPLOAD, 1L);
       curl_easy_setopt(s.t.easy, CURLOPT_INFILESIZE_LARGE, curl_off_t(pattern_.size()));
-    } else if (op == "delete" && step_ == 1) {
-      curl_easy_setopt(s.t.easy, CURLOPT_CUSTOMREQUEST, "DELETE");
     }
     curl_easy_setopt(s.t.easy, CURLOPT_PRIVATE, &s);
     curl_multi_add_handle(multi_, s.t.easy);
@@ -828,7 +827,7 @@ class ObjectOpsRun {
       s.t.answer.error_body = s.body.substr(0, 2048);
       throw IoError(s.endpoint->refusal(s.t.answer, status, "") + where);
     }
-    if (ops_.op == "delete" && step_ > 1) {  // a batch answers 200 with what it could not remove
+    if (step_ > 1) {  // a batch answers 200 with what it could not remove
       const std::string failed = s.endpoint->objects()->batch_error(s.body);
       if (!failed.empty()) throw IoError(failed + where);
     }
