@@ -19,7 +19,7 @@ from gdsbench.job.spec import OPTIONS, spec_from_values
 from gdsbench.job.units import format_size
 from gdsbench.system.object_store import Written
 from gdsbench.system.targets import kind_of, protocol_of
-from gdsbench.system.targets.remote_object import WHOLE_WRITES
+from gdsbench.system.targets.remote_object import WHOLE_WRITES, written_noun
 
 WHOLE_AT_MOST = 4 << 30  # a whole-file request is sent from one buffer of all of it
 CHUNK = 4 << 20  # smb's writes of a new file, one after another
@@ -29,14 +29,12 @@ def kept(url: str, size: int, force: bool = False, asking: dict | None = None) -
     """Whether a file of gdsbench's pattern of that size is at url to keep (True; never with force)
     or nothing is (False, to make one); UsageError for anything else there (prepare --files looks
     at every file this way before it writes the first)."""
-    protocol = protocol_of(url)
-    noun = WHOLE_WRITES[protocol][1] if protocol in WHOLE_WRITES else "file"
     try:
         there = kind_of(url).open(url, 0, asking)
     except TargetMissing:
         return False
     if not there.all_pattern():
-        raise UsageError(f"PATH {url}: not a{'n' if noun[0] in 'aeiou' else ''} {noun} gdsbench made (not its "
+        raise UsageError(f"PATH {url}: not {written_noun(protocol_of(url))} gdsbench made (not its "
                          "pattern in every block); gdsbench never writes over one it did not make: give another name")
     if there.size == size and not force:
         return True
@@ -55,10 +53,10 @@ def prepare_served(url: str, size: int, *, seed: int = 1, force: bool = False, p
         return Written(url, size, reused=True)
     kind, protocol = kind_of(url), protocol_of(url)
     whole = protocol in WHOLE_WRITES
-    noun = WHOLE_WRITES[protocol][1] if whole else "file"
     if whole and size > WHOLE_AT_MOST:
-        raise UsageError(f"{size_flag} {format_size(size)}: {protocol.upper()} writes a {noun} whole, in one request "
-                         f"sent from one buffer of all of it; give at most {format_size(WHOLE_AT_MOST)}")
+        raise UsageError(f"{size_flag} {format_size(size)}: {protocol.upper()} writes {written_noun(protocol)} whole, "
+                         "in one request sent from one buffer of all of it; give at most "
+                         f"{format_size(WHOLE_AT_MOST)}")
     engines_own = {o.name for o in OPTIONS if o.engine == kind.ENGINE}  # curl's --timeout and --retries
     values = {name: value for name, value in (asking or {}).items() if name in engines_own}
     spec = runnable_here(spec_from_values({"path": url, "rw": "write", "engine": kind.ENGINE, "qd": 1, "seed": seed,

@@ -36,6 +36,13 @@ WHAT = {"s3": "an S3 object", "http": "an HTTP object", "ftp": "a file on an FTP
 WHOLE_WRITES = {"http": ("PUT", "object"), "ftp": ("STOR", "file")}
 
 
+def written_noun(protocol: str) -> str:
+    """What a target on a server is called where it is written, with its article: "an object"
+    (WebDAV's), "a file" (FTP's, a share's)."""
+    noun = WHOLE_WRITES[protocol][1] if protocol in WHOLE_WRITES else "file"
+    return f"a{'n' if noun[0] in 'aeiou' else ''} {noun}"
+
+
 def asking_of(spec: JobSpec | None = None) -> dict[str, int]:
     """How gdsbench asks a server, every request alike (a look, a pattern block, a listing, the
     run's reads): the job's curl options (--timeout, --retries, --http2) as the user gave them;
@@ -116,7 +123,7 @@ class RemoteObject(OnAServer):
                 raise UsageError(f"--verify/--fsync: not with writes of an {self.kind.upper()} {noun}; read it back "
                                  "with a run of --verify after")
         if not self.all_pattern():
-            raise UsageError(f"PATH {self.path}: not a{'n' if noun[0] in 'aeiou' else ''} {noun} gdsbench made (not "
+            raise UsageError(f"PATH {self.path}: not {written_noun(self.kind)} gdsbench made (not "
                              f"its pattern in every block), and gdsbench writes only into {noun}s it made; make one "
                              "with `gdsbench prepare` where the server's files are, then write its URL")
 
