@@ -8,6 +8,10 @@ otherwise write a file with, into the same server on loopback, the same bytes, f
              into nginx (dav_methods PUT)
     ftp      gdsbench's curl engine (one STOR of the whole file)           vs  curl's `-T` (a STOR),
              into vsftpd (anonymous uploads over files of its ftp user)
+    nfs      gdsbench's nfs engine (libnfs, 1 MiB WRITEs one at a time,   vs  libnfs's own `nfs-cp`
+             then a COMMIT: --fsync-end)                                       (the same), into
+             nfs-ganesha over NFSv3, the server on one namespaced host and the clients on another
+             (tests/hosts.py: NFSv3 needs rpcbind's port 111), so the bytes cross a veth pair
 
 Timing, the same for both clients of a protocol: each run is a process of its own that first sets
 up untimed, then times one call that writes the whole file: gdsbench plans its job untimed (the
@@ -30,17 +34,21 @@ disk's. After the runs gdsbench's file is read back with --verify.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # the hosts the tests make (tests/hosts.py)
 
 import servers  # noqa: E402
 import stats  # noqa: E402
 from common import markdown_table, median, write_outputs  # noqa: E402
+from hosts import Hosts, serve_nfs3  # noqa: E402
 
 MiB = 1 << 20
 PART = 4 * MiB
@@ -48,19 +56,23 @@ PROTOCOLS = {  # protocol: (the other client, gdsbench's --bs for a file of `siz
     "smb": ("smbclient", PART),
     "webdav": ("curl", None),
     "ftp": ("curl", None),
+    "nfs": ("nfs-cp", MiB),
 }
 # How a protocol's runs are timed (see the top): "call", each client's whole call less its one-part
 # calls' median; "request", each client's own clock around its one request (a whole-file PUT)
-TIMING = {"smb": "call", "webdav": "request", "ftp": "request"}
+TIMING = {"smb": "call", "webdav": "request", "ftp": "request", "nfs": "call"}
+NEW_FILE = {"nfs"}  # the other client makes its file new (nfs-cp opens O_EXCL): a new name each run, the last removed
 
 
 def one_gdsbench(url: str, size: int, bs: int) -> tuple[float, float]:
     """In this process: plan the write untimed, then time execute(): (its seconds, its own measured
-    window's: the requests' first issue to their last answer)."""
+    window's: the requests' first issue to their last answer). Over NFS the writes end with a COMMIT,
+    as nfs-cp's close sends one."""
     from gdsbench.execution.runner import execute, plan
     from gdsbench.job.spec import spec_from_values
 
-    planned = plan(spec_from_values({"path": url, "rw": "write", "bs": bs, "io_size": size}))
+    planned = plan(spec_from_values({"path": url, "rw": "write", "bs": bs, "io_size": size,
+                                     "fsync_end": url.startswith("nfs://")}))
     t0 = time.perf_counter()
     result = execute(planned, record_environment=False)
     seconds = time.perf_counter() - t0
@@ -69,7 +81,14 @@ def one_gdsbench(url: str, size: int, bs: int) -> tuple[float, float]:
     return seconds, result.elapsed_ns / 1e9
 
 
+def file_url(base: str, name: str) -> str:
+    """A file's URL under a server's base URL (an NFS one's with libnfs's argument for NFSv3)."""
+    return f"{base}/{name}?version=3" if base.startswith("nfs://") else f"{base}/{name}"
+
+
 def other_argv(protocol: str, base: str, name: str, source: str) -> list[str]:
+    if protocol == "nfs":
+        return ["nfs-cp", source, file_url(base, name)]
     if protocol == "smb":
         host, port = base[len("smb://"):].split("/")[0].split(":")
         return ["smbclient", f"//{host}/share", "-p", port, "-U", f"root%{servers.SMB_PASSWORD}", "-c",
@@ -77,20 +96,21 @@ def other_argv(protocol: str, base: str, name: str, source: str) -> list[str]:
     return ["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{time_total}", "-T", source, f"{base}/{name}"]
 
 
-def measure(protocol: str, client: str, base: str, name: str, size: int, source: str, env: dict) -> float:
+def measure(protocol: str, client: str, base: str, name: str, size: int, source: str, env: dict, on) -> float:
     """One timed write of `size` bytes into the server's file `name`, by one client, in a process of its
-    own: seconds, as the protocol's TIMING says."""
+    own (on(argv): the command line that runs argv where the clients run): seconds, as the protocol's
+    TIMING says."""
     if client == "gdsbench":
         bs = PROTOCOLS[protocol][1] or size
-        argv = [sys.executable, os.path.abspath(__file__), "--one", f"{base}/{name}", "--size", str(size), "--bs",
+        argv = [sys.executable, os.path.abspath(__file__), "--one", file_url(base, name), "--size", str(size), "--bs",
                 str(bs)]
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(on(argv), env=env, capture_output=True, text=True, timeout=600)
         if done.returncode:
             raise SystemExit(f"gdsbench failed: {done.stderr.strip()[-1500:]}")
         call, window = (float(x) for x in done.stdout.strip().splitlines()[-1].split())
         return call if TIMING[protocol] == "call" else window
     t0 = time.perf_counter()
-    done = subprocess.run(other_argv(protocol, base, name, source), env=env, capture_output=True, text=True,
+    done = subprocess.run(on(other_argv(protocol, base, name, source)), env=env, capture_output=True, text=True,
                           timeout=600)
     seconds = time.perf_counter() - t0
     if done.returncode:
@@ -125,32 +145,47 @@ def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) ->
     os.makedirs(folder)
     for name, size in (("g.dat", args.size), ("g-one.dat", PART), ("c.dat", args.size), ("c-one.dat", PART)):
         prepare(os.path.join(folder, name), size)  # gdsbench writes only into files it made; the other's alike
-    other = PROTOCOLS[protocol][0]
     server_work = os.path.join(work, f"{protocol}-server")
     os.makedirs(server_work)
-    start = {"smb": servers.smbd, "webdav": servers.nginx, "ftp": servers.vsftpd}[protocol]
-    proc, base = start(folder, server_work, writable=True)
+    with contextlib.ExitStack() as stack:
+        if protocol == "nfs":  # the server on h2, the clients on h1
+            hosts = stack.enter_context(Hosts(2))  # ganesha and rpcbind end with the hosts
+            base, on = serve_nfs3(hosts, "h2", folder, server_work), lambda argv: hosts.on("h1", *argv)
+        else:
+            start = {"smb": servers.smbd, "webdav": servers.nginx, "ftp": servers.vsftpd}[protocol]
+            proc, base = start(folder, server_work, writable=True)
+            stack.callback(servers.stop, proc)
+            on = list
+        return measure_runs(protocol, args, folder, base, on, sources)
+
+
+def measure_runs(protocol: str, args, folder: str, base: str, on, sources: dict[int, str]) -> dict:
+    """The repeats of measure_protocol, against a server at base."""
+    other = PROTOCOLS[protocol][0]
     env = dict(os.environ, USER=f"root%{servers.SMB_PASSWORD}")
     runs = {c: {"whole": [], "one_part": []} for c in ("gdsbench", other)}
-    try:
-        for repeat in range(args.repeats):
-            for client in (("gdsbench", other) if repeat % 2 == 0 else (other, "gdsbench")):
-                calls = [("whole", "g.dat" if client == "gdsbench" else "c.dat", args.size)]
-                if TIMING[protocol] == "call":
-                    calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
-                for kind, name, size in calls:
-                    os.sync()  # untimed: the last run's dirty pages written back first, not during this one
-                    if client != "gdsbench":  # the same history: gdsbench's plan reads its file whole first
-                        read_whole(os.path.join(folder, name))
-                    runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env))
-                print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
-                      flush=True)
-        check = subprocess.run([sys.executable, "-m", "gdsbench", "run", f"{base}/g.dat", "--verify", "--io-size",
-                                str(args.size)], env=env, capture_output=True, text=True, timeout=600)
-        if check.returncode:  # what gdsbench wrote is read back, every block checked
-            raise SystemExit(f"gdsbench's file did not read back whole: {check.stderr.strip()[-500:]}")
-    finally:
-        servers.stop(proc)
+    for repeat in range(args.repeats):
+        for client in (("gdsbench", other) if repeat % 2 == 0 else (other, "gdsbench")):
+            calls = [("whole", "g.dat" if client == "gdsbench" else "c.dat", args.size)]
+            if TIMING[protocol] == "call":
+                calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
+            for kind, name, size in calls:
+                os.sync()  # untimed: the last run's dirty pages written back first, not during this one
+                if client != "gdsbench" and protocol in NEW_FILE:
+                    # a name not used before: one removed behind the server's back may still be in its cache
+                    os.unlink(os.path.join(folder, name))
+                    name = name.replace(".dat", f"-{repeat}.dat")
+                elif client != "gdsbench":  # the same history: gdsbench's plan reads its file whole first
+                    read_whole(os.path.join(folder, name))
+                runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env, on))
+                if client != "gdsbench" and protocol in NEW_FILE:
+                    os.rename(os.path.join(folder, name), os.path.join(folder, name.replace(f"-{repeat}.dat", ".dat")))
+            print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
+                  flush=True)
+    check = subprocess.run(on([sys.executable, "-m", "gdsbench", "run", file_url(base, "g.dat"), "--verify",
+                               "--io-size", str(args.size)]), env=env, capture_output=True, text=True, timeout=600)
+    if check.returncode:  # what gdsbench wrote is read back, every block checked
+        raise SystemExit(f"gdsbench's file did not read back whole: {check.stderr.strip()[-500:]}")
     return runs
 
 
@@ -204,8 +239,12 @@ def main() -> int:
              "smb: gdsbench --bs 4M, one request in flight (libsmbclient's calls are synchronous), against smbclient's "
              "put (its own request sizes) into Samba's smbd. webdav: gdsbench one PUT of the whole file (--bs its size) "
              "against curl -T into nginx (dav_methods PUT). ftp: gdsbench one STOR of the whole file against curl -T "
-             "into vsftpd (anonymous, passive mode).",
-             "Timed by call (smb): gdsbench's execute() of a job planned untimed (the plan reads the whole file to know "
+             "into vsftpd (anonymous, passive mode). nfs: gdsbench --bs 1M, one request in flight, then a COMMIT "
+             "(--fsync-end), against libnfs's nfs-cp (1 MiB WRITEs one at a time, a COMMIT when it closes), into "
+             "nfs-ganesha over NFSv3 (UNSTABLE writes), the server on one namespaced host and the clients on another "
+             "(tests/hosts.py), across a veth pair; nfs-cp makes its file new (it opens O_EXCL), so each of its runs "
+             "writes a new name, the last one's removed first, untimed, where gdsbench writes over its own.",
+             "Timed by call (smb, nfs): gdsbench's execute() of a job planned untimed (the plan reads the whole file to know "
              "it is gdsbench's), in its own process; the other client's process whole. Each client's one-part call "
              "(4 MiB) median is taken out as fixed costs: a figure is (bytes - 4 MiB) / (seconds - that median).",
              "Timed by request (webdav, ftp): each client's own clock around its one PUT or STOR (gdsbench's measured "
@@ -215,9 +254,9 @@ def main() -> int:
              "object, so the one-part rule cannot take it out; that cost is not in either figure.",
              "After the runs gdsbench's file is read back with --verify, every block checked.",
              "Verdict: stats.paired_verdict on gdsbench / the other client paired by repeat; PASS at 0.95 or more."]
-    write_outputs("vs_protocol_writes" + ("-quick" if args.quick else ""), "Writes over SMB, WebDAV and FTP: "
-                  "gdsbench against smbclient and curl", markdown_table(header, rows), notes, raw,
-                  tools=("samba", "nginx", "vsftpd", "curl"))
+    write_outputs("vs_protocol_writes" + ("-quick" if args.quick else ""), "Writes over SMB, WebDAV, FTP and NFS: "
+                  "gdsbench against smbclient, curl and nfs-cp", markdown_table(header, rows), notes, raw,
+                  tools=("samba", "nginx", "vsftpd", "curl", "nfs-ganesha", "libnfs"))
     return 0
 
 

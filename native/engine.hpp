@@ -139,8 +139,8 @@ struct Capabilities {
   bool gpu_buffers;      // reads into and writes from GPU memory itself (--mode gds)
   bool does(Direction d) const { return directions & unsigned(d); }
   // Whether it makes a target new (Target::create_size): an object or a file on a server
-  // (curl: one PUT or upload; smb: a file it creates); a local file is prepare's.
-  bool creates() const { return opens == Opens::kUrl || opens == Opens::kSmbFile; }
+  // (curl: one PUT or upload; nfs and smb: a file they create); a local file is prepare's.
+  bool creates() const { return opens == Opens::kUrl || opens == Opens::kNfsFile || opens == Opens::kSmbFile; }
 };
 
 // An option an engine declares for itself, as fio's engines do theirs

@@ -1,7 +1,9 @@
 """NFS targets (the native nfs engine: libnfs in user space, no kernel mount) against a real
-nfs-ganesha (NFSv4, userspace) on 127.0.0.1, started here on a free port exporting a folder `gdsbench
-prepare` wrote into, and stopped by its PID. Ganesha or libnfs not installed skips these tests with the
-reason (scripts/setup --tests installs both)."""
+nfs-ganesha (userspace), exporting a folder `gdsbench prepare` wrote into, stopped by its PID: reads
+over NFSv4 on 127.0.0.1 (a free port, no portmapper), writes over NFSv3 on a namespaced host
+(tests/hosts.py), where rpcbind can have port 111 and ganesha can register with it. Ganesha or libnfs
+not installed skips these tests with the reason (scripts/setup --tests installs both); so does a
+machine where namespaced hosts cannot be made, for the NFSv3 ones."""
 
 from __future__ import annotations
 
@@ -13,17 +15,17 @@ import sys
 import time
 
 import pytest
+from conftest import CliResult
+from hosts import Hosts, serve_nfs3, why_not
 from test_bad_input import assert_one_line_error
-from test_remote import assert_a_sweep_records_the_server, free_port, run_json, start, stop
+from test_remote import assert_a_sweep_records_the_server, assert_prepare_on_a_server, free_port, run_json, start, stop
 
 MiB = 1 << 20
 
 
-def start_ganesha(work):
-    """nfs-ganesha exporting folder work/exp (an 8 MiB pattern file, data.dat, in it) as /exp over NFSv4
-    on a free port: (process, the URL of data.dat)."""
+def ganesha_binary() -> str:
+    """ganesha.nfsd, where this machine has it and gdsbench its nfs engine (else the test skips, saying why)."""
     from gdsbench.job.spec import ENGINE_INFO
-    from gdsbench.system.prepare import prepare
 
     exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
     if not os.path.exists(exe):
@@ -31,6 +33,15 @@ def start_ganesha(work):
                     "nfs-ganesha-vfs)")
     if ENGINE_INFO["nfs"]["unavailable"]:
         pytest.skip(f"the nfs engine: {ENGINE_INFO['nfs']['unavailable']}")
+    return exe
+
+
+def start_ganesha(work):
+    """nfs-ganesha exporting folder work/exp (an 8 MiB pattern file, data.dat, in it) as /exp over NFSv4
+    on a free port: (process, the URL of data.dat)."""
+    from gdsbench.system.prepare import prepare
+
+    exe = ganesha_binary()
     exported = work / "exp"
     exported.mkdir()
     prepare(str(exported / "data.dat"), 8 * MiB)
@@ -54,6 +65,35 @@ def nfs(tmp_path_factory):
     proc, url = start_ganesha(tmp_path_factory.mktemp("ganesha"))
     yield url
     stop(proc)
+
+
+NO_HOSTS = why_not()
+
+
+@pytest.fixture(scope="module")
+def nfs3(tmp_path_factory):
+    """nfs-ganesha serving NFSv3 on host h2 (tests/hosts.py's serve_nfs3), exporting folder exp: w.dat,
+    8 MiB of gdsbench's pattern, and theirs.dat, a user's 1 MiB of other bytes. Yields (gdsbench run on
+    h1, a function as the gdsbench fixture is; the URL of a file in exp by name; the folder)."""
+    from gdsbench.system.prepare import prepare
+
+    ganesha_binary()
+    if NO_HOSTS:
+        pytest.skip(f"NFSv3 needs a host of its own for rpcbind's port 111: {NO_HOSTS}")
+    work = tmp_path_factory.mktemp("ganesha3")
+    exported = work / "exp"
+    exported.mkdir()
+    prepare(str(exported / "w.dat"), 8 * MiB)
+    (exported / "theirs.dat").write_bytes(os.urandom(MiB))
+    with Hosts(2) as hosts:  # ganesha and rpcbind end with h2
+        base = serve_nfs3(hosts, "h2", str(exported), str(work))
+
+        def on_h1(*args) -> CliResult:
+            res = subprocess.run(hosts.on("h1", sys.executable, "-m", "gdsbench", *map(str, args)),
+                                 capture_output=True, text=True, timeout=120)
+            return CliResult(res.returncode, res.stdout, res.stderr)
+
+        yield on_h1, lambda name: f"{base}/{name}?version=3", exported
 
 
 def test_nfs_reads_are_verified_with_requests_in_flight_on_each_thread(gdsbench, nfs):
@@ -97,6 +137,9 @@ def test_validate_reads_an_nfs_file_and_says_how_it_looked(gdsbench, nfs):
 
 
 def test_nfs_refusals_are_one_line_before_the_run(gdsbench, nfs):
+    from gdsbench import _native
+
+    libnfs = _native.probe_target("nfs", nfs, {})["libnfs"]
     port = nfs.split("nfsport=")[1]
     missing = nfs.replace("data.dat", "nope.dat")
     assert_one_line_error(gdsbench("run", missing, "--io-size", "1M"), "cannot open /nope.dat", "NOENT")
@@ -106,10 +149,11 @@ def test_nfs_refusals_are_one_line_before_the_run(gdsbench, nfs):
                           "?nfsport=N, not SERVER:N", f"nfsport={port}")
     assert_one_line_error(gdsbench("run", "nfs://127.0.0.1", "--io-size", "1M"), "nfs://SERVER/EXPORT/FILE")
     assert_one_line_error(gdsbench("run", nfs, "--direct", "--io-size", "1M"), "--direct", "--buffered")
-    assert_one_line_error(gdsbench("run", nfs, "--rw", "write", "--io-size", "1M"), "cannot write", "yet", code=2)
+    assert_one_line_error(gdsbench("run", nfs, "--rw", "write", "--io-size", "1M"), "cannot send an NFSv4 WRITE",
+                          "?version=3") if int(libnfs.split(".")[0]) < 5 else None
     assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "ftps://, nfs:// or smb:// URL")
     assert_one_line_error(gdsbench("prepare", nfs.replace("data.dat", "new.dat"), "--size", "1M"),
-                          "an NFS server cannot be written to yet", code=2)
+                          "cannot send an NFSv4 WRITE") if int(libnfs.split(".")[0]) < 5 else None
     assert_one_line_error(gdsbench("train", nfs.replace("data.dat", ""), "--workload", "unet3d"),
                           "an NFS server cannot be listed yet", code=2)
 
@@ -125,3 +169,25 @@ def test_a_server_killed_mid_run_ends_it_in_one_line(tmp_path):
     out, err = run.communicate(timeout=120)
     assert run.returncode == 3, err
     assert err.count("\n") == 1 and "the NFS connection to 127.0.0.1" in err and "Traceback" not in err, err
+
+
+def test_nfs3_writes_go_into_a_file_gdsbench_made_committed_and_read_back_verified(nfs3):
+    gdsbench, url, exported = nfs3
+    w = run_json(gdsbench, url("w.dat"), "--rw", "write", "--bs", "1M", "--qd", "4", "--threads", "2",
+                 "--io-size", "8M", "--fsync-end")
+    assert w["bytes"] == 8 * MiB and w["spec"]["engine"] == "nfs" and w["fsyncs"] == 2  # a COMMIT per thread
+    assert w["data_path"].startswith("NFS, nfs engine (libnfs"), w["data_path"]
+    r = run_json(gdsbench, url("w.dat"), "--verify", "--bs", "4M", "--qd", "2", "--io-size", "8M")
+    assert r["verified_blocks"] == 8 * MiB // 4096 and r["verify_mismatches"] == 0
+    before = (exported / "theirs.dat").read_bytes()
+    assert_one_line_error(gdsbench("run", url("theirs.dat"), "--rw", "write", "--io-size", "1M"),
+                          "not a file gdsbench made")
+    assert (exported / "theirs.dat").read_bytes() == before
+    assert_one_line_error(gdsbench("run", url("nope.dat"), "--rw", "write", "--io-size", "1M"),
+                          "cannot open /nope.dat", "NOENT")
+
+
+def test_prepare_makes_a_new_nfs_file_and_keeps_or_refuses_what_is_there(nfs3):
+    gdsbench, url, exported = nfs3
+    assert_prepare_on_a_server(gdsbench, url("new.dat"), exported / "new.dat", url("theirs.dat"),
+                               exported / "theirs.dat", "not a file gdsbench made")

@@ -17,20 +17,14 @@ from gdsbench.train.workloads import BUILT_IN
 def writer_for(path: str, asking: dict | None = None):
     """What writes a pattern file or object at path: prepare() for a local file, an upload for
     s3:// (asking: its --timeout and --retries, options.asking_from_args), a new file through the
-    engine that writes it for a server's (FTP, WebDAV, SMB); an NFS export cannot be written to yet."""
+    engine that writes it for a server's (FTP, WebDAV, NFS, SMB)."""
     import functools
 
     from gdsbench.execution.served_prepare import prepare_served
-    from gdsbench.job.spec import ENGINE_INFO
-    from gdsbench.system.targets import kind_of
 
     protocol = protocol_of(path)
     if protocol == "s3":
         return functools.partial(object_store.put_pattern, s3=object_store.client(asking))
-    if protocol and "write" not in ENGINE_INFO[kind_of(path).ENGINE]["directions"]:
-        raise UsageError(f"PATH {path}: an {protocol.upper()} server cannot be written to yet; prepare a local file "
-                         "and serve its folder with a server that answers ranges (`gdsbench prepare DIR/data.dat --size "
-                         "4G`, then an NFS export of DIR, nginx, vsftpd or Samba), and read its URL")
     if protocol:
         return functools.partial(prepare_served, asking=asking)
     return prepare

@@ -1,7 +1,7 @@
 """`gdsbench prepare` of a file on a server, through the native engine that opens it (ftp://,
-http(s):// on a WebDAV server, smb://): the pattern written as a new file by the engine's create
-(curl: one STOR or PUT of all of it, sent from one buffer; smb: a file created only where none is,
-O_EXCL, written in chunks). One of gdsbench's of that size already there is kept; anything else
+http(s):// on a WebDAV server, nfs://, smb://): the pattern written as a new file by the engine's
+create (curl: one STOR or PUT of all of it, sent from one buffer; nfs and smb: a file created only
+where none is, O_EXCL, written in chunks). One of gdsbench's of that size already there is kept; anything else
 there is refused in one line: on a server gdsbench makes only new files, since none of these
 protocols replaces a file whole and at once (as a local rename or S3's upload does), and it never
 writes over one it did not make (the server keeps no mark: gdsbench's own holds its pattern in
@@ -22,7 +22,7 @@ from gdsbench.system.targets import kind_of, protocol_of
 from gdsbench.system.targets.remote_object import WHOLE_WRITES, written_noun
 
 WHOLE_AT_MOST = 4 << 30  # a whole-file request is sent from one buffer of all of it
-CHUNK = 4 << 20  # smb's writes of a new file, one after another
+CHUNK = 4 << 20  # nfs's and smb's writes of a new file, one after another
 
 
 def kept(url: str, size: int, force: bool = False, asking: dict | None = None) -> bool:

@@ -1,4 +1,4 @@
-// nfs: a file on an NFS server read in user space through libnfs
+// nfs: a file on an NFS server read and written in user space through libnfs
 // (the client fio's engines/nfs.c uses), no kernel mount between: each worker
 // thread has its own libnfs context (one TCP connection to the server), with
 // up to `depth` requests in flight through libnfs's async calls, driven by
@@ -10,14 +10,20 @@
 // request goes as several RPCs in flight together, done when the last lands.
 // libnfs hands a read's bytes in its own buffer: they are copied once into the
 // request's, as the curl engine copies a body.
+//
+// Writes are libnfs's: UNSTABLE WRITEs (the server may hold them in memory, as
+// a kernel client's writes without O_SYNC), made durable by sync(), a COMMIT.
+// libnfs before 5.0 cannot encode an NFSv4 WRITE (sahlberg/libnfs pull request
+// 319), so there a write over NFSv4 is refused when the engine opens: NFSv3.
 #include "../engine.hpp"
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadOnly,
+constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
                                   /*gpu_buffers=*/false};
 constexpr const char* kNfsAbout =
-    "a file on an NFS server through libnfs, in user space (no kernel mount), requests in flight per thread";
+    "a file on an NFS server read and written through libnfs, in user space (no kernel mount), requests in flight "
+    "per thread";
 inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {{"nfs://", "nfs"}}; }
 }  // namespace gds
 
@@ -40,6 +46,18 @@ namespace {
 constexpr uint64_t kMaxRpc = 1 << 20;  // bytes one READ carries
 constexpr int kTimeoutMs = 30000;  // libnfs's RPC timeout: a server that stops answering fails the run within a minute
 constexpr int kPollMs = 100;       // libnfs checks its timeouts when serviced: at least this often
+constexpr int kNewFileMode = 0644;
+
+// Whether the URL asks for NFSv4 (libnfs's own default is NFSv3): ?version=4 among its arguments.
+bool asks_nfsv4(const std::string& url) {
+  const size_t query = url.find('?');
+  if (query == std::string::npos) return false;
+  const std::string args = "&" + url.substr(query + 1) + "&";
+  return args.find("&version=4&") != std::string::npos;
+}
+
+// libnfs's major version, from the version it was built with ("4.0.0": 4).
+int libnfs_major() { return std::atoi(GDSBENCH_LIBNFS_VERSION); }
 
 // libnfs's words for its last failure (it may have none: NULL).
 std::string error_of(struct nfs_context* nfs) {
@@ -87,11 +105,26 @@ class NfsEngine final : public Engine {
     if (nfs_mount(nfs_, server_.c_str(), export_.c_str()) != 0)
       refuse("cannot reach export " + export_ + " on " + server_,
              "; is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
-    if (nfs_open(nfs_, file.c_str(), O_RDONLY, &file_) != 0)  // reads only: writes are not built yet
-      refuse("cannot open " + file + " in export " + export_);
+    const bool writes = target.direction == Direction::kWrite || target.create_size;
+    if (writes && asks_nfsv4(path_) && libnfs_major() < 5) {
+      close();
+      throw InputError("PATH " + path_ +
+                       ": libnfs " GDSBENCH_LIBNFS_VERSION
+                       " cannot send an NFSv4 WRITE (fixed in libnfs 5.0); write over NFSv3 (?version=3: "
+                       "the server's portmapper on port 111 finds its ports), or build gdsbench against libnfs 5 or "
+                       "later");
+    }
+    // one there; or, where the target is to be made (create_size), a new one: never one that is there (O_EXCL)
+    const int flags = target.create_size ? O_RDWR | O_CREAT | O_EXCL : writes ? O_RDWR : O_RDONLY;
+    const int opened = nfs_open2(nfs_, file.c_str(), flags, kNewFileMode, &file_);
+    if (opened != 0) {
+      const std::string what = (target.create_size ? "cannot make " : "cannot open ") + file + " in export " + export_;
+      if (opened == -ENOENT && !target.create_size) refuse<Missing>(what);
+      refuse(what, opened == -EEXIST ? "; gdsbench makes a file on a server only where none is" : "");
+    }
     struct nfs_stat_64 st;
     if (nfs_fstat64(nfs_, file_, &st) != 0) refuse("cannot stat it");
-    size_ = st.nfs_size;
+    size_ = target.create_size ? target.create_size : st.nfs_size;  // new: what its writes will make it
   }
   ~NfsEngine() override { close(); }
 
@@ -102,13 +135,17 @@ class NfsEngine final : public Engine {
             {"server_ip", server_}, {"export", export_}, {"libnfs", GDSBENCH_LIBNFS_VERSION}};
   }
 
+  int sync() override { return nfs_fsync(nfs_, file_); }  // a COMMIT of the UNSTABLE writes: 0, or -errno
+
   void queue(IoRequest* r) override {
     r->result = 0;
     unsigned pieces = 0;
     uint64_t at = 0;
     do {  // a request of any length is at least one RPC
       auto* piece = new Piece{this, r, at, uint32_t(std::min<uint64_t>(kMaxRpc, r->length - at))};
-      const int rc = nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
+      const int rc = r->direction == Direction::kWrite
+                         ? nfs_pwrite_async(nfs_, file_, r->offset + at, piece->length, r->buf + at, landed, piece)
+                         : nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
       if (rc != 0) {
         delete piece;
         throw IoError("libnfs: cannot send a request for " + path_ + " (" + error_of(nfs_) + ")");
@@ -132,13 +169,15 @@ class NfsEngine final : public Engine {
  private:
   // The target cannot be opened: the context closed, and one line naming PATH, what failed, libnfs's words
   // for it and the fix (`hint`).
+  // (Missing: there is no such file.)
+  template <class Error = InputError>
   [[noreturn]] void refuse(const std::string& what, const std::string& hint = "") {
     const std::string why = error_of(nfs_);
     close();
-    throw InputError("PATH " + path_ + ": " + what + " (" + why + ")" + hint);
+    throw Error("PATH " + path_ + ": " + what + " (" + why + ")" + hint);
   }
 
-  // One RPC answered: its bytes copied (a read), counted; its request finished with its last piece.
+  // One RPC answered: its bytes copied (a read's), counted; its request finished with its last piece.
   static void landed(int status, struct nfs_context*, void* data, void* opaque) {
     auto* piece = static_cast<Piece*>(opaque);
     NfsEngine* self = piece->engine;
@@ -147,7 +186,8 @@ class NfsEngine final : public Engine {
       if (self->error_.empty()) self->error_ = data ? static_cast<const char*>(data) : errno_text(status);
       r->result = status;
     } else if (r->result >= 0) {
-      if (status > 0) copy_received(r->buf + piece->at, static_cast<const char*>(data), size_t(status));
+      if (status > 0 && r->direction == Direction::kRead)
+        copy_received(r->buf + piece->at, static_cast<const char*>(data), size_t(status));
       r->result += status;
     }
     delete piece;
@@ -164,7 +204,7 @@ class NfsEngine final : public Engine {
     if (ready < 0 && errno != EINTR)
       throw IoError("poll on the NFS connection to " + server_ + ": " + errno_text(errno));
     if (nfs_service(nfs_, ready > 0 ? p.revents : 0) < 0)
-      throw IoError("the NFS connection to " + server_ + " failed (" + error_of(nfs_) + ") reading " + path_);
+      throw IoError("the NFS connection to " + server_ + " failed (" + error_of(nfs_) + ") with " + path_);
     if (!error_.empty()) throw IoError("NFS: " + error_ + " (" + path_ + ")");
   }
 

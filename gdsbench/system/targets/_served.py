@@ -4,8 +4,8 @@ nothing of it cached or held on this host, no O_DIRECT, no folder beside it; and
 ServedFile, a file on a server read by a native engine of its own without a
 kernel mount (nfs_file.py, smb_file.py): the engine looks at the file when it is
 opened (so a server that does not answer, a missing share or file, or a refused
-login fail before anything runs), and reads it; where the engine writes (smb),
-it writes into a file gdsbench made: one holding its pattern in every block,
+login fail before anything runs), and reads it; its engine (nfs, smb) also
+writes, into a file gdsbench made: one holding its pattern in every block,
 read whole to know it before anything is written."""
 
 from __future__ import annotations
@@ -127,19 +127,15 @@ class ServedFile(OnAServer):
         return f"a file on {self.WHAT} at {self.facts.get('server_ip') or 'a remote server'}"
 
     def check_may_write(self, spec=None) -> None:
-        """Only where its engine writes, without fsync where it has none, and only into a file of
-        gdsbench's pattern, every block of it (a server keeps no mark of gdsbench's: the file is read
-        whole, once, to know it)."""
-        if "write" not in ENGINE_INFO[self.ENGINE]["directions"]:
-            raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to a local "
-                             "file `gdsbench prepare` made (or to the share through a kernel mount)")
+        """Without fsync where its engine has none, and only into a file of gdsbench's pattern, every
+        block of it (a server keeps no mark of gdsbench's: the file is read whole, once, to know it)."""
         if spec is not None and (spec.fsync_every or spec.fsync_end) and not self.SYNCS:
             raise UsageError(f"--fsync-every/--fsync-end: {self.ENGINE} has no flush call over {self.kind.upper()} "
                              "(libsmbclient has none); leave them out")
         if not self.created_by_gdsbench():
             raise UsageError(f"PATH {self.path}: not a file gdsbench made (not its pattern in every block), and gdsbench "
-                             "writes only into files it made; make one with `gdsbench prepare` where the share's files "
-                             "are (or through a mount), then write its URL")
+                             "writes only into files it made; make one at another name (`gdsbench prepare URL --size "
+                             "SIZE`), then write into it")
 
     def created_by_gdsbench(self) -> bool:
         return self.all_pattern()

@@ -1,4 +1,5 @@
-"""A file on an NFS server, nfs://SERVER/EXPORT/FILE?version=4, read by the
+"""A file on an NFS server, nfs://SERVER/EXPORT/FILE?version=4 (or 3), read and
+written (a file gdsbench made; NFSv3 where libnfs cannot write NFSv4) by the
 native nfs engine through libnfs in user space: no kernel mount, so neither
 the kernel client's page cache nor its mount options sit between gdsbench and
 the server (fio's nfs engine reads the same way). Opening it mounts the
