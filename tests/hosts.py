@@ -180,6 +180,7 @@ def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float =
     with open(conf, "w") as f:
         f.write("NFS_CORE_PARAM { Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; Enable_NLM = false; "
                 "Enable_RQUOTA = false; }\n"
+                "NFSv4 { Graceless = true; }\n"  # no grace period: a SETATTR of a size in one is refused (JUKEBOX)
                 f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = {folder}; Access_Type = RW; "
                 "Squash = No_Root_Squash; Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
                 "LOG { Default_Log_Level = WARN; }\n")
