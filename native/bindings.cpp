@@ -195,6 +195,19 @@ py::dict probe_target(const std::string& engine, const std::string& path, const 
   return d;
 }
 
+// Every file under a folder an engine lists, sorted by path: [(path under the folder, size)].
+std::vector<std::pair<std::string, uint64_t>> list_folder(const std::string& engine, const std::string& folder) {
+  const gds::EngineInfo& info = gds::engine_by_name(engine);
+  if (!info.list) throw gds::InputError("PATH " + folder + ": the " + engine + " engine lists no folders");
+  std::vector<std::pair<std::string, uint64_t>> files;
+  {
+    py::gil_scoped_release release;
+    files = info.list(folder);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 // `length` bytes at `offset` of a target, in one request of an engine (a pattern check's block).
 py::bytes read_range(const std::string& engine, const std::string& path, uint64_t offset, uint32_t length,
                      const gds::OptionValues& options) {
@@ -246,6 +259,7 @@ py::list engines_list() {
     if (e.schemes)
       for (const auto& [scheme, protocol] : e.schemes()) schemes[py::str(scheme)] = py::str(protocol);
     d["schemes"] = schemes;
+    d["lists_folders"] = e.list != nullptr;
     d["unavailable"] = e.unavailable_reason();
     out.append(d);
   }
@@ -391,6 +405,9 @@ PYBIND11_MODULE(_native, m) {
       "connections, retries, ns}.");
   m.def("probe_target", &probe_target, py::arg("engine"), py::arg("path"), py::arg("options") = gds::OptionValues{},
         "Open an engine on a target alone: {size, and what it learned}; UsageError if it cannot be read.");
+  m.def("list_folder", &list_folder, py::arg("engine"), py::arg("folder"),
+        "Every file under a folder on a server, at any depth, listed by its engine: [(path under it, size)] in path "
+        "order; UsageError if it cannot be listed.");
   m.def("read_range", &read_range, py::arg("engine"), py::arg("path"), py::arg("offset"), py::arg("length"),
         py::arg("options") = gds::OptionValues{},
         "length bytes at offset of a target, read by one request of the engine.");

@@ -172,6 +172,9 @@ struct EngineInfo {
   // The URL schemes it reads, each with the protocol that reads it (("s3://", "s3"), ...), for an
   // engine that opens a URL; nullptr: none.
   std::vector<std::pair<std::string, std::string>> (*schemes)() = nullptr;
+  // Every file under a folder it reads (a URL: nfs://SERVER/EXPORT/DIR/), at any depth: (its path under
+  // the folder, its size), in no set order; nullptr: it lists none (an S3 prefix is listed in Python).
+  std::vector<std::pair<std::string, uint64_t>> (*list)(const std::string& folder) = nullptr;
 
   // The value of one of its options: as the job set it, else its default.
   uint64_t option(const OptionValues& values, const std::string& name) const;

@@ -70,7 +70,7 @@ SampleRead SampleReader::create(const std::string& path, uint64_t length, const 
   if (!engine_by_name(job_.engine).can.creates())
     throw InputError("creating " + path + ": the " + job_.engine +
                      " engine creates no objects or files on a server; "
-                     "use the curl or smb engine");
+                     "use the curl, nfs or smb engine");
   if (job_.direction != Direction::kWrite || !length || length % pattern::kBlock)
     throw InputError("creating " + path + ": a write job's writer creates objects of whole " +
                      std::to_string(pattern::kBlock) + "-byte blocks (asked " + std::to_string(length) + " bytes)");

@@ -154,8 +154,9 @@ def test_nfs_refusals_are_one_line_before_the_run(gdsbench, nfs):
     assert_one_line_error(gdsbench("run", "gopher://x/y", "--io-size", "1M"), "ftps://, nfs:// or smb:// URL")
     assert_one_line_error(gdsbench("prepare", nfs.replace("data.dat", "new.dat"), "--size", "1M"),
                           "cannot send an NFSv4 WRITE") if int(libnfs.split(".")[0]) < 5 else None
+    # listed over NFSv4 too: its one file, no manifest, is one sample, too few to train on
     assert_one_line_error(gdsbench("train", nfs.replace("data.dat", ""), "--workload", "unet3d"),
-                          "an NFS server cannot be listed yet", code=2)
+                          "1 samples give each of 1 accelerators", code=2)
 
 
 def test_a_server_killed_mid_run_ends_it_in_one_line(tmp_path):
@@ -191,3 +192,26 @@ def test_prepare_makes_a_new_nfs_file_and_keeps_or_refuses_what_is_there(nfs3):
     gdsbench, url, exported = nfs3
     assert_prepare_on_a_server(gdsbench, url("new.dat"), exported / "new.dat", url("theirs.dat"),
                                exported / "theirs.dat", "not a file gdsbench made")
+
+
+def test_a_dataset_in_an_nfs_folder_is_trained_and_predicted(nfs3, tmp_path):
+    gdsbench, url, exported = nfs3
+    flags = ("--workload", "unet3d", "--files", "8", "--record-bytes", "256K", "--batch", "2", "--compute-time", "20ms")
+    # prepared where the server exports it, as a dataset on a filer is (gdsbench writes none onto a server)
+    subprocess.run([sys.executable, "-m", "gdsbench", "prepare", exported / "ds", *flags], check=True,
+                   capture_output=True, timeout=120)
+    res = gdsbench("train", url("ds/"), *flags, "--accelerators", "1,2", "--verify", "--results", tmp_path, "--name",
+                   "nfs")
+    assert res.code == 0, res.err
+    assert "is remote: there is no page cache here to drop" in res.err
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert [r["accelerators"] for r in rows] == [1, 2] and all(r["cached_fraction"] is None for r in rows)
+    assert all(r["verify_mismatches"] == 0 and r["verified_blocks"] > 0 for r in rows)
+    assert rows[0]["data_path"].startswith("NFS, nfs engine (libnfs"), rows[0]["data_path"]
+    res = gdsbench("predict", url("ds/"), *flags, "--probe-seconds", "0.5", "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["max_accelerators"] >= 1
+    assert_one_line_error(gdsbench("prepare", url("new-ds/"), *flags), "not written onto an NFS server yet",
+                          "in the exported folder")
+    assert_one_line_error(gdsbench("train", url("nope/"), *flags), "cannot reach export", code=2)

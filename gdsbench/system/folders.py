@@ -1,12 +1,14 @@
-"""Where a training dataset lives: a local directory, or an S3 prefix
-(s3://BUCKET/PREFIX/). A dataset (gdsbench/train/dataset.py) lists, writes
-and checks its files through one of these, never through os or boto3 itself,
-so a dataset reads the same from either place.
+"""Where a training dataset lives: a local directory, an S3 prefix
+(s3://BUCKET/PREFIX/), or a folder on an NFS server (read only). A dataset
+(gdsbench/train/dataset.py) lists, writes and checks its files through one of
+these, never through os, boto3 or libnfs itself, so a dataset reads the same
+from any place.
 
 A local directory's files are written by `prepare` (system/prepare.py) and
 their page cache is dropped and measured; an S3 prefix's objects are uploaded
-by object_store.py, and there is no page cache here to drop (the server's own
-cache cannot be seen). Either way gdsbench writes only what it created.
+by object_store.py; an NFS folder is listed by the native nfs engine. On a
+server there is no page cache here to drop (the server's own cache cannot be
+seen). Everywhere gdsbench writes only what it created.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from gdsbench.job.errors import UsageError
 from gdsbench.system import object_store, output_files, pagecache
 from gdsbench.system.pattern import has_pattern
 from gdsbench.system.prepare import prepare
-from gdsbench.system.targets import protocol_of
+from gdsbench.system.targets import kind_of, protocol_of
 
 BLOCK = _native.PATTERN_BLOCK
 
@@ -190,14 +192,77 @@ class ObjectFolder(Folder):
         return None
 
 
-def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder:
+class ServedFolder(Folder):
+    """A folder on a server whose native engine lists folders (nfs: nfs://SERVER/EXPORT/DIR/?version=3,
+    libnfs's arguments after the files' names), listed and read through that engine: a dataset there
+    is read as one in a local directory is (its manifest, or its files), never written (prepare it
+    where the server exports it: a local directory or a mount)."""
+
+    asking = None  # the nfs engine has no options of its own
+
+    def __init__(self, name: str, asking: dict | None = None):
+        where, _, arguments = name.partition("?")
+        self.base = where.rstrip("/") + "/"
+        self.arguments = f"?{arguments}" if arguments else ""
+        self.name = self.base + self.arguments
+        self.engine = kind_of(name).ENGINE
+        self._listed: list[tuple[str, int]] | None = None
+
+    def path(self, file: str) -> str:
+        return self.base + file + self.arguments
+
+    def check_may_hold(self) -> None:
+        raise UsageError(f"PATH {self.name}: a dataset is not written onto an {protocol_of(self.name).upper()} server "
+                         "yet; prepare it where the server exports it (`gdsbench prepare --workload W DIR` in the "
+                         "exported folder, or through a mount), then train from its URL")
+
+    def exists(self) -> bool:
+        return bool(self.files())
+
+    def read_text(self, file: str) -> str | None:
+        size = self.size_of(self.path(file))
+        if size is None:
+            return None
+        return _native.read_range(self.engine, self.path(file), 0, size, {}).decode()
+
+    def files(self) -> list[tuple[str, int]]:
+        """Every file under it, at any depth, listed once, in name order."""
+        if self._listed is None:
+            self._listed = [(self.path(name), size) for name, size in _native.list_folder(self.engine, self.name)]
+        return self._listed
+
+    def size_of(self, path: str) -> int | None:
+        return dict(self.files()).get(path)
+
+    def complete(self, path: str, size: int) -> bool:
+        return self.size_of(path) == size and self.has_pattern(path, size - BLOCK)
+
+    def has_pattern(self, path: str, offset: int) -> bool:
+        return kind_of(path).open(path).has_pattern(offset)
+
+    def free_bytes(self) -> int | None:
+        return None
+
+    def evict(self, path: str, size: int) -> None:
+        pass  # no page cache here; the server's cannot be dropped
+
+    def cached_fraction(self, path: str, size: int) -> float | None:
+        return None
+
+
+def folder_for(name: str, asking: dict | None = None) -> LocalFolder | ObjectFolder | ServedFolder:
     """Where a dataset named so lives (asking: how a remote one's server is asked, ObjectFolder). An
-    HTTP, FTP or NFS server cannot be listed or written to yet."""
+    HTTP, FTP or SMB server cannot be listed yet."""
+    from gdsbench.job.spec import ENGINE_INFO
+
     protocol = protocol_of(name)
     if protocol == "s3":
         return ObjectFolder(name, asking)
+    if protocol and ENGINE_INFO[kind_of(name).ENGINE]["lists_folders"]:
+        return ServedFolder(name)
     if protocol:
-        raise UsageError(f"PATH {name}: a dataset is a local directory or an S3 prefix (s3://BUCKET/PREFIX/); an "
-                         f"{protocol.upper()} server cannot be listed yet. Serve it as S3 (e.g. `rclone serve s3`), "
-                         "mount it and give the directory, or read one file with `gdsbench run URL`")
+        raise UsageError(f"PATH {name}: a dataset is a local directory, an S3 prefix (s3://BUCKET/PREFIX/) or a "
+                         f"folder on an NFS server; an {protocol.upper()} server cannot be listed yet. Serve it as S3 "
+                         "(e.g. `rclone serve s3`), mount it and give the directory, or read one file with `gdsbench "
+                         "run URL`")
     return LocalFolder(name)

@@ -23,7 +23,7 @@ import numpy as np
 from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
-from gdsbench.system.folders import LocalFolder, ObjectFolder, folder_for
+from gdsbench.system.folders import Folder, LocalFolder, folder_for
 from gdsbench.system.prepare import BLOCK
 from gdsbench.train.formats import BESIDE, FORMATS, PLAIN, Format
 from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
@@ -56,7 +56,7 @@ class Dataset:
     offset: np.ndarray
     length: np.ndarray
     patterned: bool  # written by gdsbench prepare: --verify can check it
-    folder: LocalFolder | ObjectFolder  # where it is: its files are listed, checked and evicted through it
+    folder: Folder  # where it is: its files are listed, checked and evicted through it
     note: str = ""  # how it was read (a manifest, or a plain directory)
     workload: dict | None = None  # the workload its manifest says it was prepared for
 
@@ -87,7 +87,7 @@ class Plan:
     """What prepare_dataset will write: the workload's files, and how much of it is already there."""
 
     workload: Workload
-    folder: LocalFolder | ObjectFolder
+    folder: Folder
     sizes: np.ndarray  # files x samples_per_file, bytes
     present: int  # bytes of files already complete (kept)
 
@@ -107,7 +107,7 @@ class Plan:
                 f"(sd {format_size(sizes.std())}), {format_size(self.total)} in all{left}")
 
 
-def _read_manifest(folder: LocalFolder | ObjectFolder) -> dict | None:
+def _read_manifest(folder: Folder) -> dict | None:
     """A folder's manifest as prepare_dataset wrote it, checked (UsageError naming what is wrong);
     None where it has none."""
     where = folder.path(MANIFEST)
@@ -209,7 +209,7 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
     fit it. `asking`: how an S3 prefix's server is asked (folder_for)."""
     folder = folder_for(directory, asking)
     if not folder.exists():
-        what, new = ("no objects under this prefix", directory) if folder.remote else ("not a directory", "NEW_DIR")
+        what, new = ("no files or objects under it", directory) if folder.remote else ("not a directory", "NEW_DIR")
         raise UsageError(f"PATH {directory}: {what}; give the dataset's directory (make one with "
                          f"`gdsbench prepare --workload unet3d {new}`)")
     record = _read_manifest(folder)
@@ -250,7 +250,7 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
             raise UsageError(f"PATH {directory}: holds {held.suffix} files, and the workload reads {fmt}: use a "
                              f"{held.title} workload ({workloads}, or --format {held.name})")
         if folder.remote and held.local_only:
-            raise UsageError(f"PATH {directory}: {held.title} files under an S3 prefix are not read yet "
+            raise UsageError(f"PATH {directory}: {held.title} files on a server are not read yet "
                              f"({held.local_only}); copy the folder to a local directory, or use an {PLAIN.name} workload")
         if held.reader is not None:
             return _packed_dataset(folder, named[held], held)

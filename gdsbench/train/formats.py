@@ -39,7 +39,7 @@ class Format:
     suffix: str = ""  # how its files are named in a folder DLIO generated ("": any file, each one sample, read whole)
     beside: tuple[str, ...] = ()  # suffixes of files in such a folder that hold no samples (DLIO's index files)
     reader: Reader | None = None  # finds the samples packed in its files (None: each file is one sample, read whole)
-    local_only: str = ""  # why its reader cannot read a folder under an S3 prefix yet ("": it can)
+    local_only: str = ""  # why its reader cannot read a folder on a server yet ("": it can)
 
 
 def tfrecord_records(path: str) -> tuple[list[tuple[int, int]], bool]:

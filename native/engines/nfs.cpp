@@ -29,6 +29,7 @@ inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {
 
 #ifdef GDSBENCH_HAVE_LIBNFS
 #include <fcntl.h>
+#include <nfsc/libnfs-raw-nfs.h>  // NF3REG, NF3DIR: a directory entry's type
 #include <nfsc/libnfs.h>
 #include <poll.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <memory>
 
 #include "../copy.hpp"
 
@@ -65,6 +67,83 @@ std::string error_of(struct nfs_context* nfs) {
   return words && *words ? words : "no reason given";
 }
 
+// A new libnfs context as gdsbench uses one: libnfs's RPC timeout, no silent reconnects, and a client
+// name of its own. NFSv4 knows a client by its name: libnfs names every context of a process alike, so a
+// second thread's would take over the first's lease (its reads then fail NFS4ERR_EXPIRED).
+struct nfs_context* new_context(const std::string& url) {
+  struct nfs_context* nfs = nfs_init_context();
+  if (!nfs) throw IoError("libnfs: cannot create a context for " + url);
+  nfs_set_timeout(nfs, kTimeoutMs);
+  nfs_set_autoreconnect(nfs, 0);  // a lost connection fails the run, not a silent pause
+  static std::atomic<unsigned> contexts{0};
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  const std::string client =
+      "gdsbench " + std::string(host) + " pid " + std::to_string(::getpid()) + " context " + std::to_string(contexts++);
+  nfs4_set_client_name(nfs, client.c_str());
+  return nfs;
+}
+
+// What an NFS URL names, as libnfs parses it: the server, the export it mounts, the file in it.
+struct NfsUrl {
+  std::string server, export_path, file;
+};
+
+// The export `url` names mounted on nfs (folder: the URL's whole path is the export, and no file is named):
+// InputError naming url, what failed, libnfs's words for it and the fix.
+NfsUrl mount(struct nfs_context* nfs, const std::string& url, bool folder) {
+  struct nfs_url* parsed = folder ? nfs_parse_url_dir(nfs, url.c_str()) : nfs_parse_url_full(nfs, url.c_str());
+  if (!parsed)
+    throw InputError("PATH " + url + ": not an NFS URL libnfs reads (" + error_of(nfs) +
+                     "); write nfs://SERVER/EXPORT/" + (folder ? "DIR/" : "FILE") +
+                     "?version=4 (a port: ?nfsport=N, not SERVER:N)");
+  auto text = [](const char* s) { return std::string(s ? s : ""); };
+  NfsUrl out{text(parsed->server), text(parsed->path), text(parsed->file)};
+  nfs_destroy_url(parsed);
+  const std::string& server = out.server;
+  if (std::count(server.begin(), server.end(), ':') == 1)  // HOST:PORT, which libnfs 4.0 cannot resolve
+    throw InputError("PATH " + url + ": libnfs takes a port as ?nfsport=N, not SERVER:N; write nfs://" +
+                     server.substr(0, server.find(':')) + out.export_path + (folder ? "/?" : "/FILE?") +
+                     "version=4&nfsport=" + server.substr(server.find(':') + 1));
+  if (nfs_mount(nfs, server.c_str(), out.export_path.c_str()) != 0)
+    throw InputError("PATH " + url + ": cannot reach export " + out.export_path + " on " + server + " (" +
+                     error_of(nfs) +
+                     "); is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
+  return out;
+}
+
+// libnfs's arguments in a URL (after its ?): the same for every file a context reads.
+std::string arguments(const std::string& url) {
+  const size_t query = url.find('?');
+  return query == std::string::npos ? "" : url.substr(query);
+}
+
+// Every file under `under` (a path in the mounted export, "" its top) at any depth, added to out as (its
+// path from the top, its size), from READDIRPLUS's attributes: no LOOKUP or GETATTR a file.
+void walk(struct nfs_context* nfs, const std::string& under, std::vector<std::pair<std::string, uint64_t>>& out) {
+  struct nfsdir* dir = nullptr;
+  const std::string here = under.empty() ? "/" : under;
+  if (nfs_opendir(nfs, here.c_str(), &dir) != 0)
+    throw IoError("libnfs: cannot list " + here + " (" + error_of(nfs) + ")");
+  std::vector<std::string> folders;
+  while (struct nfsdirent* entry = nfs_readdir(nfs, dir)) {
+    const std::string name = entry->name;
+    if (name == "." || name == "..") continue;
+    if (entry->type == NF3DIR) folders.push_back(under + "/" + name);
+    if (entry->type == NF3REG) out.emplace_back((under + "/" + name).substr(1), entry->size);
+  }
+  nfs_closedir(nfs, dir);
+  for (const auto& folder : folders) walk(nfs, folder, out);
+}
+
+std::vector<std::pair<std::string, uint64_t>> list_folder(const std::string& folder) {
+  std::unique_ptr<struct nfs_context, void (*)(struct nfs_context*)> nfs(new_context(folder), nfs_destroy_context);
+  mount(nfs.get(), folder, /*folder=*/true);
+  std::vector<std::pair<std::string, uint64_t>> files;
+  walk(nfs.get(), "", files);
+  return files;
+}
+
 // One RPC of a request: where its bytes go, and the request it belongs to.
 struct Piece {
   class NfsEngine* engine;
@@ -76,35 +155,17 @@ struct Piece {
 class NfsEngine final : public Engine {
  public:
   explicit NfsEngine(const Target& target) : path_(target.path) {
-    nfs_ = nfs_init_context();
-    if (!nfs_) throw IoError("libnfs: cannot create a context for " + path_);
-    nfs_set_timeout(nfs_, kTimeoutMs);
-    nfs_set_autoreconnect(nfs_, 0);  // a lost connection fails the run, not a silent pause
-    // NFSv4 knows a client by its name: libnfs names every context of a process alike, so a second thread's
-    // would take over the first's lease (its reads then fail NFS4ERR_EXPIRED). Each context is a client here.
-    static std::atomic<unsigned> contexts{0};
-    char host[256] = "";
-    ::gethostname(host, sizeof host - 1);
-    const std::string client = "gdsbench " + std::string(host) + " pid " + std::to_string(::getpid()) + " context " +
-                               std::to_string(contexts++);
-    nfs4_set_client_name(nfs_, client.c_str());
-    struct nfs_url* url = nfs_parse_url_full(nfs_, path_.c_str());
-    if (!url)
-      refuse("not an NFS URL libnfs reads",
-             "; write nfs://SERVER/EXPORT/FILE?version=4 (a port: ?nfsport=N, not SERVER:N)");
-    server_ = url->server;
-    export_ = url->path;
-    std::string file = url->file;
-    nfs_destroy_url(url);
-    if (std::count(server_.begin(), server_.end(), ':') == 1) {  // HOST:PORT, which libnfs 4.0 cannot resolve
+    nfs_ = new_context(path_);
+    NfsUrl url;
+    try {
+      url = mount(nfs_, path_, /*folder=*/false);
+    } catch (...) {
       close();
-      throw InputError("PATH " + path_ + ": libnfs takes a port as ?nfsport=N, not SERVER:N; write nfs://" +
-                       server_.substr(0, server_.find(':')) + export_ +
-                       "/FILE?version=4&nfsport=" + server_.substr(server_.find(':') + 1));
+      throw;
     }
-    if (nfs_mount(nfs_, server_.c_str(), export_.c_str()) != 0)
-      refuse("cannot reach export " + export_ + " on " + server_,
-             "; is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
+    server_ = url.server;
+    export_ = url.export_path;
+    const std::string& file = url.file;
     const bool writes = target.direction == Direction::kWrite || target.create_size;
     if (writes && asks_nfsv4(path_) && libnfs_major() < 5) {
       close();
@@ -129,6 +190,25 @@ class NfsEngine final : public Engine {
   ~NfsEngine() override { close(); }
 
   uint64_t size() const override { return size_; }
+
+  // Another file of the same export (a dataset's next), read on this mount and connection; its size is
+  // then the caller's to know, as the contract says.
+  bool retarget(const Target& target) override {
+    if (target.direction != Direction::kRead || target.create_size || !outstanding_.empty()) return false;
+    struct nfs_url* parsed = nfs_parse_url_full(nfs_, target.path.c_str());
+    if (!parsed) return false;  // opened anew, which says why
+    const bool same = parsed->server && parsed->path && parsed->file && server_ == parsed->server &&
+                      export_ == parsed->path && arguments(target.path) == arguments(path_);
+    const std::string file = same ? parsed->file : "";
+    nfs_destroy_url(parsed);
+    struct nfsfh* next = nullptr;
+    if (!same || nfs_open2(nfs_, file.c_str(), O_RDONLY, 0, &next) != 0) return false;
+    nfs_close(nfs_, file_);
+    file_ = next;
+    path_ = target.path;
+    size_ = UINT64_MAX;
+    return true;
+  }
   uint64_t connections() const override { return 1; }
   std::map<std::string, std::string> describe() const override {
     return {{"url", path_},         {"protocol", "nfs"}, {"probe", "GETATTR"},
@@ -234,7 +314,8 @@ const EngineInfo kNfsEngine = {"nfs",
                                },
                                []() { return std::string(); },
                                {},
-                               nfs_schemes};
+                               nfs_schemes,
+                               list_folder};
 
 }  // namespace gds
 
