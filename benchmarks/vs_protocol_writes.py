@@ -150,7 +150,7 @@ def measure_protocol(protocol: str, args, work: str, sources: dict[int, str]) ->
     with contextlib.ExitStack() as stack:
         if protocol == "nfs":  # the server on h2, the clients on h1
             hosts = stack.enter_context(Hosts(2))  # ganesha and rpcbind end with the hosts
-            base, on = serve_nfs3(hosts, "h2", folder, server_work), lambda argv: hosts.on("h1", *argv)
+            base, on = serve_nfs3(hosts, "h2", folder, server_work)[1], lambda argv: hosts.on("h1", *argv)
         else:
             start = {"smb": servers.smbd, "webdav": servers.nginx, "ftp": servers.vsftpd}[protocol]
             proc, base = start(folder, server_work, writable=True)

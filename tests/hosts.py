@@ -171,11 +171,12 @@ class Hosts:
 
 
 
-def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float = 30) -> str:
+def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float = 30) -> tuple[subprocess.Popen, str]:
     """nfs-ganesha on `host`, exporting folder read-write over NFSv3 with rpcbind beside it: NFSv3 finds
     its ports through the portmapper, which takes port 111 (of the host's own network) and a socket
-    under /run (a /run of its own, in a mount namespace of its own). Both end with the hosts. Returns
-    the folder's URL, nfs://ADDRESS/FOLDER: a file's is that + /NAME?version=3."""
+    under /run (a /run of its own, in a mount namespace of its own). Both are in a process group of
+    their own (stop_group ends them; so does the hosts' end). Returns (ganesha's process, the folder's
+    URL, nfs://ADDRESS/FOLDER: a file's is that + /NAME?version=3)."""
     conf = os.path.join(work, "ganesha.conf")
     with open(conf, "w") as f:
         f.write("NFS_CORE_PARAM { Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; Enable_NLM = false; "
@@ -188,15 +189,25 @@ def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float =
     serve = (f"mount -t tmpfs none /run && (rpcbind -w -f &) && while [ ! -S /run/rpcbind.sock ]; do sleep 0.05; "
              f"done && exec {exe} -F -f {conf} -L {work}/ganesha.log -p {work}/ganesha.pid -N NIV_WARN")
     with open(os.path.join(work, "ganesha-out.log"), "w") as log:
-        subprocess.Popen(hosts.on(host, "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", serve),
-                         stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(hosts.on(host, "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                                           serve), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     address = hosts.address(host)
     deadline = time.monotonic() + timeout
     while subprocess.run(hosts.on(host, "rpcinfo", "-t", address, "mountd", "3"), capture_output=True).returncode:
         if time.monotonic() > deadline:
+            stop_group(server)
             raise RuntimeError(f"nfs-ganesha on {host} did not answer NFSv3 within {timeout:.0f} s; see {work}")
         time.sleep(0.1)
-    return f"nfs://{address}{folder}"
+    return server, f"nfs://{address}{folder}"
+
+
+def stop_group(server: subprocess.Popen) -> None:
+    """A server started in a process group of its own, ended with everything it started."""
+    try:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait()
 
 class Slurm:
     """Slurm on the hosts, as ../shared/hosts/README.md runs it: slurmctld on h1 and a slurmd on

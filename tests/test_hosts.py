@@ -18,7 +18,7 @@ import time
 import pandas as pd
 import pytest
 from conftest import MPIRUN, needs_mpi
-from hosts import Hosts, SeaweedCluster, Slurm, why_not
+from hosts import Hosts, SeaweedCluster, Slurm, serve_nfs3, stop_group, why_not
 
 from gdsbench.execution.aggregate import aggregate
 from gdsbench.execution.record import RunRecord, ThreadRecord
@@ -183,6 +183,36 @@ def test_a_server_on_a_host_of_its_own_is_read_by_the_others_over_the_bridge(hos
     finally:
         server.kill()
         server.wait()
+
+
+@needs_hosts
+@needs_mpi
+def test_an_nfs_server_on_a_host_of_its_own_is_written_and_read_by_ranks_on_the_others(hosts, tmp_path):
+    """nfs-ganesha over NFSv3 on h3 (serve_nfs3); a rank on h1 and one on h2 each write its own part of
+    one file gdsbench made, then read the whole file back verified, through libnfs on their hosts."""
+    from gdsbench.job.spec import ENGINE_INFO
+    from gdsbench.system.prepare import prepare
+
+    if not shutil.which("ganesha.nfsd") or ENGINE_INFO["nfs"]["unavailable"]:
+        pytest.skip("nfs-ganesha or the nfs engine is not here (scripts/setup --tests installs both)")
+    exported = tmp_path / "exp"
+    exported.mkdir()
+    prepare(str(exported / "shared.dat"), 16 * MiB)
+    server, base = serve_nfs3(hosts, "h3", str(exported), str(tmp_path))
+    try:
+        two = hosts.only("h1", "h2")
+        url = f"{base}/shared.dat?version=3"
+        for args in (("--rw", "write", "--layout", "shared", "--fsync-end"), ("--verify",)):
+            res = subprocess.run(two.mpirun(1, sys.executable, "-m", "gdsbench", "run", url, "--bs", "1M", "--qd", "4",
+                                            "--io-size", "8M", *args, "--json"),
+                                 env=hosts.env(), capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, res.stderr
+            d = json.loads(res.stdout)
+            assert [p["host"] for p in d["per_process"]] == ["h1", "h2"] and d["bytes"] == 16 * MiB, d["per_process"]
+            assert d["data_path"].startswith("NFS, nfs engine (libnfs"), d["data_path"]
+        assert d["verified_blocks"] == 16 * MiB // 4096 and d["verify_mismatches"] == 0
+    finally:
+        stop_group(server)
 
 
 @needs_hosts

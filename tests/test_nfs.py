@@ -18,7 +18,15 @@ import pytest
 from conftest import CliResult
 from hosts import Hosts, serve_nfs3, why_not
 from test_bad_input import assert_one_line_error
-from test_remote import assert_a_sweep_records_the_server, assert_prepare_on_a_server, free_port, run_json, start, stop
+from test_remote import (
+    assert_a_sweep_records_the_server,
+    assert_prepare_on_a_server,
+    assert_the_pytest_plugin_measures,
+    free_port,
+    run_json,
+    start,
+    stop,
+)
 
 MiB = 1 << 20
 
@@ -86,7 +94,7 @@ def nfs3(tmp_path_factory):
     prepare(str(exported / "w.dat"), 8 * MiB)
     (exported / "theirs.dat").write_bytes(os.urandom(MiB))
     with Hosts(2) as hosts:  # ganesha and rpcbind end with h2
-        base = serve_nfs3(hosts, "h2", str(exported), str(work))
+        _, base = serve_nfs3(hosts, "h2", str(exported), str(work))
 
         def on_h1(*args) -> CliResult:
             res = subprocess.run(hosts.on("h1", sys.executable, "-m", "gdsbench", *map(str, args)),
@@ -116,6 +124,10 @@ def test_small_nfs_reads_to_the_end_of_the_file(gdsbench, nfs):
 
 def test_a_sweep_over_nfs_records_the_server(gdsbench, nfs, tmp_path):
     assert_a_sweep_records_the_server(gdsbench, nfs, "nfs", tmp_path)
+
+
+def test_the_pytest_plugin_measures_an_nfs_file(nfs, tmp_path):
+    assert_the_pytest_plugin_measures(nfs, tmp_path, "NFS, nfs engine (libnfs")
 
 
 def test_bounce_over_nfs_names_its_data_path_on_the_cpu_stand_in(gdsbench, nfs):

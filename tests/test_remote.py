@@ -495,14 +495,19 @@ def test_validate_reads_a_remote_object_and_says_what_it_cannot_check(gdsbench, 
     assert checks["integrity.cpu"]["status"] == "PASS"  # the served file carries the pattern
 
 
-def test_the_pytest_plugin_measures_a_url(tmp_path, nginx):
+def assert_the_pytest_plugin_measures(url: str, tmp_path, data_path: str) -> None:
+    """The pytest plugin's sequential suite run on url: every benchmark's data path starts so."""
     res = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "gdsbench.suites", "-p", "no:cacheprovider", "-q",
                           "-k", "sequential", "--gdsbench-runtime", "300ms", "--benchmark-min-rounds=3",
-                          "--gdsbench-path", f"{nginx}/bucket/data.dat", "--benchmark-json", tmp_path / "b.json"],
+                          "--gdsbench-path", url, "--benchmark-json", tmp_path / "b.json"],
                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     benches = json.load(open(tmp_path / "b.json"))["benchmarks"]
-    assert benches and all(b["extra_info"]["data_path"].startswith("HTTP over HTTP/1.1") for b in benches)
+    assert benches and all(b["extra_info"]["data_path"].startswith(data_path) for b in benches)
+
+
+def test_the_pytest_plugin_measures_a_url(tmp_path, nginx):
+    assert_the_pytest_plugin_measures(f"{nginx}/bucket/data.dat", tmp_path, "HTTP over HTTP/1.1")
 
 
 def test_report_and_compare_put_a_local_file_beside_an_s3_object(gdsbench, s3_env, served, tmp_path):
