@@ -196,6 +196,11 @@ def test_nfs3_writes_go_into_a_file_gdsbench_made_committed_and_read_back_verifi
     assert_one_line_error(gdsbench("run", url("theirs.dat"), "--rw", "write", "--io-size", "1M"),
                           "not a file gdsbench made")
     assert (exported / "theirs.dat").read_bytes() == before
+    # AUTH_SYS as another user (libnfs's uid=, gid=): the file is root's, 0644, so reads go and writes do not
+    other = url("w.dat") + "&uid=65534&gid=65534"
+    assert_one_line_error(gdsbench("run", other, "--rw", "write", "--io-size", "1M"), "cannot open /w.dat",
+                          "ACCESS denied")
+    assert run_json(gdsbench, other, "--io-size", "1M")["bytes"] == MiB
     assert_one_line_error(gdsbench("run", url("nope.dat"), "--rw", "write", "--io-size", "1M"),
                           "cannot open /nope.dat", "NOENT")
 
