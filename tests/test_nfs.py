@@ -19,6 +19,7 @@ from conftest import CliResult
 from hosts import Hosts, serve_nfs3, why_not
 from test_bad_input import assert_one_line_error
 from test_remote import (
+    assert_a_remote_dataset_trains_and_predicts,
     assert_a_sweep_records_the_server,
     assert_prepare_on_a_server,
     assert_the_pytest_plugin_measures,
@@ -217,18 +218,7 @@ def test_a_dataset_in_an_nfs_folder_is_trained_and_predicted(nfs3, tmp_path):
     # prepared where the server exports it, as a dataset on a filer is (gdsbench writes none onto a server)
     subprocess.run([sys.executable, "-m", "gdsbench", "prepare", exported / "ds", *flags], check=True,
                    capture_output=True, timeout=120)
-    res = gdsbench("train", url("ds/"), *flags, "--accelerators", "1,2", "--verify", "--results", tmp_path, "--name",
-                   "nfs")
-    assert res.code == 0, res.err
-    assert "is remote: there is no page cache here to drop" in res.err
-    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
-    assert [r["accelerators"] for r in rows] == [1, 2] and all(r["cached_fraction"] is None for r in rows)
-    assert all(r["verify_mismatches"] == 0 and r["verified_blocks"] > 0 for r in rows)
-    assert rows[0]["data_path"].startswith("NFS, nfs engine (libnfs"), rows[0]["data_path"]
-    res = gdsbench("predict", url("ds/"), *flags, "--probe-seconds", "0.5", "--json")
-    assert res.code == 0, res.err
-    assert json.loads(res.out)["max_accelerators"] >= 1
+    assert_a_remote_dataset_trains_and_predicts(gdsbench, url("ds/"), flags, tmp_path, "NFS, nfs engine (libnfs")
     assert_one_line_error(gdsbench("prepare", url("new-ds/"), *flags), "not written onto an NFS server yet",
                           "in the exported folder")
     assert_one_line_error(gdsbench("train", url("nope/"), *flags), "cannot reach export", code=2)

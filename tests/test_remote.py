@@ -461,6 +461,22 @@ def test_prepare_puts_a_new_webdav_object_and_keeps_or_refuses_what_is_there(gds
     assert not (served / "bucket" / "new.dat").exists()
 
 
+def assert_a_remote_dataset_trains_and_predicts(gdsbench, folder: str, flags: tuple, tmp_path, data_path: str) -> None:
+    """train at 1 and 2 accelerators, verified, over a dataset on a server (its rows say so: no page
+    cache here, the data path starting with data_path), then predict over it."""
+    res = gdsbench("train", folder, *flags, "--accelerators", "1,2", "--verify", "--results", tmp_path)
+    assert res.code == 0, res.err
+    assert "is remote: there is no page cache here to drop" in res.err
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert [r["accelerators"] for r in rows] == [1, 2] and all(r["cached_fraction"] is None for r in rows)
+    assert all(r["verify_mismatches"] == 0 and r["verified_blocks"] > 0 for r in rows)
+    assert rows[0]["data_path"].startswith(data_path), rows[0]["data_path"]
+    res = gdsbench("predict", folder, *flags, "--probe-seconds", "0.5", "--json")
+    assert res.code == 0, res.err
+    assert json.loads(res.out)["max_accelerators"] >= 1
+
+
 def test_a_dataset_under_an_s3_prefix_is_prepared_trained_and_predicted(gdsbench, s3_env, tmp_path):
     flags = ("--workload", "unet3d", "--files", "12", "--record-bytes", "256K", "--batch", "2", "--compute-time",
              "20ms")
@@ -469,18 +485,8 @@ def test_a_dataset_under_an_s3_prefix_is_prepared_trained_and_predicted(gdsbench
     s3 = boto3_client(s3_env)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="bucket", Prefix="unet3d/")["Contents"]]
     assert "unet3d/gdsbench-dataset.json" in keys and len(keys) == 13
-    res = gdsbench("train", "s3://bucket/unet3d/", *flags, "--accelerators", "1,2", "--verify", "--results", tmp_path,
-                   "--name", "s3")
-    assert res.code == 0, res.err
-    assert "is remote: there is no page cache here to drop" in res.err
-    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
-    assert [r["accelerators"] for r in rows] == [1, 2] and all(r["cached_fraction"] is None for r in rows)
-    assert all(r["verify_mismatches"] == 0 and r["verified_blocks"] > 0 for r in rows)
-    assert rows[0]["data_path"].startswith("S3 over HTTP/1.1, curl engine")
-    res = gdsbench("predict", "s3://bucket/unet3d/", *flags, "--probe-seconds", "0.5", "--json")
-    assert res.code == 0, res.err
-    assert json.loads(res.out)["max_accelerators"] >= 1
+    assert_a_remote_dataset_trains_and_predicts(gdsbench, "s3://bucket/unet3d/", flags, tmp_path,
+                                                "S3 over HTTP/1.1, curl engine")
     assert_one_line_error(gdsbench("train", f"{s3_env['AWS_ENDPOINT_URL']}/bucket/unet3d/", *flags),
                           "cannot be listed")
 
