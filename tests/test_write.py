@@ -112,8 +112,6 @@ def test_what_cannot_write_says_so(gdsbench, own_pattern_file):
                           "--fsync-every: only with --rw write")
     assert_one_line_error(gdsbench("run", own_pattern_file, "--rw", "write", "--bs", "6K", "--io-size", "60K"),
                           "--bs 6 KiB: writes carry 4 KiB pattern blocks", "multiples of 4K")
-    assert_one_line_error(gdsbench("run", own_pattern_file, "--rw", "write", "--engine", "nfs", "--io-size", "1M"),
-                          "the nfs engine does not write")
     assert_one_line_error(gdsbench("run", own_pattern_file, "--rw", "write", "--mode", "kvikio", "--io-size", "1M"))
     assert_one_line_error(gdsbench("run", own_pattern_file, "--rw", "write", "--warm", "--buffered"), "drop --warm")
 
