@@ -107,7 +107,7 @@ def ganesha(folder: str, work: str) -> tuple[subprocess.Popen, str]:
     with open(conf, "w") as f:
         f.write(f"NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {port}; Bind_addr = 127.0.0.1; Enable_NLM = false; "
                 "Enable_RQUOTA = false; }\nNFSv4 { Graceless = true; }\n"
-                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = /exp; Access_Type = RO; Squash = No_Root_Squash; "
+                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = /exp; Access_Type = RW; Squash = No_Root_Squash; "
                 "Protocols = 4; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
                 "LOG { Default_Log_Level = WARN; }\n")
     argv = [shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd", "-F", "-f", conf, "-L",

@@ -9,6 +9,9 @@ instead: the same object, on the same server, at the same requests in flight
     s3torch       s3torchconnectorclient's MountpointS3Client (the AWS CRT), Q threads
     s5cmd         `s5cmd cat -c Q -p 4`: the whole object in 4 MiB parts (it reads no smaller range)
     nfs-cat       libnfs's own `nfs-cat URL`: a whole file, 1 MiB at a time, one request in flight
+    fio-nfs       fio's nfs engine (libnfs, --iodepth Q, --bs B), from a fio built with it: Debian's is
+                  not, so the client runs where $GDSBENCH_FIO_NFS names such a binary (fio's source,
+                  `./configure --enable-libnfs && make`, with libnfs-dev)
     smbclient     Samba's `smbclient //SERVER/share -c 'get FILE /dev/null'`: a whole file, its own way
 
 from nginx (HTTP, ranges answered 206, sendfile), rclone's S3 server (SigV4
@@ -17,7 +20,11 @@ store: SigV4 checked, ranges answered 206, so obstore reads it) and vsftpd
 (FTP: a range is REST + RETR, cut short, on a connection of its own) and
 nfs-ganesha (NFSv4 in user space, read by libnfs: no kernel mount) and
 Samba's smbd (SMB, read by libsmbclient: no cifs mount), each on loopback,
-started for its own rows and stopped by its PID after them.
+started for its own rows and stopped by its PID after them; and ganesha over
+NFSv3 on a namespaced host of its own with rpcbind beside it (tests/hosts.py:
+NFSv3 needs the portmapper's port 111), every client then run on another
+host, across a veth pair (fio's nfs engine failed its first reads in flight
+over NFSv4 with libnfs 4.0, and reads NFSv3 whole).
 
 Timing, the same for every client: each run is a process of its own, timed
 whole from outside, start to exit (wall clock around fork/exec and wait4; its
@@ -69,13 +76,15 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # tests/hosts.py
 import servers  # noqa: E402
 from common import markdown_table, median, write_outputs  # noqa: E402
 from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "smbclient")
+CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "fio-nfs", "smbclient")
+FIO_NFS = os.environ.get("GDSBENCH_FIO_NFS", "")  # a fio built with its nfs engine (fio-nfs)
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
@@ -103,6 +112,8 @@ PLAN = {
     # SMB: one request in flight per process (--procs for more); its 4 MiB rows read the whole file (smbclient's)
     "smbd (SMB)": {"object": 3 * GiB, 64 * KiB: 512 * MiB, 4 * MiB: 3 * GiB},
 }
+NFS3 = "ganesha, NFSv3 on a host (NFS)"
+PLAN[NFS3] = PLAN["ganesha (NFS)"]
 QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not measurements
     "nginx (HTTP)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
     "rclone (S3)": {"object": 512 * MiB, 64 * KiB: 32 * MiB, 4 * MiB: 512 * MiB},
@@ -111,10 +122,12 @@ QUICK_PLAN = {  # --quick: a smoke test of the script, whose figures are not mea
     "ganesha (NFS)": {"object": 512 * MiB, 64 * KiB: 256 * MiB, 1 * MiB: 512 * MiB},
     "smbd (SMB)": {"object": 512 * MiB, 64 * KiB: 128 * MiB, 4 * MiB: 512 * MiB},
 }
+QUICK_PLAN[NFS3] = QUICK_PLAN["ganesha (NFS)"]
 SERVERS = {"nginx": "nginx (HTTP)", "rclone": "rclone (S3)", "seaweedfs": "SeaweedFS (S3)", "vsftpd": "vsftpd (FTP)",
-           "ganesha": "ganesha (NFS)", "smbd": "smbd (SMB)"}
+           "ganesha": "ganesha (NFS)", "ganesha3": NFS3, "smbd": "smbd (SMB)"}
 # serve one folder, so one object
-SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)", "ganesha (NFS)", "smbd (SMB)")
+SHARING = ("nginx (HTTP)", "rclone (S3)", "vsftpd (FTP)", "ganesha (NFS)", NFS3, "smbd (SMB)")
+ON = list  # where the clients run: the command line that runs argv there (NFS3's: on host h1)
 
 
 # ---- one run of one client: a process of its own, timed whole ----
@@ -235,6 +248,19 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
                                   for at in offsets(total, bs, object_size)))
         return ["curl", "-sS", "--fail", "--parallel", "--parallel-immediate", "--parallel-max", str(qd),
                 "-K", config], True
+    if url.startswith("nfs://") and client == "fio-nfs":
+        if not os.access(FIO_NFS, os.X_OK):
+            return "no fio with its nfs engine here ($GDSBENCH_FIO_NFS names one: fio's source built with libnfs)"
+        where, _, arguments = url.partition("?")
+        folder, _, name = where.rpartition("/")  # its nfs_url is the folder it mounts, its filename the file in it
+        return [FIO_NFS, "--name=read", "--ioengine=nfs", f"--nfs_url={folder}?{arguments}", f"--filename=/{name}",
+                # its one-range run one request deep: fio 3.33's nfs engine failed a first read in flight with
+                # others (EFAULT) in short runs here
+                "--rw=read", f"--bs={bs}", f"--iodepth={qd if total > bs else 1}",
+                f"--size={object_size if total > bs else bs}",
+                f"--io_size={total}", "--output-format=json"], True
+    if client == "fio-nfs":
+        return "fio's nfs engine reads NFS only"
     if url.startswith("nfs://"):
         if client != "nfs-cat":
             return f"{client} does not read NFS without a kernel mount"
@@ -303,6 +329,8 @@ def bytes_read(client: str, stdout: str, total: int) -> int:
         return sum(int(n) for n in stdout.split())
     if client in ("s5cmd", "nfs-cat", "smbclient"):
         return total
+    if client == "fio-nfs":
+        return int(json.loads(stdout)["jobs"][0]["read"]["io_bytes"])
     return int(json.loads(stdout)["bytes"])
 
 
@@ -314,7 +342,7 @@ def measure(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     if isinstance(how, str):
         return {"error": how}
     argv, keep = how
-    r = timed_process(argv, dict(os.environ, **S3_ENV, AWS_ENDPOINT_URL=endpoint), work, server_pid, keep)
+    r = timed_process(ON(argv), dict(os.environ, **S3_ENV, AWS_ENDPOINT_URL=endpoint), work, server_pid, keep)
     if r["exit"]:  # the exception's own line, not the traceback's last
         lines = [x for x in r["stderr"].strip().splitlines() if "rror" in x] or r["stderr"].strip().splitlines()
         return {"error": f"{client} exit {r['exit']}: " + (lines[-1].strip()[:300] if lines else "")}
@@ -453,10 +481,38 @@ def start_server(name: str, folder: str, work: str) -> tuple:
         return servers.vsftpd(folder, work)
     if name == "ganesha (NFS)":
         return servers.ganesha(folder, work)
+    if name == NFS3:  # ganesha on h2, the clients on h1 (ON), until stop_server
+        global ON
+        from hosts import Hosts, serve_nfs3
+
+        hosts = Hosts(2).__enter__()
+        try:
+            proc, where = serve_nfs3(hosts, "h2", folder, work)
+        except BaseException:
+            hosts.down()
+            raise
+        proc.hosts = hosts
+
+        def ON(argv: list[str]) -> list[str]:  # noqa: N802 - the module's ON, for these rows
+            return hosts.on("h1", *argv)
+
+        return proc, f"{where}?version=3"
     if name == "smbd (SMB)":
         os.environ["USER"] = f"root%{servers.SMB_PASSWORD}"  # gdsbench's login, as smbclient's users give it
         return servers.smbd(folder, work)
     return servers.seaweedfs(work, BUCKET)
+
+
+def stop_server(name: str, proc) -> None:
+    global ON
+    if name == NFS3:
+        from hosts import stop_group
+
+        stop_group(proc)
+        proc.hosts.down()
+        ON = list
+        return
+    stop(proc, 5 if name == "SeaweedFS (S3)" else 10)
 
 
 def upload(endpoint: str, object_size: int) -> None:
@@ -470,7 +526,7 @@ def upload(endpoint: str, object_size: int) -> None:
 def warm(url: str, endpoint: str) -> None:
     """The object read whole once, untimed, so that every run reads it from the server's page cache."""
     if url.startswith("nfs://"):
-        subprocess.run(["nfs-cat", url], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(ON(["nfs-cat", url]), check=True, stdout=subprocess.DEVNULL)
         return
     if url.startswith("smb://"):
         subprocess.run([GDSBENCH, "run", url, "--bs", "4M", "--pattern", "seq"], check=True, capture_output=True)
@@ -487,7 +543,10 @@ def tools() -> dict:
             "rclone": s.first_line([s.rclone_binary(), "version"]),
             "vsftpd": s.first_line(["dpkg-query", "-W", "-f=vsftpd ${Version}", "vsftpd"]),
             "nfs-ganesha": s.first_line(["dpkg-query", "-W", "-f=nfs-ganesha ${Version}", "nfs-ganesha"]),
-            "libnfs (nfs-cat, gdsbench's nfs engine)": s.first_line(["dpkg-query", "-W", "-f=${Version}", "libnfs13"]),
+            "libnfs (nfs-cat, gdsbench's nfs engine, fio-nfs)": s.first_line(["dpkg-query", "-W", "-f=${Version}",
+                                                                              "libnfs13"]),
+            "fio-nfs": (f"{s.first_line([FIO_NFS, '--version'])} at {FIO_NFS}, built with its nfs engine"
+                        if os.access(FIO_NFS, os.X_OK) else "not here"),
             "samba (smbd, smbclient, libsmbclient)": s.first_line(["dpkg-query", "-W", "-f=${Version}", "samba"]),
             "SeaweedFS": s.first_line([s.weed_binary(), "version"]),
             "obstore": s.package_version("obstore"),
@@ -555,7 +614,7 @@ def main() -> int:
                         rows += table_rows(server, bs, qd, total, clients, runs, raw)
                         print(markdown_table(HEADER, rows[-len(clients):]).split("\n", 2)[2], flush=True)
             finally:
-                stop(proc, 5 if server == "SeaweedFS (S3)" else 10)
+                stop_server(server, proc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     raw["ceiling"], raw["minutes"] = ceiling, (time.monotonic() - started) / 60
@@ -633,13 +692,19 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
                    "is a transfer cut short, which vsftpd answers 426 and libcurl then closes that connection: every "
                    "such range costs a new connection and login, for curl and gdsbench alike (both libcurl). "
                    "obstore, s3torch and s5cmd do not read FTP.")
-    if "ganesha (NFS)" in chosen:
-        out.append("nfs-ganesha (NFSv4, VFS export, read-only) is read in user space by libnfs: gdsbench's nfs engine "
-                   "and libnfs's own nfs-cat, no kernel mount (this machine has no kernel NFS client, and Debian's fio "
-                   "3.33 has no nfs engine). An RPC carries at most 1 MiB, so the NFS rows read 1 MiB requests "
-                   "(larger ones go as several RPCs at once); nfs-cat reads a whole file 1 MiB at a time, one request "
-                   "in flight, so it is beside gdsbench only in the 1 MiB rows at 1 in flight; elsewhere gdsbench's "
-                   "figures stand alone.")
+    if {"ganesha (NFS)", NFS3} & set(chosen):
+        fio = (f"fio's own nfs engine ({servers.first_line([FIO_NFS, '--version'])}, built from its source with "
+               "libnfs, since Debian's fio has no nfs engine: $GDSBENCH_FIO_NFS), in every row"
+               if os.access(FIO_NFS, os.X_OK) else "not fio's nfs engine (Debian's fio has none, and no fio built "
+               "with it was named by $GDSBENCH_FIO_NFS)")
+        out.append("nfs-ganesha (VFS export; NFSv4 on loopback, or NFSv3 on a namespaced host with rpcbind, the clients "
+                   "on another, across a veth pair) is read in user space by libnfs: gdsbench's nfs engine, libnfs's "
+                   f"own nfs-cat and {fio}; no kernel mount (this machine has no kernel NFS client). An RPC carries at "
+                   "most 1 MiB, so the NFS rows read 1 MiB requests (larger ones go as several RPCs at once); nfs-cat "
+                   "reads a whole file 1 MiB at a time, one request in flight, so it is beside gdsbench only in the "
+                   "1 MiB rows at 1 in flight. fio's nfs engine opens its file read-write (so the export is "
+                   "writable; nothing is written) and reads with --iodepth requests in flight on one libnfs "
+                   "context, timed as every client is: its process whole.")
     if "smbd (SMB)" in chosen:
         out.append("Samba's smbd (a read-only share, its own password database) is read in user space by "
                    "libsmbclient: gdsbench's smb engine, one request in flight per process (libsmbclient's calls are "
