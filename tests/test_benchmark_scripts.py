@@ -3,6 +3,7 @@ scripts themselves take minutes and need fio, a GPU or a throttle, so they are n
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -185,6 +186,9 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
         if argv[0] == "curl":  # curl's size_download of each transfer, one per range in its config
             ranges = open(argv[argv.index("-K") + 1]).read().count("range = ")
             stdout = f"{bs}\n" * ranges
+        elif "--ioengine=nfs" in argv:  # fio's JSON: its job's bytes read
+            asked = int(next(a for a in argv if a.startswith("--io_size=")).split("=")[1])
+            stdout = json.dumps({"jobs": [{"read": {"io_bytes": asked}}]})
         elif argv[0] == vs_clients.GDSBENCH or "worker" in argv:
             stdout = '{"bytes": %d}' % int(argv[argv.index("--io-size" if "--io-size" in argv else "--total") + 1])
         else:
@@ -196,11 +200,13 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
 
     monkeypatch.setattr(vs_clients, "timed_process", fake_timed_process)
     monkeypatch.setattr(vs_clients, "s5cmd_binary", lambda: sys.executable)  # present wherever the tests run
+    monkeypatch.setattr(vs_clients, "FIO_NFS", sys.executable)
     monkeypatch.setattr(vs_clients.subprocess, "run", no_process)
     monkeypatch.setattr(vs_clients.subprocess, "Popen", no_process)
     whole_file = {"nfs-cat": ("nfs://127.0.0.1/exp/bucket/obj.dat?version=4", MiB),  # read NFS or SMB only,
                   "smbclient": ("smb://127.0.0.1:1/share/bucket/obj.dat", bs)}          # whole files, one at a time
-    s3_clients = [c for c in vs_clients.CLIENTS if c not in whole_file]
+    nfs_ranges = {"fio-nfs": "nfs://127.0.0.1/exp/bucket/obj.dat?version=3"}  # NFS only, one request in flight
+    s3_clients = [c for c in vs_clients.CLIENTS if c not in whole_file and c not in nfs_ranges]
     for client in s3_clients:
         got = vs_clients.measure(client, "s3://bucket/obj.dat", "http://127.0.0.1:1", bs, 8, total, obj,
                                  str(tmp_path), 1)
@@ -208,6 +214,11 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
     for client, (url, size) in whole_file.items():
         got = vs_clients.measure(client, url, "", size, 1, obj, obj, str(tmp_path), 1)
         assert got == {"bytes": obj, "seconds": 2.0, "cpu_s": 0.5, "server_cpu_s": 0.25}, client
+    for client, url in nfs_ranges.items():
+        got = vs_clients.measure(client, url, "", MiB, 1, total, obj, str(tmp_path), 1)
+        assert got == {"bytes": total, "seconds": 2.0, "cpu_s": 0.5, "server_cpu_s": 0.25}, client
+    assert calls[-1][calls[-1].index("--ioengine=nfs") + 1:][:2] == [
+        "--nfs_url=nfs://127.0.0.1/exp/bucket?version=3", "--filename=/obj.dat"]  # the folder it mounts, the file
     assert len(calls) == len(vs_clients.CLIENTS)
     # a row: per repeat, each client's one-range run and its run, by the same function
     calls.clear()
@@ -222,6 +233,7 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
 def test_vs_clients_reads_what_it_says_per_client(monkeypatch, tmp_path):
     vs_clients = load("vs_clients")
     monkeypatch.setattr(vs_clients, "s5cmd_binary", lambda: sys.executable)  # present wherever the tests run
+    monkeypatch.setattr(vs_clients, "FIO_NFS", sys.executable)
     MiB = 1 << 20
     argv, keep = vs_clients.command("curl", "s3://bucket/obj.dat", "http://e:1", MiB, 4, 3 * MiB, 2 * MiB,
                                     str(tmp_path))
