@@ -200,7 +200,7 @@ class ServedFolder(Folder):
 
     asking = None  # the nfs engine has no options of its own
 
-    def __init__(self, name: str, asking: dict | None = None):
+    def __init__(self, name: str):
         where, _, arguments = name.partition("?")
         self.base = where.rstrip("/") + "/"
         self.arguments = f"?{arguments}" if arguments else ""

@@ -39,6 +39,7 @@ inline std::vector<std::pair<std::string, std::string>> nfs_schemes() { return {
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 
 #include "../copy.hpp"
 
@@ -50,12 +51,16 @@ constexpr int kTimeoutMs = 30000;  // libnfs's RPC timeout: a server that stops 
 constexpr int kPollMs = 100;       // libnfs checks its timeouts when serviced: at least this often
 constexpr int kNewFileMode = 0644;
 
-// Whether the URL asks for NFSv4 (libnfs's own default is NFSv3): ?version=4 among its arguments.
-bool asks_nfsv4(const std::string& url) {
+// libnfs's arguments in a URL, from its ? on ("" where it has none): the same for every file a context reads.
+std::string arguments(const std::string& url) {
   const size_t query = url.find('?');
-  if (query == std::string::npos) return false;
-  const std::string args = "&" + url.substr(query + 1) + "&";
-  return args.find("&version=4&") != std::string::npos;
+  return query == std::string::npos ? "" : url.substr(query);
+}
+
+// Whether the URL asks for NFSv4 (libnfs's own default is NFSv3): version=4 among its arguments.
+bool asks_nfsv4(const std::string& url) {
+  const std::string args = arguments(url);
+  return ("&" + (args.empty() ? args : args.substr(1)) + "&").find("&version=4&") != std::string::npos;
 }
 
 // libnfs's major version, from the version it was built with ("4.0.0": 4).
@@ -89,17 +94,26 @@ struct NfsUrl {
   std::string server, export_path, file;
 };
 
-// The export `url` names mounted on nfs (folder: the URL's whole path is the export, and no file is named):
-// InputError naming url, what failed, libnfs's words for it and the fix.
-NfsUrl mount(struct nfs_context* nfs, const std::string& url, bool folder) {
+// What url names, as libnfs parses it (folder: the URL's whole path is the export, and no file is
+// named); nothing where libnfs cannot parse it.
+std::optional<NfsUrl> parse(struct nfs_context* nfs, const std::string& url, bool folder) {
   struct nfs_url* parsed = folder ? nfs_parse_url_dir(nfs, url.c_str()) : nfs_parse_url_full(nfs, url.c_str());
+  if (!parsed) return std::nullopt;
+  auto text = [](const char* s) { return std::string(s ? s : ""); };
+  NfsUrl out{text(parsed->server), text(parsed->path), text(parsed->file)};
+  nfs_destroy_url(parsed);
+  return out;
+}
+
+// The export `url` names mounted on nfs (folder: as parse says): InputError naming url, what failed,
+// libnfs's words for it and the fix.
+NfsUrl mount(struct nfs_context* nfs, const std::string& url, bool folder) {
+  const std::optional<NfsUrl> parsed = parse(nfs, url, folder);
   if (!parsed)
     throw InputError("PATH " + url + ": not an NFS URL libnfs reads (" + error_of(nfs) +
                      "); write nfs://SERVER/EXPORT/" + (folder ? "DIR/" : "FILE") +
                      "?version=4 (a port: ?nfsport=N, not SERVER:N)");
-  auto text = [](const char* s) { return std::string(s ? s : ""); };
-  NfsUrl out{text(parsed->server), text(parsed->path), text(parsed->file)};
-  nfs_destroy_url(parsed);
+  const NfsUrl& out = *parsed;
   const std::string& server = out.server;
   if (std::count(server.begin(), server.end(), ':') == 1)  // HOST:PORT, which libnfs 4.0 cannot resolve
     throw InputError("PATH " + url + ": libnfs takes a port as ?nfsport=N, not SERVER:N; write nfs://" +
@@ -110,12 +124,6 @@ NfsUrl mount(struct nfs_context* nfs, const std::string& url, bool folder) {
                      error_of(nfs) +
                      "); is an NFS server there? NFSv4 asks port 2049 (another: ?nfsport=N), NFSv3 its portmapper");
   return out;
-}
-
-// libnfs's arguments in a URL (after its ?): the same for every file a context reads.
-std::string arguments(const std::string& url) {
-  const size_t query = url.find('?');
-  return query == std::string::npos ? "" : url.substr(query);
 }
 
 // Every file under `under` (a path in the mounted export, "" its top) at any depth, added to out as (its
@@ -195,14 +203,12 @@ class NfsEngine final : public Engine {
   // then the caller's to know, as the contract says.
   bool retarget(const Target& target) override {
     if (target.direction != Direction::kRead || target.create_size || !outstanding_.empty()) return false;
-    struct nfs_url* parsed = nfs_parse_url_full(nfs_, target.path.c_str());
-    if (!parsed) return false;  // opened anew, which says why
-    const bool same = parsed->server && parsed->path && parsed->file && server_ == parsed->server &&
-                      export_ == parsed->path && arguments(target.path) == arguments(path_);
-    const std::string file = same ? parsed->file : "";
-    nfs_destroy_url(parsed);
+    const std::optional<NfsUrl> url = parse(nfs_, target.path, /*folder=*/false);
+    if (!url || url->server != server_ || url->export_path != export_ || url->file.empty() ||
+        arguments(target.path) != arguments(path_))
+      return false;  // opened anew, which says why where it cannot be
     struct nfsfh* next = nullptr;
-    if (!same || nfs_open2(nfs_, file.c_str(), O_RDONLY, 0, &next) != 0) return false;
+    if (nfs_open2(nfs_, url->file.c_str(), O_RDONLY, 0, &next) != 0) return false;
     nfs_close(nfs_, file_);
     file_ = next;
     path_ = target.path;
