@@ -61,7 +61,7 @@ PROTOCOLS = {  # protocol: (the other client, gdsbench's --bs for a file of `siz
 # How a protocol's runs are timed (see the top): "call", each client's whole call less its one-part
 # calls' median; "request", each client's own clock around its one request (a whole-file PUT)
 TIMING = {"smb": "call", "webdav": "request", "ftp": "request", "nfs": "call"}
-NEW_FILE = {"nfs"}  # the other client makes its file new (nfs-cp opens O_EXCL): a new name each run, the last removed
+NEW_FILE = {"nfs"}  # the other client makes its file new (nfs-cp opens O_EXCL): a new name each run, removed after
 
 
 def one_gdsbench(url: str, size: int, bs: int) -> tuple[float, float]:
@@ -171,15 +171,14 @@ def measure_runs(protocol: str, args, folder: str, base: str, on, sources: dict[
                 calls.append(("one_part", "g-one.dat" if client == "gdsbench" else "c-one.dat", PART))
             for kind, name, size in calls:
                 os.sync()  # untimed: the last run's dirty pages written back first, not during this one
-                if client != "gdsbench" and protocol in NEW_FILE:
-                    # a name not used before: one removed behind the server's back may still be in its cache
-                    os.unlink(os.path.join(folder, name))
+                new = client != "gdsbench" and protocol in NEW_FILE
+                if new:  # a name not used before: one removed behind the server's back may still be in its cache
                     name = name.replace(".dat", f"-{repeat}.dat")
                 elif client != "gdsbench":  # the same history: gdsbench's plan reads its file whole first
                     read_whole(os.path.join(folder, name))
                 runs[client][kind].append(measure(protocol, client, base, name, size, sources[size], env, on))
-                if client != "gdsbench" and protocol in NEW_FILE:
-                    os.rename(os.path.join(folder, name), os.path.join(folder, name.replace(f"-{repeat}.dat", ".dat")))
+                if new:
+                    os.unlink(os.path.join(folder, name))  # untimed: its room back before the next run
             print(f"{protocol} repeat {repeat} {client}: {runs[client]['whole'][-1]:.3f} s", file=sys.stderr,
                   flush=True)
     check = subprocess.run(on([sys.executable, "-m", "gdsbench", "run", file_url(base, "g.dat"), "--verify",
@@ -243,7 +242,7 @@ def main() -> int:
              "(--fsync-end), against libnfs's nfs-cp (1 MiB WRITEs one at a time, a COMMIT when it closes), into "
              "nfs-ganesha over NFSv3 (UNSTABLE writes), the server on one namespaced host and the clients on another "
              "(tests/hosts.py), across a veth pair; nfs-cp makes its file new (it opens O_EXCL), so each of its runs "
-             "writes a new name, the last one's removed first, untimed, where gdsbench writes over its own.",
+             "writes a new name, removed after the run, untimed, where gdsbench writes over its own.",
              "Timed by call (smb, nfs): gdsbench's execute() of a job planned untimed (the plan reads the whole file to know "
              "it is gdsbench's), in its own process; the other client's process whole. Each client's one-part call "
              "(4 MiB) median is taken out as fixed costs: a figure is (bytes - 4 MiB) / (seconds - that median).",

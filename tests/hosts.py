@@ -170,7 +170,6 @@ class Hosts:
                        "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", *command)
 
 
-
 def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float = 30) -> tuple[subprocess.Popen, str]:
     """nfs-ganesha on `host`, exporting folder read-write over NFSv3 with rpcbind beside it: NFSv3 finds
     its ports through the portmapper, which takes port 111 (of the host's own network) and a socket
@@ -208,6 +207,7 @@ def stop_group(server: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     server.wait()
+
 
 class Slurm:
     """Slurm on the hosts, as ../shared/hosts/README.md runs it: slurmctld on h1 and a slurmd on
