@@ -96,11 +96,8 @@ class RemoteObject(OnAServer):
         """Only into an S3 object gdsbench made (its mark, x-amz-meta-gdsbench-prepared), and only
         as S3 writes one: whole, by one upload (the curl engine's Uploads; object_store.check_upload);
         or into an HTTP (WebDAV) object or FTP file of gdsbench's pattern, by one request of all of it."""
-        if self.kind in WHOLE_WRITES:
+        if self.kind in WHOLE_WRITES:  # every protocol the curl engine speaks but S3's
             return self._check_whole_write(spec)
-        if self.kind != "s3":
-            raise UsageError(f"PATH {self.path}: writes over {self.kind.upper()} are not measured yet; write to an "
-                             "s3://, WebDAV or FTP object, or a local file `gdsbench prepare` made")
         if not self.facts.get("gdsbench_mark"):
             raise UsageError(f"PATH {self.path}: gdsbench did not create this object (it has no x-amz-meta-"
                              f"{object_store.MARK}), and writes only into objects it made; make one with "
@@ -125,7 +122,7 @@ class RemoteObject(OnAServer):
         if not self.all_pattern():
             raise UsageError(f"PATH {self.path}: not {written_noun(self.kind)} gdsbench made (not "
                              f"its pattern in every block), and gdsbench writes only into {noun}s it made; make one "
-                             "with `gdsbench prepare` where the server's files are, then write its URL")
+                             "at another name (`gdsbench prepare URL --size SIZE`), then write into it")
 
     def created_by_gdsbench(self) -> bool:
         """Whether `gdsbench prepare` uploaded it: its mark in the object's metadata (object_store.py),
