@@ -247,7 +247,19 @@ def run_gdsbench(row: Row, path: str | None, runtime: float, ramp: float, seed: 
     r = gdsbench.run(spec, record_environment=False)
     return {"bandwidth": r.bandwidth, "iops": r.iops, "p50": r.percentile(50), "p99": r.percentile(99),
             "mean": r.latency.mean,
-            "cached_fraction": r.cached_fraction}
+            "cached_fraction": r.cached_fraction, "beside_workers": beside_workers(r.to_dict())}
+
+
+def beside_workers(figures: dict) -> float | None:
+    """CPU-seconds a second that a gdsbench run's process spent outside its worker threads during the measured
+    window (the harness: its progress polling, Python, what else the process holds), from a result's --json
+    figures: the whole process's CPU in the window less the workers'."""
+    seconds = figures["elapsed_ns"] / 1e9
+    if not seconds:
+        return None
+    process = figures["cpu_user_s"] + figures["cpu_sys_s"]
+    workers = figures["worker_cpu_user_s"] + figures["worker_cpu_sys_s"]
+    return max(process - workers, 0.0) / seconds
 
 
 def warm_up(path: str) -> None:

@@ -461,3 +461,22 @@ def test_vs_protocol_writes_takes_out_the_median_one_part_call_from_every_whole_
     runs = {"gdsbench": {"whole": [1.0, 1.0], "one_part": []}, "curl": {"whole": [2.0, 2.0], "one_part": []}}
     (ours, theirs) = vs_protocol_writes.table_rows("webdav", runs, size)
     assert ours[1] == "gdsbench" and theirs[1] == "curl" and ours[2] == "request" and ours[6].startswith("2.00 of curl")
+
+
+def test_limits_says_what_gdsbench_spends_beside_its_workers():
+    """The harness's price: the process's CPU in the measured window less its workers', a second."""
+    beside = load("vs_fio").beside_workers
+    figures = {"elapsed_ns": 2_000_000_000, "cpu_user_s": 1.5, "cpu_sys_s": 0.5, "worker_cpu_user_s": 1.0,
+               "worker_cpu_sys_s": 0.9}
+    assert beside(figures) == pytest.approx(0.05)
+    assert beside(dict(figures, worker_cpu_user_s=1.2)) == 0.0  # rusage's rounding is never a negative cost
+    assert beside(dict(figures, elapsed_ns=0)) is None
+
+
+def test_limits_runs_a_job_on_every_core_as_fio_does():
+    """fio's jobs as one group against gdsbench's threads, the job otherwise vs_fio's row."""
+    limits = load("limits")
+    row = limits.fio_row("psync 4K rand warm cache", 2)
+    assert row.fio["numjobs"] == 2 and "group_reporting" in row.fio and row.gds["threads"] == 2
+    assert row.fio["rw"] == "randread" and row.gds["engine"] == "psync"
+    assert limits.fio_row("null 4K") is next(r for r in limits.ROWS if r.name == "null 4K")
