@@ -480,3 +480,16 @@ def test_limits_runs_a_job_on_every_core_as_fio_does():
     assert row.fio["numjobs"] == 2 and "group_reporting" in row.fio and row.gds["threads"] == 2
     assert row.fio["rw"] == "randread" and row.gds["engine"] == "psync"
     assert limits.fio_row("null 4K") is next(r for r in limits.ROWS if r.name == "null 4K")
+
+
+@pytest.mark.parametrize("dso, symbol, part", [
+    ("[kernel.kallsyms]", "[k] _copy_to_iter", "kernel: socket copy"),
+    ("[kernel.kallsyms]", "[k] tcp_recvmsg_locked", "kernel: the rest"),
+    ("libc.so.6", "[.] __memmove_avx512_unaligned_erms", "copy into memory"),
+    ("libc.so.6", "[.] __libc_recv", "other"),
+    ("libcurl.so.4.8.0", "[.] Curl_readwrite", "libcurl"),
+    ("_native.cpython-311-x86_64-linux-gnu.so", "[.] gdsbench::Worker::run", "the tool"),
+    ("curl", "[.] main", "the tool"),
+])
+def test_curl_profile_puts_each_sample_in_one_part(dso, symbol, part):
+    assert load("curl_profile").part_of(dso, symbol) == part
