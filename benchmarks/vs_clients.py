@@ -3,7 +3,10 @@
 instead: the same object, on the same server, at the same requests in flight
 (1, 8, 32) and range size (64 KiB, 4 MiB; NFS: 64 KiB, 1 MiB), read by
 
-    gdsbench      `gdsbench run URL --bs B --qd Q --io-size N` (its native curl engine)
+    gdsbench      `gdsbench run URL --bs B --qd Q --io-size N` (its native curl engine), one thread
+    gdsbench-threads   the same with a thread on every core (`--threads C --qd Q/C`: the same Q requests in
+                  flight in all), where Q is at least C: a client that spreads its transfers over every core
+                  (obstore's runtime does) is met by gdsbench doing the same, as a user would ask it to
     curl          curl's own CLI, `--parallel --parallel-max Q`, one ranged GET per request
     obstore       obstore (Rust object_store), get_range_async under a semaphore of Q
     s3torch       s3torchconnectorclient's MountpointS3Client (the AWS CRT), Q threads
@@ -83,13 +86,16 @@ from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-CLIENTS = ("gdsbench", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "fio-nfs", "smbclient")
+CLIENTS = ("gdsbench", "gdsbench-threads", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "fio-nfs", "smbclient")
+THREADS = "gdsbench-threads"  # gdsbench with a thread on every core, the requests in flight shared among them
+CORES = os.cpu_count() or 1
 FIO_NFS = os.environ.get("GDSBENCH_FIO_NFS", "")  # a fio built with its nfs engine (fio-nfs)
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
 SAME_WITHIN = 0.05  # --old: this build against the old one, as build_ab.py judges
 OLD = "gdsbench-old"  # the client that is the old build (--old)
+OURS = ("gdsbench", THREADS, OLD)  # gdsbench's own clients: never the 'best other' they are judged against
 OLD_PYTHON = ""  # its environment's Python (--old)
 BUCKET, OBJECT_KEY, ONE_KEY = "bucket", "obj.dat", "one.dat"  # ONE_KEY: one 4 MiB range, s5cmd's one-range run
 ONE_MIB_KEY = "one-mib.dat"  # one 1 MiB range: nfs-cat's one-range run
@@ -235,6 +241,13 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
             each = max(total // qd, bs)  # the one-range run: a range in each process (smb_processes)
             return [*exe, "run", url, "--bs", str(bs), "--procs", str(qd), "--io-size", str(each), "--json"], True
         return [*exe, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
+    if client == THREADS:
+        if qd < CORES:
+            return f"fewer requests in flight ({qd}) than cores ({CORES}): the one-thread row is it"
+        if url.startswith("smb://"):
+            return "SMB: one request in flight per process (the gdsbench row runs --procs)"
+        return [GDSBENCH, "run", url, "--bs", str(bs), "--threads", str(CORES), "--qd", str(qd // CORES),
+                "--io-size", str(total), "--json"], True
     if client == "curl" and url.startswith("nfs://"):
         return "curl does not read NFS"
     if client == "curl":
@@ -437,7 +450,7 @@ def verdict_text(c: dict | None, name: str) -> str:
 
 def best_other(figures: dict[str, dict]) -> str | None:
     """The other client with the highest median throughput in the row, the one gdsbench is judged against."""
-    others = {c: f for c, f in figures.items() if c not in ("gdsbench", OLD) and "mib_s" in f}
+    others = {c: f for c, f in figures.items() if c not in OURS and "mib_s" in f}
     return max(others, key=lambda c: others[c]["mib_s"]) if others else None
 
 
@@ -634,7 +647,7 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
     figures = {c: row_figures(runs[c]) for c in clients}
     net = {c: net_figures(runs[c]) for c in clients}
     best = OLD if OLD in clients else best_other(figures)
-    judged = compare(net["gdsbench"], net[best]) if best and "gdsbench" in clients else None
+    judged = {c: compare(net[c], net[best]) for c in ("gdsbench", THREADS) if best and c in clients}
     out = []
     for c in clients:
         f = figures[c]
@@ -646,7 +659,7 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
                            f"{f['client_cores']:.2f}", f"{f['server_cores']:.2f}", busier(f),
                            f"{f['one_range_s']:.2f} s ({f['one_range_s_min']:.2f}-{f['one_range_s_max']:.2f}; "
                            f"{f['one_range_s'] / f['run_s']:.0%})",
-                           verdict_text(judged, best) if c == "gdsbench" else ""])
+                           verdict_text(judged.get(c), best) if c in judged else ""])
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
                         "figures": figures, "best_other": best, "judged": judged})
     return out

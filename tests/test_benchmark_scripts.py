@@ -493,3 +493,19 @@ def test_limits_runs_a_job_on_every_core_as_fio_does():
 ])
 def test_curl_profile_puts_each_sample_in_one_part(dso, symbol, part):
     assert load("curl_profile").part_of(dso, symbol) == part
+
+
+def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_flight(monkeypatch, tmp_path):
+    """gdsbench-threads: the row's requests in flight shared by a thread on every core, judged against the
+    best other client as the one-thread row is; never itself the client gdsbench is judged against."""
+    vs_clients = load("vs_clients")
+    monkeypatch.setattr(vs_clients, "CORES", 2)
+    argv, _ = vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 32, 1 << 30, 1 << 30, str(tmp_path))
+    assert argv[argv.index("--threads") + 1] == "2" and argv[argv.index("--qd") + 1] == "16"
+    assert "one-thread row" in vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 1, 1 << 30,
+                                                  1 << 30, str(tmp_path))
+    assert vs_clients.best_other({"gdsbench": {"mib_s": 9.0}, vs_clients.THREADS: {"mib_s": 8.0},
+                                  "curl": {"mib_s": 1.0}}) == "curl"
+    runs = {c: [one_and_run(0.1, 1.0 if c == "curl" else 0.5)] * 3 for c in ("gdsbench", vs_clients.THREADS, "curl")}
+    rows = vs_clients.table_rows("nginx (HTTP)", 4 << 20, 8, 64 << 20, list(runs), runs, {"rows": []})
+    assert [r[-1].split(" of ")[1].split(" ")[0] if r[-1] else "" for r in rows] == ["curl", "curl", ""]
