@@ -247,7 +247,7 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
         if url.startswith("smb://"):
             return "SMB: one request in flight per process (the gdsbench row runs --procs)"
         return [GDSBENCH, "run", url, "--bs", str(bs), "--threads", str(CORES), "--qd", str(qd // CORES),
-                "--io-size", str(total), "--json"], True
+                "--io-size", str(expected_bytes(client, url, bs, qd, total)), "--json"], True
     if client == "curl" and url.startswith("nfs://"):
         return "curl does not read NFS"
     if client == "curl":
@@ -328,10 +328,12 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
 
 
 def expected_bytes(client: str, url: str, bs: int, qd: int, total: int) -> int:
-    """What a run reads: total, but gdsbench's one-range run over SMB at qd in flight reads a range in
-    each of its qd processes (one request in flight each)."""
+    """What a run reads: total, but a one-range run reads a range in each of gdsbench's processes over SMB
+    at qd in flight (one request in flight each) and in each of gdsbench-threads' threads."""
     if client in ("gdsbench", OLD) and url.startswith("smb://") and qd > 1:
         return qd * max(total // qd, bs)
+    if client == THREADS:
+        return max(total, CORES * bs)
     return total
 
 

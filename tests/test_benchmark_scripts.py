@@ -226,7 +226,8 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
                                   total, obj, 3, str(tmp_path), 1)
     assert len(calls) == 2 * 3 * len(s3_clients)
     for client in s3_clients:
-        assert [r["one_range"]["bytes"] for r in runs[client]] == [bs] * 3
+        one = vs_clients.CORES * bs if client == vs_clients.THREADS else bs  # a range for each of its threads
+        assert [r["one_range"]["bytes"] for r in runs[client]] == [one] * 3
         assert [r["run"]["bytes"] for r in runs[client]] == [total] * 3
 
 
@@ -502,6 +503,9 @@ def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_f
     monkeypatch.setattr(vs_clients, "CORES", 2)
     argv, _ = vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 32, 1 << 30, 1 << 30, str(tmp_path))
     assert argv[argv.index("--threads") + 1] == "2" and argv[argv.index("--qd") + 1] == "16"
+    one_range, _ = vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 32, 4 << 20, 1 << 30, "w")
+    assert one_range[one_range.index("--io-size") + 1] == str(8 << 20)  # a range for each thread
+    assert vs_clients.expected_bytes(vs_clients.THREADS, "http://h/o", 4 << 20, 32, 4 << 20) == 8 << 20
     assert "one-thread row" in vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 1, 1 << 30,
                                                   1 << 30, str(tmp_path))
     assert vs_clients.best_other({"gdsbench": {"mib_s": 9.0}, vs_clients.THREADS: {"mib_s": 8.0},
