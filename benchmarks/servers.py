@@ -99,19 +99,35 @@ def vsftpd(folder: str, work: str, writable: bool = False) -> tuple[subprocess.P
     return start([vsftpd_binary(), conf], port, os.path.join(work, "vsftpd.log")), f"ftp://127.0.0.1:{port}"
 
 
+def ganesha_binary() -> str:
+    return shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+
+
+def ganesha_config(path: str, folder: str, *, version: int, pseudo: str, writable: bool, port: int = 2049,
+                   loopback: bool = True) -> None:
+    """Write nfs-ganesha's configuration to path: folder exported over NFS `version` (3 or 4) as `pseudo`
+    (NFSv4's name for it), read-write or read-only, root as root, AUTH_SYS, TCP, on `port` (NFSv3's mount
+    protocol on 20048), bound to 127.0.0.1 where loopback. No grace period: within one, a SETATTR of a
+    size is refused (NFS3ERR_JUKEBOX). The tests' and benchmarks' one writer of it."""
+    core = f"Protocols = {version}; NFS_Port = {port}; " + ("MNT_Port = 20048; " if version == 3 else "")
+    with open(path, "w") as f:
+        f.write(f"NFS_CORE_PARAM {{ {core}" + ("Bind_addr = 127.0.0.1; " if loopback else "") +
+                "Enable_NLM = false; Enable_RQUOTA = false; }\n"
+                "NFSv4 { Graceless = true; }\n"
+                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = {pseudo}; "
+                f"Access_Type = {'RW' if writable else 'RO'}; Squash = No_Root_Squash; Protocols = {version}; "
+                "Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
+                "LOG { Default_Log_Level = WARN; }\n")
+
+
 def ganesha(folder: str, work: str) -> tuple[subprocess.Popen, str]:
-    """nfs-ganesha exporting folder read-only as /exp over NFSv4 (no portmapper needed): (process, base URL,
-    its arguments after a `?` that a file's path goes before: nfs_url)."""
+    """nfs-ganesha exporting folder read-write as /exp over NFSv4 (no portmapper needed; fio's nfs engine opens
+    read-write): (process, base URL, its arguments after a `?` that a file's path goes before: nfs_url)."""
     port = free_port()
     conf = os.path.join(work, "ganesha.conf")
-    with open(conf, "w") as f:
-        f.write(f"NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {port}; Bind_addr = 127.0.0.1; Enable_NLM = false; "
-                "Enable_RQUOTA = false; }\nNFSv4 { Graceless = true; }\n"
-                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = /exp; Access_Type = RW; Squash = No_Root_Squash; "
-                "Protocols = 4; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
-                "LOG { Default_Log_Level = WARN; }\n")
-    argv = [shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd", "-F", "-f", conf, "-L",
-            os.path.join(work, "ganesha-own.log"), "-p", os.path.join(work, "ganesha.pid"), "-N", "NIV_WARN"]
+    ganesha_config(conf, folder, version=4, pseudo="/exp", writable=True, port=port)
+    argv = [ganesha_binary(), "-F", "-f", conf, "-L", os.path.join(work, "ganesha-own.log"), "-p",
+            os.path.join(work, "ganesha.pid"), "-N", "NIV_WARN"]
     return start(argv, port, os.path.join(work, "ganesha.log")), f"nfs://127.0.0.1/exp?version=4&nfsport={port}"
 
 

@@ -170,21 +170,24 @@ class Hosts:
                        "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", *command)
 
 
+def servers_module():
+    """benchmarks/servers.py, the real servers' one home (the tests start them as the benchmarks do)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import servers
+
+    return servers
+
+
 def serve_nfs3(hosts: Hosts, host: str, folder: str, work: str, timeout: float = 30) -> tuple[subprocess.Popen, str]:
     """nfs-ganesha on `host`, exporting folder read-write over NFSv3 with rpcbind beside it: NFSv3 finds
     its ports through the portmapper, which takes port 111 (of the host's own network) and a socket
     under /run (a /run of its own, in a mount namespace of its own). Both are in a process group of
     their own (stop_group ends them; so does the hosts' end). Returns (ganesha's process, the folder's
     URL, nfs://ADDRESS/FOLDER: a file's is that + /NAME?version=3)."""
+    servers = servers_module()
     conf = os.path.join(work, "ganesha.conf")
-    with open(conf, "w") as f:
-        f.write("NFS_CORE_PARAM { Protocols = 3; NFS_Port = 2049; MNT_Port = 20048; Enable_NLM = false; "
-                "Enable_RQUOTA = false; }\n"
-                "NFSv4 { Graceless = true; }\n"  # no grace period: a SETATTR of a size in one is refused (JUKEBOX)
-                f"EXPORT {{ Export_Id = 1; Path = {folder}; Pseudo = {folder}; Access_Type = RW; "
-                "Squash = No_Root_Squash; Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
-                "LOG { Default_Log_Level = WARN; }\n")
-    exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+    servers.ganesha_config(conf, folder, version=3, pseudo=folder, writable=True, loopback=False)
+    exe = servers.ganesha_binary()
     serve = (f"mount -t tmpfs none /run && (rpcbind -w -f &) && while [ ! -S /run/rpcbind.sock ]; do sleep 0.05; "
              f"done && exec {exe} -F -f {conf} -L {work}/ganesha.log -p {work}/ganesha.pid -N NIV_WARN")
     with open(os.path.join(work, "ganesha-out.log"), "w") as log:
@@ -328,12 +331,7 @@ class SeaweedCluster:
         self.endpoint = f"http://{hosts.address(self.gateway)}:{self.S3}"
         self.servers: list[subprocess.Popen] = []
 
-    @staticmethod
-    def servers_module():
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-        import servers
-
-        return servers
+    servers_module = staticmethod(servers_module)
 
     def __enter__(self) -> SeaweedCluster:
         servers = self.servers_module()

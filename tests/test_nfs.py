@@ -16,7 +16,7 @@ import time
 
 import pytest
 from conftest import CliResult
-from hosts import Hosts, serve_nfs3, why_not
+from hosts import Hosts, serve_nfs3, servers_module, why_not
 from test_bad_input import assert_one_line_error
 from test_remote import (
     assert_a_remote_dataset_trains_and_predicts,
@@ -56,13 +56,7 @@ def start_ganesha(work):
     prepare(str(exported / "data.dat"), 8 * MiB)
     port = free_port()
     conf = work / "ganesha.conf"
-    conf.write_text(
-        f"NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {port}; Bind_addr = 127.0.0.1; Enable_NLM = false; "
-        "Enable_RQUOTA = false; }\n"
-        "NFSv4 { Graceless = true; }\n"
-        f"EXPORT {{ Export_Id = 1; Path = {exported}; Pseudo = /exp; Access_Type = RO; Squash = No_Root_Squash; "
-        "Protocols = 4; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }\n"
-        "LOG { Default_Log_Level = WARN; }\n")
+    servers_module().ganesha_config(str(conf), str(exported), version=4, pseudo="/exp", writable=False, port=port)
     with open(work / "out.log", "w") as log:
         proc = start([exe, "-F", "-f", str(conf), "-L", str(work / "ganesha.log"), "-p", str(work / "ganesha.pid"),
                       "-N", "NIV_WARN"], port, log)
