@@ -513,3 +513,21 @@ def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_f
     runs = {c: [one_and_run(0.1, 1.0 if c == "curl" else 0.5)] * 3 for c in ("gdsbench", vs_clients.THREADS, "curl")}
     rows = vs_clients.table_rows("nginx (HTTP)", 4 << 20, 8, 64 << 20, list(runs), runs, {"rows": []})
     assert [r[-1].split(" of ")[1].split(" ")[0] if r[-1] else "" for r in rows] == ["curl", "curl", ""]
+
+
+def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):
+    """v3.0's DLIO reads only its own spelling of the record size, takes the workload files by --config-dir
+    ahead of the overrides, and DLIO 2.0 keeps its own configs and spelling."""
+    vs_dlio = load("vs_dlio")
+    v3 = vs_dlio.Dlio("/v3", str(tmp_path), vs_dlio.CASES["retinanet"])
+    argv = v3.mpirun(2) + v3.overrides()
+    assert argv.index(f"--config-dir={tmp_path}/v3-configs") < argv.index("workload=retinanet_b200")
+    assert "++workload.dataset.record_length_bytes=322957" in argv
+    assert not [a for a in argv if "record_length=" in a]
+    for name in ("retinanet_b200", "retinanet_datagen"):
+        with open(os.path.join(vs_dlio.V3_WORKLOADS, f"{name}.yaml")) as held:
+            assert (tmp_path / "v3-configs" / "workload" / f"{name}.yaml").read_text() == held.read()
+    assert vs_dlio.CASES["retinanet"].gdsbench_workload == "retinanet"
+    v2 = vs_dlio.Dlio("/v2", str(tmp_path / "two"), vs_dlio.CASES["resnet50"])
+    argv = v2.mpirun(1) + v2.overrides()
+    assert not [a for a in argv if a.startswith("--config-dir")] and "++workload.dataset.record_length_stdev=0" in argv
