@@ -583,6 +583,8 @@ def main() -> int:
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--servers", default=",".join(SERVERS), help=f"of {', '.join(SERVERS)}")
     ap.add_argument("--depths", default="1,8,32", help="requests in flight, each a row")
+    ap.add_argument("--ranges", default="", help="range sizes, each a row (64K,16M; default: each server's "
+                    "PLAN); a size PLAN does not give a server reads as much a run as its largest range does")
     ap.add_argument("--out", default=None, help="where the table goes (default: results/benchmarks)")
     ap.add_argument("--old", default="", help=f"the Python of an environment holding an older build: client {OLD}")
     ap.add_argument("--old-name", default="old", help="what to call it in the notes (a commit)")
@@ -593,6 +595,7 @@ def main() -> int:
     OLD_PYTHON = args.old
     root = os.path.dirname(HERE)
     depths = tuple(int(d) for d in args.depths.split(","))
+    ranges = [parse_size(r) for r in args.ranges.split(",") if r]
     repeats, depths, plan = (2, (8,), QUICK_PLAN) if args.quick else (args.repeats, depths, PLAN)
     out_dir = args.out or os.path.join(root, "results", *(("scratch", "benchmarks") if args.quick else ("benchmarks",)))
     clients = [c for c in args.clients.split(",") if c]
@@ -622,8 +625,8 @@ def main() -> int:
                 warm(url, base)
                 if server == "nginx (HTTP)":
                     ceiling = measure_ceiling(proc.pid, url, object_size, work)
-                for bs in (size for size in plan[server] if size != "object"):
-                    total = plan[server][bs]
+                for bs in ranges or [size for size in plan[server] if size != "object"]:
+                    total = bytes_per_run(plan[server], bs)
                     for qd in depths:
                         runs = measure_row(clients, url, base, bs, qd, total, object_size, repeats, work, proc.pid)
                         rows += table_rows(server, bs, qd, total, clients, runs, raw)
@@ -665,6 +668,21 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
                         "figures": figures, "best_other": best, "judged": judged})
     return out
+
+
+def parse_size(text: str) -> int:
+    """64K, 4M, 16M (binary units) as bytes."""
+    units = {"K": KiB, "M": MiB, "G": GiB}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
+
+
+def bytes_per_run(server_plan: dict, bs: int) -> int:
+    """What one run of a row reads: the server's PLAN for that range size, or, for a size PLAN does not
+    give it (--ranges), as much as its largest range's rows read (never less than one range a client)."""
+    if bs in server_plan:
+        return server_plan[bs]
+    largest = max(size for size in server_plan if size != "object")
+    return max(server_plan[largest], bs)
 
 
 def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> list[str]:

@@ -531,3 +531,12 @@ def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):
     v2 = vs_dlio.Dlio("/v2", str(tmp_path / "two"), vs_dlio.CASES["resnet50"])
     argv = v2.mpirun(1) + v2.overrides()
     assert not [a for a in argv if a.startswith("--config-dir")] and "++workload.dataset.record_length_stdev=0" in argv
+
+
+def test_vs_clients_reads_a_range_size_its_plan_does_not_give_as_much_as_its_largest():
+    vs_clients = load("vs_clients")
+    MiB = 1 << 20
+    assert [vs_clients.parse_size(t) for t in ("64K", "16M", "4096")] == [64 << 10, 16 * MiB, 4096]
+    nginx = vs_clients.PLAN["nginx (HTTP)"]
+    assert vs_clients.bytes_per_run(nginx, 64 << 10) == nginx[64 << 10]
+    assert vs_clients.bytes_per_run(nginx, 16 * MiB) == nginx[4 * MiB]  # its largest range's rows
