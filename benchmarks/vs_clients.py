@@ -93,6 +93,7 @@ FIO_NFS = os.environ.get("GDSBENCH_FIO_NFS", "")  # a fio built with its nfs eng
 HERE = os.path.dirname(os.path.abspath(__file__))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
 SPEED_TARGET, CPU_TARGET = 0.95, 1.0
+MAX_FIXED_SHARE = 0.5  # a client whose fixed costs (its one-range run) take more of its run than this is not judged
 SAME_WITHIN = 0.05  # --old: this build against the old one, as build_ab.py judges
 OLD = "gdsbench-old"  # the client that is the old build (--old)
 OURS = ("gdsbench", THREADS, OLD)  # gdsbench's own clients: never the 'best other' they are judged against
@@ -440,6 +441,8 @@ def verdict_text(c: dict | None, name: str) -> str:
     """The table's cell: each median ratio, its interval labelled (min-max, or a CI with its coverage), the word."""
     if not c:
         return "-"
+    if c.get("unjudged"):
+        return c["unjudged"]
 
     def part(v: dict, word: str) -> str:
         lo, hi = v["interval"]
@@ -653,6 +656,13 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
     net = {c: net_figures(runs[c]) for c in clients}
     best = OLD if OLD in clients else best_other(figures)
     judged = {c: compare(net[c], net[best]) for c in ("gdsbench", THREADS) if best and c in clients}
+    for c in judged:
+        heavy = [x for x in (c, best) if "run_s" in figures[x] and
+                 figures[x]["one_range_s"] > MAX_FIXED_SHARE * figures[x]["run_s"]]
+        if heavy and judged[c]:
+            judged[c]["unjudged"] = (f"not judged: {heavy[0]}'s fixed costs (its one-range run) took "
+                                     f"{figures[heavy[0]]['one_range_s'] / figures[heavy[0]]['run_s']:.0%} of its run, "
+                                     "so what is left is not a measurement; read more a run")
     out = []
     for c in clients:
         f = figures[c]

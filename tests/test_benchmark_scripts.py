@@ -540,3 +540,12 @@ def test_vs_clients_reads_a_range_size_its_plan_does_not_give_as_much_as_its_lar
     nginx = vs_clients.PLAN["nginx (HTTP)"]
     assert vs_clients.bytes_per_run(nginx, 64 << 10) == nginx[64 << 10]
     assert vs_clients.bytes_per_run(nginx, 16 * MiB) == nginx[4 * MiB]  # its largest range's rows
+
+
+def test_vs_clients_does_not_judge_a_row_whose_fixed_costs_are_most_of_its_run():
+    """Where a one-range run takes most of a run (1 GiB of buffers first touched at 16 MiB x 64 in flight),
+    run less one range is not a measurement: the row says so instead of a verdict."""
+    vs_clients = load("vs_clients")
+    runs = {"gdsbench": [one_and_run(0.9, 1.0)] * 3, "curl": [one_and_run(0.1, 1.0)] * 3}
+    rows = vs_clients.table_rows("nginx (HTTP)", 16 << 20, 64, 64 << 20, list(runs), runs, {"rows": []})
+    assert rows[0][-1].startswith("not judged: gdsbench's fixed costs (its one-range run) took 90% of its run")
