@@ -86,7 +86,7 @@ CASES = {c.name: c for c in (
          "while the others wait at a barrier)"),
     Case("unet3d-4m", "unet3d_h100", "npz", 480, 1, 4 * MiB, int(4 * MiB * UNET3D_STDEV), 4, 2, 2, 0.2, (1, 2, 3, 4), 150),
     Case("resnet50", "resnet50_h100", "tfrecord", 36, 256, 144 * KiB, 0, 64, 8, 2, 0.15, (1, 2, 3, 4), 150),
-    Case("retinanet", "retinanet_b200", "jpeg", 4000, 1, 322957, 0, 24, 8, 2, 0.04755, (1, 2), 100, dlio=3),
+    Case("retinanet", "retinanet_b200", "jpeg", 4000, 1, 322957, 0, 24, 8, 2, 0.04755, (1, 2, 3, 4), 100, dlio=3),
 )}
 V3_WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                             "mlcommons-storage-v3.0")  # v3.0's workload files, as mlcommons/storage has them
