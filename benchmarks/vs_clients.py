@@ -85,6 +85,9 @@ from common import markdown_table, median, write_outputs  # noqa: E402
 from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
+from gdsbench.job.errors import UsageError  # noqa: E402
+from gdsbench.job.units import parse_size  # noqa: E402
+
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 CLIENTS = ("gdsbench", "gdsbench-threads", "curl", "obstore", "s3torch", "s5cmd", "nfs-cat", "fio-nfs", "smbclient")
 THREADS = "gdsbench-threads"  # gdsbench with a thread on every core, the requests in flight shared among them
@@ -598,7 +601,10 @@ def main() -> int:
     OLD_PYTHON = args.old
     root = os.path.dirname(HERE)
     depths = tuple(int(d) for d in args.depths.split(","))
-    ranges = [parse_size(r) for r in args.ranges.split(",") if r]
+    try:
+        ranges = [parse_size(r, "--ranges") for r in args.ranges.split(",") if r]
+    except UsageError as e:
+        sys.exit(f"vs_clients.py: {e}")
     repeats, depths, plan = (2, (8,), QUICK_PLAN) if args.quick else (args.repeats, depths, PLAN)
     out_dir = args.out or os.path.join(root, "results", *(("scratch", "benchmarks") if args.quick else ("benchmarks",)))
     clients = [c for c in args.clients.split(",") if c]
@@ -678,12 +684,6 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
                         "figures": figures, "best_other": best, "judged": judged})
     return out
-
-
-def parse_size(text: str) -> int:
-    """64K, 4M, 16M (binary units) as bytes."""
-    units = {"K": KiB, "M": MiB, "G": GiB}
-    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
 def bytes_per_run(server_plan: dict, bs: int) -> int:

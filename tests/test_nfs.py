@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ def ganesha_binary() -> str:
     """ganesha.nfsd, where this machine has it and gdsbench its nfs engine (else the test skips, saying why)."""
     from gdsbench.job.spec import ENGINE_INFO
 
-    exe = shutil.which("ganesha.nfsd") or "/usr/bin/ganesha.nfsd"
+    exe = servers_module().ganesha_binary()
     if not os.path.exists(exe):
         pytest.skip("nfs-ganesha is not installed (scripts/setup --tests installs it: apt-get install nfs-ganesha "
                     "nfs-ganesha-vfs)")
