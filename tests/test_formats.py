@@ -85,10 +85,10 @@ def test_unet3d_h100_maps_onto_the_built_in_workload_and_names_what_it_does_not_
     assert (resnet.format, resnet.record_bytes, resnet.batch, resnet.compute_s) == ("tfrecord", 114_660, 400, 0.224)
 
 
-def test_mlcommons_storage_v3_b200_unet3d_and_retinanet_map_and_parquet_is_refused_naming_it(gdsbench):
+def test_mlcommons_storage_v3_b200_workloads_map_as_the_built_ins(gdsbench):
     """MLPerf Storage v3.0's B200 timings ride on the workload files: unet3d_b200 maps with its own
-    computation time, retinanet_b200 as a JPEG file a sample with its AU threshold of 0.85; flux
-    (parquet) is refused in one line until parquet is read (issue 39)."""
+    computation time, retinanet_b200 as a JPEG file a sample with its AU threshold of 0.85, flux and
+    dlrm as parquet with their columns; each built-in is its file."""
     v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
     w = dlio_yaml.translate(os.path.join(v3, "unet3d_b200.yaml")).workload
     assert (w.name, w.format, w.files, w.batch, w.read_threads, w.compute_s, w.au_threshold) == (
@@ -99,8 +99,15 @@ def test_mlcommons_storage_v3_b200_unet3d_and_retinanet_map_and_parquet_is_refus
     built_in = workloads.BUILT_IN["retinanet"]
     assert (built_in.files, built_in.record_bytes, built_in.batch, built_in.compute_s, built_in.au_threshold) == (
         r.files, r.record_bytes, r.batch, r.compute_s, r.au_threshold)
+    for name in ("flux", "dlrm"):
+        t = dlio_yaml.translate(os.path.join(v3, f"{name}_b200.yaml"))
+        built_in = workloads.BUILT_IN[name]
+        assert t.workload.format == "parquet"
+        for field in ("files", "samples_per_file", "record_bytes", "batch", "read_threads", "compute_s", "au_threshold",
+                      "row_group", "columns", "read_columns"):
+            assert getattr(t.workload, field) == getattr(built_in, field), (name, field)
     res = gdsbench("predict", "--workload", os.path.join(v3, "flux_b200.yaml"), "/nonexistent")
-    assert_one_line_error(res, "dataset.format: 'parquet' (gdsbench reads npz, jpeg and tfrecord)")
+    assert "/nonexistent: not a directory" in res.err.strip().splitlines()[-1]
 
 
 def test_accelerator_type_gives_a_built_in_workload_mlperf_storages_timing(gdsbench):
@@ -152,7 +159,7 @@ def test_a_yaml_s_bad_bytes_sections_and_numbers_are_refused_in_one_line_naming_
         f"{ok}train: {{epochs: -3}}\n".encode(): "train.epochs -3: must be between 1 and 100000",
         f"{ok}train: {{epochs: many}}\n".encode(): "train.epochs 'many': not a whole number",
         b"dataset: {format: npz}\nreader: {batch_size: 0, sample_shuffle: seed}\n": "reader.batch_size 0: must be between 1",
-        b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz, jpeg and tfrecord)",
+        b"dataset: {format: [1]}\n": "dataset.format: [1] (gdsbench reads npz, jpeg, tfrecord and parquet)",
         f"{ok}train: {{total_training_steps: abc}}\n".encode(): "train.total_training_steps 'abc': not a number",
     }
     for i, (text, says) in enumerate(cases.items()):
@@ -504,18 +511,18 @@ def test_sweep_takes_a_fio_job_and_sweeps_the_lists_given_beside_it(gdsbench, pa
 
 
 def test_every_mlcommons_storage_v3_config_here_maps_or_is_refused_naming_the_key():
-    """v3.0's training files: unet3d, retinanet (jpeg), flux's jpeg variants and dlrm's npz ones map;
-    the parquet ones are refused naming dataset.format; the datagen ones map for prepare (parquet's
-    refused)."""
+    """v3.0's training files (unet3d, retinanet's jpeg, flux's jpeg and parquet variants, dlrm's npz and
+    parquet ones) and datagen files (for prepare) all map."""
     v3 = os.path.join(os.path.dirname(MLCOMMONS), "mlcommons-storage-v3.0")
     configs = {os.path.basename(p)[:-5]: p for p in glob.glob(os.path.join(v3, "*.yaml"))}
     mapped = ("unet3d_a100", "unet3d_b200", "unet3d_h100", "retinanet_a100", "retinanet_b200", "retinanet_h100",
-              "retinanet_mi355", "flux_a100", "flux_h100", "dlrm_a100", "dlrm_h100")
+              "retinanet_mi355", "flux_a100", "flux_h100", "flux_b200", "flux_mi355", "dlrm_a100", "dlrm_h100",
+              "dlrm_b200")
     assert {name: outcome(path) for name, path in configs.items()} == {
-        **{name: "mapped" for name in mapped}, "flux_b200": "dataset.format", "flux_mi355": "dataset.format",
+        **{name: "mapped" for name in mapped},
         **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux")}}
     assert {m: outcome(configs[f"{m}_datagen"], prepare=True) for m in ("unet3d", "retinanet", "flux")} == {
-        "unet3d": "mapped", "retinanet": "mapped", "flux": "dataset.format"}
+        "unet3d": "mapped", "retinanet": "mapped", "flux": "mapped"}
     mi355 = dlio_yaml.translate(configs["retinanet_mi355"]).workload
     assert (mi355.format, mi355.files, mi355.batch, mi355.compute_s, mi355.au_threshold) == (
         "jpeg", 1_170_301, 32, 0.0634, 0.85)

@@ -42,7 +42,7 @@ def open_inputs(args: argparse.Namespace):
     notes = list(getattr(args, "translation_notes", []))  # said by workload_from_args
     values = job_values(args)
     asking = asking_of(spec_from_values({k: v for k, v in values.items() if k != "path"}))  # the listing's too
-    dataset = open_dataset(args.path, workload.format, asking)
+    dataset = open_dataset(args.path, workload.format, asking, workload.read_columns)
     spec = reader_spec(workload, dataset, values)
     return workload, dataset, spec, notes
 

@@ -26,6 +26,10 @@ def _s(seconds) -> str:
 def reader_rule(w) -> str:
     """How samples are read: DLIO's reader for the workload's format, as emulated (train/pipeline.py)."""
     fmt = w.file_format
+    if fmt.row_groups:
+        from gdsbench.train.parquet import WINDOW
+
+        return f"{fmt.rule}'s rule: {w.read_threads} workers, each {WINDOW} row groups ahead at most"
     if fmt.streams:
         return f"{fmt.rule}'s rule: {w.read_threads} streams, {w.prefetch_batches} batches prefetched"
     return f"{fmt.rule}'s rule: {w.read_threads} read threads, {w.batches_in_flight} batches ahead"
@@ -33,9 +37,12 @@ def reader_rule(w) -> str:
 
 def header(run) -> str:
     w, d, spec = run.workload, run.dataset, run.spec
-    return (f"{w.name}: batch {w.batch} x {format_size(d.length.mean())} samples (sd {format_size(d.length.std())}), "
-            f"compute {_s(w.compute_s)}/step, {reader_rule(w)}; "
-            f"{d.samples} samples in {len(d.paths)} files; {spec.mode} mode, {spec.engine} "
+    sizes = d.sample_bytes()
+    units = f"{d.samples} samples in {d.units} row groups of {len(d.paths)} files" if d.rows is not None else \
+        f"{d.samples} samples in {len(d.paths)} files"
+    return (f"{w.name}: batch {w.batch} x {format_size(d.total_bytes / max(1, d.samples))} samples (sd "
+            f"{format_size(sizes.std())}), compute {_s(w.compute_s)}/step, {reader_rule(w)}; "
+            f"{units}; {spec.mode} mode, {spec.engine} "
             f"{'O_DIRECT' if spec.direct else 'buffered'}, {format_size(spec.bs)} chunks x {spec.qd}; "
             f"AU needed {w.au_threshold:.0%}")
 

@@ -147,6 +147,34 @@ def prepare(
     exists = check_may_write(path)
     if exists and not force and _is_complete(path, size):
         return Prepared(path, size, reused=True)
+    _write_new(path, size, exists, size_flag, lambda fd, tmp: _write_pattern(fd, path, size, seed, progress))
+    return Prepared(path, size, reused=False)
+
+
+def write_with(path: str, size: int, write: Callable[[str], None], size_flag: str) -> bool:
+    """A file another library writes (write(tmp_path): pyarrow's parquet writer, say), about
+    `size` bytes, signed as prepare's own; one gdsbench made and signed is kept as it is. Whether
+    it was written."""
+    exists = check_may_write(path)
+    if exists and is_signed(path):
+        return False
+    _write_new(path, size, exists, size_flag, lambda fd, tmp: write(tmp))
+    return True
+
+
+def is_signed(path: str) -> bool:
+    """Whether prepare made the file at `path` whole and nobody has changed it since (its signature)."""
+    try:
+        st = os.stat(path)
+        return json.loads(os.getxattr(path, MARK)) == {"size": st.st_size, "inode": st.st_ino,
+                                                       "mtime_ns": st.st_mtime_ns}
+    except (OSError, ValueError):
+        return False
+
+
+def _write_new(path: str, size: int, exists: bool, size_flag: str, fill: Callable[[int, str], None]) -> None:
+    """Write a file of gdsbench's at `path` (fill(fd, temporary path)) under a temporary name, sign
+    it, then give it the name: only a whole, signed file ever has it."""
     if exists:  # before writing a new one: it could not be put in this one's place
         writable.refuse_locked(path, "replace it")
     directory = _check_room(path, size, exists, size_flag)
@@ -154,12 +182,12 @@ def prepare(
     tmp = f"{path}{PARTIAL}{os.getpid()}"
     fd = _create(tmp, path)
     try:
-        _write_pattern(fd, path, size, seed, progress)
+        fill(fd, tmp)
         os.fsync(fd)
         _mark(fd)
         os.close(fd)
         fd = -1
-        os.rename(tmp, path)  # only a whole, marked file ever has the name
+        os.rename(tmp, path)
         _fsync_directory(directory)
     except BaseException:
         if fd >= 0:
@@ -167,8 +195,7 @@ def prepare(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    pagecache.evict(path, 0, size)  # a run right after must not read what we just wrote from RAM
-    return Prepared(path, size, reused=False)
+    pagecache.evict(path, 0, os.path.getsize(path))  # a run right after must not read what we just wrote from RAM
 
 
 def _check_room(path: str, size: int, exists: bool, size_flag: str) -> str:

@@ -2,7 +2,9 @@
 DLIO draws them, written with gdsbench's verifiable pattern, and a manifest
 (gdsbench-dataset.json) that says where every sample is. A directory without
 a manifest (one DLIO generated, say) is read as its files' format says
-(train/formats.py): TFRecord files record by record, other files each one sample.
+(train/formats.py): TFRecord files record by record, parquet files row group by
+row group, other files each one sample. Parquet datasets are real parquet files
+(train/parquet.py), their manifest listing each file's bytes.
 
 Sample sizes follow DLIO's generator: a sample is d1 x d2 bytes, each
 dimension drawn from a normal distribution of mean sqrt(record_bytes) and
@@ -24,12 +26,18 @@ from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system.environment import meminfo
 from gdsbench.system.folders import Folder, LocalFolder, folder_for
-from gdsbench.system.prepare import BLOCK
+from gdsbench.system.prepare import BLOCK, is_signed, write_with
+from gdsbench.train import parquet
 from gdsbench.train.formats import BESIDE, FORMATS, PLAIN, Format
 from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
 MANIFEST = "gdsbench-dataset.json"
 SHAPE = ("files", "samples_per_file", "record_bytes", "record_stdev", "seed")  # the workload fields a dataset is made of
+
+
+def shape_of(workload: Workload) -> tuple[str, ...]:
+    """The fields a dataset of this workload is made of (parquet's row groups too)."""
+    return SHAPE + (("row_group",) if workload.file_format.row_groups else ())
 CACHE_FACTOR = 5  # MLPerf Storage: a dataset at least 5x the client's memory, so the page cache cannot hold it
 
 
@@ -47,7 +55,8 @@ def record_sizes(workload: Workload, count: int) -> np.ndarray:
 
 @dataclass
 class Dataset:
-    """Every sample: the file it is in (an index into paths), its offset and its length."""
+    """Every read unit: the file it is in (an index into paths), its offset and its length. A unit
+    is a sample; in a parquet dataset it is a row group's span, holding `rows` samples."""
 
     directory: str
     paths: list[str]
@@ -59,10 +68,29 @@ class Dataset:
     folder: Folder  # where it is: its files are listed, checked and evicted through it
     note: str = ""  # how it was read (a manifest, or a plain directory)
     workload: dict | None = None  # the workload its manifest says it was prepared for
+    rows: np.ndarray | None = None  # samples in each unit (parquet's row groups); None: one each
+    footers: np.ndarray | None = None  # per file, the (offset, length) read before its units (parquet's footer)
 
     @property
     def samples(self) -> int:
+        return len(self.length) if self.rows is None else int(self.rows.sum())
+
+    @property
+    def units(self) -> int:
         return len(self.length)
+
+    def sample_bytes(self) -> np.ndarray:
+        """Bytes read per sample, a value per unit (a row group's span over its rows)."""
+        return self.length.astype(float) if self.rows is None else self.length / np.maximum(self.rows, 1)
+
+    def sample_sizes(self, most: int = 1_000_000) -> np.ndarray:
+        """Every sample's bytes (a row's share of its row group's span), or `most` of them drawn
+        in proportion where there are more (a parquet dataset's billions of rows)."""
+        if self.rows is None:
+            return self.length.astype(float)
+        if self.samples <= most:
+            return np.repeat(self.sample_bytes(), self.rows)
+        return np.random.default_rng(0).choice(self.sample_bytes(), size=most, p=self.rows / self.rows.sum())
 
     @property
     def total_bytes(self) -> int:
@@ -72,14 +100,17 @@ class Dataset:
         return self.paths[self.file_index[i]], int(self.offset[i]), int(self.length[i])
 
     def describe(self) -> dict:
+        per = self.sample_bytes()
         return {"directory": self.directory, "files": len(self.paths), "samples": self.samples,
-                "bytes": self.total_bytes, "mean_sample_bytes": float(self.length.mean()) if self.samples else 0.0,
-                "stdev_sample_bytes": float(self.length.std()) if self.samples else 0.0, "patterned": self.patterned,
-                "remote": self.folder.remote, "note": self.note}
+                "bytes": self.total_bytes, "mean_sample_bytes": float(self.total_bytes / self.samples) if self.samples
+                else 0.0, "stdev_sample_bytes": float(per.std()) if self.samples else 0.0, "patterned": self.patterned,
+                "remote": self.folder.remote, "note": self.note,
+                **({"row_groups": self.units} if self.rows is not None else {})}
 
 
 def _file_name(workload: Workload, i: int) -> str:
-    return f"{workload.name}_{i:0{len(str(workload.files - 1))}d}.dat"
+    suffix = ".parquet" if workload.file_format.row_groups else ".dat"  # parquet: files DLIO's reader would take
+    return f"{workload.name}_{i:0{len(str(workload.files - 1))}d}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -88,7 +119,7 @@ class Plan:
 
     workload: Workload
     folder: Folder
-    sizes: np.ndarray  # files x samples_per_file, bytes
+    sizes: np.ndarray  # files x samples_per_file, bytes (parquet: files x 1, the rows' bytes)
     present: int  # bytes of files already complete (kept)
 
     @property
@@ -103,6 +134,10 @@ class Plan:
         w, sizes = self.workload, self.sizes
         left = f"; {format_size(self.present)} of it already there, {format_size(self.total - self.present)} to write" \
             if self.present else ""
+        if w.file_format.row_groups:  # the rows' own bytes: pyarrow adds its pages and footer
+            return (f"{self.directory}: {w.files} parquet files x {w.samples_per_file} rows of "
+                    f"{format_size(sizes.mean() / w.samples_per_file)} in {len(w.columns)} columns, row groups of "
+                    f"{w.row_group}, about {format_size(self.total)} in all{left}")
         return (f"{self.directory}: {w.files} files x {w.samples_per_file} samples of {format_size(sizes.mean())} "
                 f"(sd {format_size(sizes.std())}), {format_size(self.total)} in all{left}")
 
@@ -150,15 +185,35 @@ def plan_dataset(workload: Workload, directory: str, asking: dict | None = None)
     record = _read_manifest(folder)
     if record is not None:
         before = record["workload"]
-        if any(before.get(k) != getattr(workload, k) for k in ("name",) + SHAPE):
+        if any(before.get(k) != getattr(workload, k) for k in ("name",) + shape_of(workload)):
             raise UsageError(f"{folder.name}: holds a dataset of another shape ({before.get('name')}: "
-                             + ", ".join(f"{k} {before.get(k)}" for k in SHAPE) + f", see {MANIFEST}); a dataset "
+                             + ", ".join(f"{k} {before.get(k)}" for k in shape_of(workload)) + f", see {MANIFEST}); a dataset "
                              "cannot grow or change in place (its sample sizes are drawn for its whole shape): give "
                              "another directory, or remove this one to write it anew")
+    if workload.file_format.row_groups:
+        if folder.remote:
+            raise UsageError(f"PATH {directory}: parquet datasets are prepared in a local directory (pyarrow writes "
+                             "them); give one")
+        sizes = np.full((workload.files, 1), workload.samples_per_file * parquet.row_bytes(workload.columns))
+        present = sum(int(row[0]) for i, row in enumerate(sizes) if is_signed(folder.path(_file_name(workload, i))))
+        return Plan(workload, folder, sizes, present)
     sizes = record_sizes(workload, workload.samples).reshape(workload.files, workload.samples_per_file)
     present = sum(int(row.sum()) for i, row in enumerate(sizes)
                   if folder.complete(folder.path(_file_name(workload, i)), int(row.sum())))
     return Plan(workload, folder, sizes, present)
+
+
+def _write_file(plan: Plan, i: int) -> None:
+    """File i of the plan: the pattern, or a parquet file of random rows (its own seed: a file rewritten
+    is the same file)."""
+    w, path = plan.workload, plan.folder.path(_file_name(plan.workload, i))
+    size = int(plan.sizes[i].sum())
+    if not w.file_format.row_groups:
+        plan.folder.write_pattern(path, size, w.seed, f"file {os.path.basename(path)}")
+        return
+    rng = np.random.default_rng([w.seed, i])
+    write_with(path, size, lambda tmp: parquet.write(tmp, w.columns, w.samples_per_file, w.row_group, rng),
+               f"file {os.path.basename(path)}")
 
 
 def _write_manifest(plan: Plan, complete: bool, files_done: int) -> None:
@@ -187,9 +242,8 @@ def prepare_dataset(plan: Plan, progress=None, started=None) -> Dataset:
     _write_manifest(plan, complete=False, files_done=0)
     done = 0
     for i, row in enumerate(plan.sizes):
-        name = _file_name(plan.workload, i)
         try:
-            folder.write_pattern(folder.path(name), int(row.sum()), plan.workload.seed, f"file {name}")
+            _write_file(plan, i)
         except GdsbenchError as e:
             _write_manifest(plan, complete=False, files_done=i)
             raise type(e)(f"{plan.directory}: the dataset stopped after {i} of {plan.workload.files} files ({e}); "
@@ -198,15 +252,17 @@ def prepare_dataset(plan: Plan, progress=None, started=None) -> Dataset:
         if progress:
             progress(done, plan.total)
     _write_manifest(plan, complete=True, files_done=plan.workload.files)
-    return open_dataset(plan.directory, asking=plan.folder.asking)
+    return open_dataset(plan.directory, asking=plan.folder.asking, columns=plan.workload.read_columns)
 
 
-def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = None) -> Dataset:
+def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = None,
+                 columns: tuple[str, ...] = ()) -> Dataset:
     """The samples of a prepared dataset (its manifest); of a folder of a format's files, as DLIO
     generates them (TFRecord's: every record a sample, as its reader finds them, train/formats.py);
     or of any other directory (every file one sample, as DLIO's npz). `directory` is a local
     directory or an S3 prefix. `fmt`, the workload's format, refuses a folder whose files do not
-    fit it. `asking`: how an S3 prefix's server is asked (folder_for)."""
+    fit it. `asking`: how an S3 prefix's server is asked (folder_for). `columns`: the columns a
+    parquet dataset's reads take (all where empty)."""
     folder = folder_for(directory, asking)
     if not folder.exists():
         what, new = ("no files or objects under it", directory) if folder.remote else ("not a directory", "NEW_DIR")
@@ -220,6 +276,14 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
                              f"of {len(files)} files); finish it with the same `gdsbench prepare --workload "
                              f"{workload.get('name')} {directory}` command")
         paths = [folder.path(name) for name, _ in files]
+        made_as = FORMATS.get(workload.get("format"))
+        if made_as is not None and made_as.row_groups:  # real parquet files: read by their footers, as DLIO's
+            missing = next((p for p in paths if not os.path.isfile(p)), None)
+            if missing or folder.remote:
+                raise UsageError(f"{missing or directory}: missing (or on a server); prepare the dataset again")
+            found = _packed_dataset(folder, [(p, os.path.getsize(p)) for p in paths], made_as, columns)
+            found.note, found.workload = f"{MANIFEST}: workload {workload.get('name')}; {found.note}", workload
+            return found
         lengths = [np.asarray(sizes, dtype=np.int64) for _, sizes in files]
         file_index = np.concatenate([np.full(len(x), i, dtype=np.int64) for i, x in enumerate(lengths)])
         offset = np.concatenate([np.cumsum(x) - x for x in lengths])
@@ -253,7 +317,7 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
             raise UsageError(f"PATH {directory}: {held.title} files on a server are not read yet "
                              f"({held.local_only}); copy the folder to a local directory, or use an {PLAIN.name} workload")
         if held.reader is not None:
-            return _packed_dataset(folder, named[held], held)
+            return _packed_dataset(folder, named[held], held, columns)
         found = named[held]  # a file a sample: its own files, read whole
     paths = [p for p, _ in found]
     length = np.array([n for _, n in found], dtype=np.int64)
@@ -266,15 +330,20 @@ def open_dataset(directory: str, fmt: str | None = None, asking: dict | None = N
                    patterned=patterned, folder=folder, note=note)
 
 
-def _packed_dataset(folder: LocalFolder, files_found: list[tuple[str, int]], fmt: Format) -> Dataset:
-    """Every sample of every file (path, size) of a format whose samples its reader finds in them."""
+def _packed_dataset(folder: LocalFolder, files_found: list[tuple[str, int]], fmt: Format,
+                    columns: tuple[str, ...] = ()) -> Dataset:
+    """Every unit of every file (path, size) of a format whose units its reader finds in them."""
     paths = [p for p, _ in files_found]
-    samples, how = fmt.reader(paths)
+    packed = fmt.reader(paths, columns)
+    units = packed.units
     return Dataset(folder.name, paths, np.array([n for _, n in files_found], dtype=np.int64),
-                   np.concatenate([np.full(len(found), i, dtype=np.int64) for i, found in enumerate(samples)]),
-                   np.concatenate([np.array([o for o, _ in found], dtype=np.int64) for found in samples]),
-                   np.concatenate([np.array([n for _, n in found], dtype=np.int64) for found in samples]),
-                   patterned=False, folder=folder, note=how)
+                   np.concatenate([np.full(len(found), i, dtype=np.int64) for i, found in enumerate(units)]),
+                   np.concatenate([np.array([o for o, _ in found], dtype=np.int64) for found in units]),
+                   np.concatenate([np.array([n for _, n in found], dtype=np.int64) for found in units]),
+                   patterned=False, folder=folder, note=packed.how,
+                   rows=None if packed.rows is None else np.concatenate([np.array(r, dtype=np.int64)
+                                                                         for r in packed.rows]),
+                   footers=None if packed.footers is None else np.array(packed.footers, dtype=np.int64))
 
 
 def disagreements(dataset: Dataset, workload: Workload) -> list[str]:
@@ -293,7 +362,7 @@ def disagreements(dataset: Dataset, workload: Workload) -> list[str]:
     elif workload.samples != dataset.samples:
         out.append(f"the workload has {workload.samples} samples ({workload.files} files x {workload.samples_per_file}), "
                    f"the dataset {dataset.samples}: steps come from the dataset")
-    mean = float(dataset.length.mean())
+    mean = dataset.total_bytes / max(1, dataset.samples)
     if not 0.5 <= mean / workload.record_bytes <= 2:
         out.append(f"samples average {format_size(mean)}, the workload's record_bytes is "
                    f"{format_size(workload.record_bytes)}: train reads the dataset's samples, and MiB/s (as DLIO's MB/s) "

@@ -23,6 +23,7 @@ from typing import Any
 from gdsbench.job import tomlfile
 from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
+from gdsbench.train import parquet
 from gdsbench.train.formats import DLIO_DEFAULT, FORMATS, format_names
 from gdsbench.train.workloads import OPTIONS, Workload
 
@@ -244,6 +245,12 @@ def translate(path: str, prepare: bool = False) -> Translation:
                 out.warnings.append(f"{dotted}: not emulated ({WARNED[section, key]})")
             elif section in WARNED_SECTIONS:
                 out.warnings.append(f"{dotted}: not emulated ({WARNED_SECTIONS[section]})")
+            elif (section, key) in NESTED:
+                NESTED[section, key](path, value, values, out)
+            elif FORMATS[fmt].row_groups and (section, key) in (("reader", "file_shuffle"), ("reader", "sample_shuffle"),
+                                                                ("reader", "prefetch_size")):
+                out.warnings.append(f"{dotted}: not emulated (v3.0 DLIO's parquet reader deals each loader worker every "
+                                    "R-th file in name order and holds PyTorch's default 2 batches a worker ahead)")
             elif FORMATS[fmt].streams and (section, key) in (("reader", "file_shuffle"), ("reader", "sample_shuffle")):
                 out.warnings.append(f"{dotted}: not emulated (tf.data's rule here reads each rank's files whole in "
                                     "name order; a shuffle changes which file comes when, or the order of records "
@@ -266,6 +273,56 @@ def translate(path: str, prepare: bool = False) -> Translation:
     return out
 
 
+def _parquet_section(path: str, section: Any, values: dict[str, Any], out: Translation) -> None:
+    """dataset.parquet: the columns and row-group size map; what only changes how DLIO generates is
+    warned; a partitioned layout is refused."""
+    where = f"--workload {path}: dataset.parquet"
+    if not isinstance(section, dict):
+        raise UsageError(f"{where}: must be a mapping (columns: [...], row_group_size: N)")
+    for key, value in section.items():
+        dotted = f"dataset.parquet.{clip(key)}"
+        if key == "columns":
+            values["columns"] = parquet.columns_from_yaml(value, f"--workload {path}: {dotted}")
+            out.mapped.append(f"{dotted} -> {len(values['columns'])} columns, "
+                              f"{parquet.row_bytes(values['columns']):,} bytes a row")
+        elif key == "row_group_size":
+            values["row_group"] = _value(OPTIONS["row_group"], value, f"--workload {path}: {dotted}")
+            out.mapped.append(f"{dotted} -> row_group {values['row_group']}")
+            out.keys["row_group"] = dotted
+        elif key in ("generation_batch_size", "use_s3dlio_gen"):
+            out.warnings.append(f"{dotted}: not emulated (how DLIO's generator batches its writes)")
+        elif key == "read_mode" and value == "row_group":
+            out.warnings.append(f"{dotted}: not read by v3.0's DLIO at cbe2001 (it reads by row group anyway)")
+        else:
+            raise _refuse(path, dotted, "a parquet setting gdsbench does not emulate (a partitioned layout, another "
+                          "read mode)")
+    if any(isinstance(column, dict) and "read" in column for column in section.get("columns") or []):
+        out.warnings.append("dataset.parquet.columns: the per-column read: flags are not read by v3.0's DLIO at "
+                            "cbe2001 (only storage.storage_options.columns selects); every column is read")
+
+
+def _storage_options(path: str, options: Any, values: dict[str, Any], out: Translation) -> None:
+    """storage.storage_options: the columns a parquet reader reads map; its read-ahead window must be
+    the one emulated; the rest (an object store's library and credentials) is warned."""
+    if not isinstance(options, dict):
+        raise UsageError(f"--workload {path}: storage.storage_options: must be a mapping")
+    for key, value in options.items():
+        dotted = f"storage.storage_options.{clip(key)}"
+        if key == "columns" and value:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise UsageError(f"--workload {path}: {dotted}: a list of column names")
+            values["read_columns"] = tuple(value)
+            out.mapped.append(f"{dotted} -> reads {len(value)} columns")
+        elif key in ("prefetch_window", "prefetch_workers") and value != parquet.WINDOW:
+            raise _refuse(path, dotted, f"{quoted(value)}: gdsbench emulates v3.0 DLIO's default of {parquet.WINDOW}")
+        else:
+            out.warnings.append(f"{dotted}: not emulated (how DLIO reaches its storage)")
+
+
+NESTED = {("dataset", "parquet"): _parquet_section,  # keys holding settings of their own: each mapped by its reader
+          ("storage", "storage_options"): _storage_options}
+
+
 def _defaults(fmt: str) -> dict[str, Any]:
     """DLIO's own defaults where a YAML leaves a field out (its ConfigArguments), and
     gdsbench's transfer size for the format (train/formats.py)."""
@@ -281,7 +338,8 @@ def _check_reader(path: str, fmt: str, reader: dict, data: dict) -> None:
     if loader != emulated:
         raise _refuse(path, "reader.data_loader", f"{quoted(loader)} for {fmt} (gdsbench emulates {emulated}'s rules "
                                                   f"for {fmt})")
-    if not FORMATS[fmt].streams and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
+    dealt = not FORMATS[fmt].streams and not FORMATS[fmt].row_groups  # PyTorch's sampler deals the samples
+    if dealt and reader.get("sample_shuffle", "off") not in SHUFFLES:  # DLIO's default is off
         raise _refuse(path, "reader.sample_shuffle", f"{quoted(reader.get('sample_shuffle', 'off'))}"
                       f"{'' if 'sample_shuffle' in reader else ' (DLIO default)'}: samples read in order, where "
                       "gdsbench deals them shuffled as PyTorch's sampler does")

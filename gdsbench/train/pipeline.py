@@ -14,6 +14,10 @@ emulated as DLIO runs it:
     streams        R streams read the rank's files whole and in order, a
                    chunk at a time, records interleaved round-robin into
                    batches; reading runs ahead by prefetch + 1 batches
+  parquet (v3.0 DLIO's row-group reader, RowGroupLoader below)
+    workers        R workers each read every R-th file's footer, then those
+                   files' row groups in order, 64 row groups ahead at most;
+                   a worker cuts a batch whenever `batch` rows have landed
 
     step           wait for the next batch, sleep the compute time, then wait
                    at the step barrier for every other accelerator
@@ -36,10 +40,12 @@ import numpy as np
 
 from gdsbench import _native
 from gdsbench.job.errors import GdsbenchError, IoFailure
+from gdsbench.train import parquet
 from gdsbench.train.dataset import Dataset, shard, steps_per_epoch
 from gdsbench.train.workloads import Workload
 
 READ_JOIN_S = 2.0  # how long an ending epoch waits for each read thread
+TORCH_PREFETCH = 2  # batches PyTorch's DataLoader asks of each worker ahead (its default prefetch_factor)
 
 
 def _hand_over(loader, error: BaseException) -> None:
@@ -259,6 +265,96 @@ class StreamLoader:
             t.join(timeout=READ_JOIN_S)
 
 
+class RowGroupLoader:
+    """v3.0 DLIO's parquet rule, as its fork reads a local folder (data_loader/torch_data_loader.py's
+    TorchIterableDataset driving reader/parquet_reader_file_iterable.py, at cbe2001). Each of R
+    workers takes every R-th file of the dataset in name order (every rank the same files: that
+    loader does not shard by rank, each rank stops after its steps), reads all its files' footers,
+    then its files' row groups in order, each one read of the span its selected columns cover, at
+    most `window` row groups past the one its next batch needs. A worker cuts a batch whenever
+    `batch` rows have landed, across row groups and files, and drops its last partial one. Batches
+    come from the workers in turn (PyTorch's DataLoader), each worker asked at most TORCH_PREFETCH
+    batches ahead of the accelerator. DLIO keeps the window's reads in flight at once, a thread
+    each; here a worker reads them one after another, each in transfer-size chunks, qd in flight."""
+
+    def __init__(self, readers: list, dataset: Dataset, batch: int, window: int, stop: threading.Event):
+        self.readers, self.dataset, self.batch, self.window, self.stop = readers, dataset, batch, window, stop
+        workers = len(readers)
+        by_file = np.lexsort((dataset.offset, dataset.file_index))  # units in file order, then offset
+        starts = np.searchsorted(dataset.file_index[by_file], np.arange(len(dataset.paths) + 1))
+        files = list(range(len(dataset.paths)))
+        self.files = [files[w::workers] for w in range(workers)]
+        self.units = [np.concatenate([by_file[starts[f]:starts[f + 1]] for f in mine]) if mine
+                      else np.zeros(0, dtype=np.int64) for mine in self.files]
+        self.cum_rows = [np.cumsum(dataset.rows[u]) for u in self.units]
+        made = [int(c[-1]) // batch if len(c) else 0 for c in self.cum_rows]
+        self.order: list[int] = []  # the worker each batch comes from: in turn, an exhausted one left out
+        while len(self.order) < sum(made):
+            self.order += [w for w in range(workers) if made[w] > self.order.count(w)]
+        self.batch_count = len(self.order)
+        self.row_bytes = [float(dataset.length[u].sum()) / max(1, int(c[-1])) if len(c) else 0.0
+                          for u, c in zip(self.units, self.cum_rows)]
+        self.taken = [0] * workers  # batches the accelerator has taken from each worker
+        self.landed = [0] * workers  # rows of each worker's row groups read, in order
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+        self.bytes = self.samples = 0
+        self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True) for w in range(workers)]
+        for t in self.threads:
+            t.start()
+
+    def _may_read(self, w: int, j: int) -> bool:
+        """Whether worker w may start its j-th row group: the row group its furthest asked-for batch
+        needs, plus the window."""
+        asked_rows = (self.taken[w] + TORCH_PREFETCH) * self.batch
+        needed = int(np.searchsorted(self.cum_rows[w], asked_rows))
+        return j <= needed + self.window
+
+    def _work(self, w: int) -> None:
+        reader, d = self.readers[w], self.dataset
+        try:
+            for f in self.files[w]:  # every footer first (pyarrow's ParquetFile of each)
+                if self.stop.is_set():
+                    return
+                got = reader.read(d.paths[f], int(d.footers[f][0]), int(d.footers[f][1]))[0]
+                with self.cond:
+                    self.bytes += got
+            for j, i in enumerate(self.units[w]):
+                with self.cond:
+                    while not self._may_read(w, j) and not self.stop.is_set():
+                        self.cond.wait(0.1)
+                if self.stop.is_set():
+                    return
+                path, offset, length = d.sample(int(i))
+                got = reader.read(path, offset, length)[0]
+                with self.cond:
+                    self.bytes += got
+                    self.landed[w] = int(self.cum_rows[w][j])
+                    self.cond.notify_all()
+        except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
+            _hand_over(self, e)
+
+    def take(self, b: int) -> int:
+        """Batch b, once its worker's rows for it have landed; the bytes its rows were read with."""
+        w = self.order[b]
+        with self.cond:
+            while self.landed[w] < (self.taken[w] + 1) * self.batch and self.error is None and not self.stop.is_set():
+                self.cond.wait(0.1)
+            if self.error is not None:
+                _raise_handed(self.error)
+            self.taken[w] += 1
+            self.samples += self.batch
+            self.cond.notify_all()
+        return round(self.batch * self.row_bytes[w])
+
+    def close(self) -> None:
+        self.stop.set()
+        with self.cond:
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join(timeout=READ_JOIN_S)
+
+
 class Accelerator:
     """One rank: its readers, and its steps through each epoch."""
 
@@ -280,21 +376,29 @@ class Accelerator:
             return max(0.0, float(self.rng.normal(w.compute_s, w.compute_stdev_s)))
         return w.compute_s
 
+    def _loader(self, epoch: int, n: int, stop: threading.Event):
+        """The epoch's loader, by the rule the format is read with."""
+        w = self.workload
+        if w.file_format.row_groups:  # v3.0 DLIO's parquet reader
+            return RowGroupLoader(self.readers, self.dataset, w.batch, parquet.WINDOW, stop)
+        if w.file_format.streams:  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
+            return StreamLoader(self.readers, self.dataset, self.rank, self.ranks, w.batch, w.prefetch_batches + 1,
+                                w.transfer_size, stop)
+        mine = shard(self.dataset.samples, self.rank, self.ranks, epoch, w.seed)
+        return Loader(self.readers, self.dataset, [mine[s * w.batch:(s + 1) * w.batch] for s in range(n)],
+                      w.batches_in_flight, stop)
+
     def run_epoch(self, epoch: int) -> tuple[EpochRecord, int, int]:
         """One epoch; the record, and the bytes and samples read."""
-        w, n = self.workload, self.steps()
-        mine = shard(self.dataset.samples, self.rank, self.ranks, epoch, w.seed)
-        batches = [mine[s * w.batch:(s + 1) * w.batch] for s in range(n)]
+        n = self.steps()
+        stop = threading.Event()
+        start = time.monotonic_ns()
+        loader = self._loader(epoch, n, stop)
+        if isinstance(loader, RowGroupLoader):  # its workers may cut fewer whole batches than the rows make
+            n = min(n, loader.batch_count)
         cols = {k: np.zeros(n, dtype=np.int64) for k in ("step_start_ns", "loaded_ns", "computed_ns", "released_ns",
                                                           "barrier_wait_ns", "batch_bytes")}
         compute = np.zeros(n)
-        stop = threading.Event()
-        start = time.monotonic_ns()
-        if w.file_format.streams:  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
-            loader = StreamLoader(self.readers, self.dataset, self.rank, self.ranks, w.batch, w.prefetch_batches + 1,
-                                  w.transfer_size, stop)
-        else:
-            loader = Loader(self.readers, self.dataset, batches, w.batches_in_flight, stop)
         try:
             step_start = start
             for s in range(n):

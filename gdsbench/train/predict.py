@@ -112,7 +112,7 @@ def probe(dataset: Dataset, spec: JobSpec, readers: int, seconds: float = PROBE_
             files = rng.permutation(len(dataset.paths))[host::count]
             mine = [chunks(files[w::readers]) for w in range(readers)]
         else:
-            order = rng.permutation(dataset.samples)[host::count]
+            order = rng.permutation(dataset.units)[host::count]
             mine = [samples(order[w::readers]) for w in range(readers)]
         if hosts is not None:
             hosts.Barrier()
@@ -346,7 +346,7 @@ def predict(workload: Workload, dataset: Dataset, spec: JobSpec, *, steps: int =
         if why:
             raise UsageError(why)
     began = time.monotonic()
-    sizes = dataset.length.astype(float)
+    sizes = dataset.sample_sizes()
     need = demand(workload, sizes)
     r = workload.read_threads
     points: list[ProbePoint] = []

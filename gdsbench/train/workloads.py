@@ -15,6 +15,7 @@ from typing import Any
 from gdsbench.job import tomlfile
 from gdsbench.job.declared_option import Option
 from gdsbench.job.errors import UsageError, clip, quoted
+from gdsbench.train import parquet
 from gdsbench.train.formats import FORMATS, Format, format_names
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -52,7 +53,11 @@ class Workload:
                                  1e-9, 1.0, default=0.90)
     seed: int = _field("int", "--seed", "seed of the shuffle and the sample sizes (DLIO's default: 123)", 0, 2**64 - 1,
                        on_command_line=False, default=123)  # its flag is train's and prepare's own
+    row_group: int = _field("int", "--row-group", "parquet: rows in each row group prepare writes (DLIO's "
+                            "dataset.parquet.row_group_size)", 1, 1 << 31, default=parquet.DLIO_ROW_GROUP)
     about: str = ""
+    columns: tuple[parquet.Column, ...] = ()  # parquet: the files' typed columns (DLIO's dataset.parquet.columns)
+    read_columns: tuple[str, ...] = ()  # parquet: the columns read (DLIO's storage_options.columns; empty: all)
 
     @property
     def samples(self) -> int:
@@ -97,12 +102,17 @@ class Workload:
             if not (isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))):  # an int may pass floats
                 raise UsageError(f"{said(name)} {quoted(value)}: not a finite number")
             replace(option, flag=said(name)).check(value)
-        if self.samples > MAX_SAMPLES:
-            raise UsageError(f"{said('files')} {self.files} x {said('samples_per_file')} {self.samples_per_file}: "
-                             f"{self.samples:,} samples, more than {MAX_SAMPLES:,} (the index of every sample is held "
-                             "in memory); use fewer files")
         if self.format not in FORMATS:
             raise UsageError(f"--format {quoted(self.format)}: choose {format_names('or')}")
+        units = self.files * math.ceil(self.samples_per_file / self.row_group) if self.file_format.row_groups \
+            else self.samples  # what the index holds: row groups, or samples
+        if units > MAX_SAMPLES:
+            raise UsageError(f"{said('files')} {self.files} x {said('samples_per_file')} {self.samples_per_file}: "
+                             f"{units:,} {'row groups' if self.file_format.row_groups else 'samples'}, more than "
+                             f"{MAX_SAMPLES:,} (the index of every one is held in memory); use fewer files")
+        if self.file_format.row_groups and not self.columns:
+            raise UsageError(f"--format {self.format}: the workload names no columns; start from flux or dlrm "
+                             "(--workload), or give a DLIO YAML with dataset.parquet.columns")
         if self.compute_s <= 0:
             raise UsageError(f"{said('compute_s')} {self.compute_s:g}: must be more than 0 (AU is compute time over "
                              "wall time)")
@@ -115,8 +125,9 @@ class Workload:
         return asdict(self)
 
 
-# DLIO 2.0 configs/workload/*_h100.yaml, and retinanet from MLPerf Storage v3.0's retinanet_b200.yaml
-# (its only accelerator timing there); transfer sizes as their format reads (train/formats.py).
+# DLIO 2.0 configs/workload/*_h100.yaml, and retinanet, flux and dlrm from MLPerf Storage v3.0's
+# *_b200.yaml; transfer sizes as their format reads (train/formats.py). flux's files hold 288 rows
+# (its training YAML; its datagen YAML says 256), one row group each (DLIO's default of 1024 rows).
 BUILT_IN = {w.name: w for w in (
     Workload("unet3d", "npz", files=168, samples_per_file=1, record_bytes=146_600_628, record_stdev=68_341_808, batch=7,
              read_threads=4, prefetch=2, transfer_size=MiB, compute_s=0.323, au_threshold=0.90,
@@ -130,6 +141,15 @@ BUILT_IN = {w.name: w for w in (
     Workload("retinanet", "jpeg", files=1_170_301, samples_per_file=1, record_bytes=322_957, record_stdev=0, batch=24,
              read_threads=8, prefetch=2, transfer_size=MiB, compute_s=0.04755, au_threshold=0.85,
              about="RetinaNet, OpenImages (MLPerf Storage v3.0, B200's step): a JPEG file per sample, many small files"),
+    Workload("flux", "parquet", files=4296, samples_per_file=288, record_bytes=parquet.row_bytes(parquet.FLUX),
+             record_stdev=0, batch=48, read_threads=8, prefetch=2, transfer_size=MiB, compute_s=1.35, au_threshold=0.90,
+             columns=parquet.FLUX, about="FLUX.1 (MLPerf Storage v3.0, B200's step): parquet, 5 float32 columns, "
+                                         "2.1 MB rows"),
+    Workload("dlrm", "parquet", files=1024, samples_per_file=4_718_592, record_bytes=parquet.row_bytes(parquet.DLRM),
+             record_stdev=0, batch=16384, read_threads=4, prefetch=2, transfer_size=MiB, compute_s=0.000375,
+             au_threshold=0.70, row_group=6144, columns=parquet.DLRM,
+             about="DLRM v2 (MLPerf Storage v3.0, B200's step): parquet, 200 one-value columns, 761-byte rows, "
+                   "row groups of 6144"),
 )}
 
 # MLPerf Storage's step on each accelerator type, (batch, computation_time s), as its workload YAMLs
@@ -139,6 +159,8 @@ TIMINGS = {
     "resnet50": {"a100": (400, 0.435), "h100": (400, 0.224)},
     "cosmoflow": {"a100": (1, 0.00551), "h100": (1, 0.00350)},
     "retinanet": {"a100": (16, 0.210), "h100": (16, 0.180), "b200": (24, 0.04755), "mi355": (32, 0.0634)},
+    "flux": {"b200": (48, 1.35), "mi355": (72, 2.025)},
+    "dlrm": {"b200": (16384, 0.000375)},
 }
 ACCELERATOR_TYPES = ("a100", "h100", "b200", "mi355")
 
@@ -191,6 +213,9 @@ def load(name_or_file: str) -> Workload:
         if key == "base":
             continue
         where = f"{name_or_file} line {tomlfile.line_of(text, key)}: {clip(key)}"
+        if key in ("columns", "read_columns"):
+            raise UsageError(f"{where}: parquet columns come from base = \"flux\" or \"dlrm\", or from a DLIO "
+                             "workload YAML (dataset.parquet.columns); drop it here")
         if key not in known:
             raise UsageError(f"{where}: unknown field; known: {', '.join(sorted(known))}")
         values[key] = parse_field(key, value, where)
