@@ -11,9 +11,11 @@ generator:
   retinanet   v3.0's retinanet_b200 (jpeg: a file a sample, PyTorch's DataLoader): 4000 files
               of 315 KiB, batch 24, 8 read threads, 0.04755 s a step, v3.0's DLIO (its workload
               files are mlcommons/storage's, held in tests/data/mlcommons-storage-v3.0)
+  flux        v3.0's flux_b200 (parquet, its row-group reader): 32 files x 48 rows of 2.1 MB,
+              a row group a file, batch 48, 8 read threads, 1.35 s a step, v3.0's DLIO
 DLIO runs them with MPI ranks as accelerators; gdsbench train reads the same
 files (npz and jpeg: every file one sample; TFRecord: every record, from DLIO's index
-files), with the same batch, read threads, prefetch, compute time and
+files; parquet: every row group, from the footers), with the same batch, read threads, prefetch, compute time and
 accelerator counts, buffered as DLIO reads them, the page cache dropped before
 every run.
 
@@ -30,6 +32,7 @@ so a row taken on a busy host is not judged.
     bash benchmarks/dlio_v3_setup.sh /tmp/dlio3-venv  # v3.0's DLIO, once (about 45 s)
     .venv/bin/python benchmarks/vs_dlio.py --cases unet3d,unet3d-4m,resnet50   # about an hour, as root
     .venv/bin/python benchmarks/vs_dlio.py --cases retinanet --repeats 3 --name vs_dlio_v3
+    .venv/bin/python benchmarks/vs_dlio.py --cases flux --repeats 3 --name vs_dlio_v3_flux
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ UNET3D_STDEV = 68341808 / 146600628  # unet3d_h100's record_length_stdev / recor
 class Case:
     name: str
     dlio_workload: str  # DLIO's config, configs/workload/NAME.yaml
-    fmt: str  # npz or tfrecord
+    fmt: str  # npz, tfrecord, jpeg or parquet
     files: int
     samples_per_file: int
     record: int  # bytes
@@ -77,7 +80,7 @@ class Case:
 
     @property
     def gdsbench_workload(self) -> str:
-        return {"npz": "unet3d", "tfrecord": "resnet50", "jpeg": "retinanet"}[self.fmt]
+        return {"npz": "unet3d", "tfrecord": "resnet50", "jpeg": "retinanet", "parquet": "flux"}[self.fmt]
 
 
 CASES = {c.name: c for c in (
@@ -87,6 +90,7 @@ CASES = {c.name: c for c in (
     Case("unet3d-4m", "unet3d_h100", "npz", 480, 1, 4 * MiB, int(4 * MiB * UNET3D_STDEV), 4, 2, 2, 0.2, (1, 2, 3, 4), 150),
     Case("resnet50", "resnet50_h100", "tfrecord", 36, 256, 144 * KiB, 0, 64, 8, 2, 0.15, (1, 2, 3, 4), 150),
     Case("retinanet", "retinanet_b200", "jpeg", 4000, 1, 322957, 0, 24, 8, 2, 0.04755, (1, 2, 3, 4), 100, dlio=3),
+    Case("flux", "flux_b200", "parquet", 32, 48, 2164832, 0, 48, 8, 2, 1.35, (1, 2), 50, dlio=3),
 )}
 V3_WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                             "mlcommons-storage-v3.0")  # v3.0's workload files, as mlcommons/storage has them
