@@ -88,6 +88,19 @@ def test_summary_counts_stragglers_as_the_longest_wait_at_each_barrier():
     assert row["samples_per_s"] == pytest.approx(2 * 4 * 2 / 0.4)
 
 
+def test_v3_throughput_leaves_the_first_step_out_as_its_au_does():
+    """v3.0's DLIO counts samples/s over AU's window: the steps after the first over the time less the
+    first step's load and compute. A slow first step (2 s of loading) is left out, where DLIO 2.0's
+    figure counts it."""
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 2})
+    e = epoch([0.1] * 5, [2.0, 0.0, 0.1, 0.0, 0.0])
+    assert metrics.window_samples_per_s(e, 2) == pytest.approx(4 * 2 / 0.5)
+    assert metrics.window_samples_per_s(epoch([0.1], [0.0]), 2) == 0.0  # nothing after the first step
+    row = metrics.summarise([AcceleratorRecord(0, "h", [e], latency=_native.LatencyHistogram())], w)
+    assert row["samples_per_s"] == pytest.approx(5 * 2 / 2.6) and row["samples_per_s_v3"] == pytest.approx(16.0)
+    assert row["mib_per_s_v3"] == pytest.approx(16.0 * w.record_bytes / MiB)
+
+
 # ---- datasets ----
 
 

@@ -47,7 +47,7 @@ KINDS = (
     RunKind("train",
             numbers=("point", "repeat", "accelerators", "au_percent", "samples_per_s", "mib_per_s", "read_mib_per_s",
                      "step_time_p50_s", "step_time_p99_s", "wait_p50_s", "wait_p99_s"),
-            optional=("predicted_au_percent", "straggler_mean_s", "cached_fraction"),
+            optional=("predicted_au_percent", "straggler_mean_s", "cached_fraction", "samples_per_s_v3", "mib_per_s_v3"),
             lists=("au_time_s", "au_time", "step_time_s_all"),
             page="train_report"),
     RunKind("checkpoint",

@@ -11,7 +11,10 @@ pipeline, is left out of both sides. An epoch's AU is its blocks' AU weighted
 by their steps; the run's is the mean over accelerators, then over epochs; it
 passes at AU >= the workload's threshold. Throughput is steps x batch / the
 block's time per accelerator, summed over accelerators; DLIO's "MB/s" is that
-in samples times the nominal record size, in MiB/s.
+in samples times the nominal record size, in MiB/s. v3.0's DLIO fork (cbe2001)
+counts throughput over AU's window instead: the steps after the first over the
+block's time less the first step's (mib_per_s_v3), which exceeds what the
+storage gave where the loader read ahead during the first step.
 
 Beyond DLIO: step time and wait-for-data percentiles, and the cost of
 stragglers: at each step, how long the first accelerator to finish waited at
@@ -37,6 +40,17 @@ def block_au(compute_s: np.ndarray, first_step_s: float, start_ns: int, end_ns: 
     if computed == 0:
         return 0.0
     return computed / ((end_ns - start_ns) / 1e9 - first_step_s)
+
+
+def window_samples_per_s(e: EpochRecord, batch: int) -> float:
+    """v3.0 DLIO's throughput of one accelerator's epoch (utils/statscounter.py at cbe2001, one block):
+    the samples of the steps after the first over the epoch's time less the first step's load and
+    compute, the window its AU is taken over (DLIO 2.0 counts every step over the whole time)."""
+    steps = len(e.compute_s)
+    if steps < 2:
+        return 0.0
+    window = (e.end_ns - e.start_ns - (e.computed_ns[0] - e.step_start_ns[0])) / 1e9
+    return (steps - 1) * batch / window if window > 0 else 0.0
 
 
 def weighted_by_steps(values: list[float], steps: list[int]) -> float:
@@ -79,6 +93,8 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
     steps = np.array([[len(e.compute_s) for e in r.epochs] for r in records])
     samples_per_s = steps * workload.batch / np.where(seconds > 0, seconds, np.inf)  # rank x epoch
     total_samples_per_s = float(np.mean(np.sum(samples_per_s, axis=0)))
+    in_window = np.array([[window_samples_per_s(e, workload.batch) for e in r.epochs] for r in records])
+    window_samples = float(np.mean(np.sum(in_window, axis=0)))  # v3.0's: summed over ranks, mean over epochs
     later = [e for r in records for e in r.epochs]  # steps after the first, every accelerator and epoch
     step_time = np.concatenate([(e.released_ns - e.step_start_ns)[1:] for e in later]) / 1e9
     wait = np.concatenate([(e.loaded_ns - e.step_start_ns)[1:] for e in later]) / 1e9
@@ -105,6 +121,8 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         "samples_per_s_per_accelerator": samples_per_s.mean(axis=1).tolist(),
         "samples_per_s_per_epoch": np.sum(samples_per_s, axis=0).tolist(),  # DLIO's train_throughput_samples_per_second
         "mib_per_s": total_samples_per_s * workload.record_bytes / MiB,  # DLIO's "MB/s": nominal record size
+        "samples_per_s_v3": window_samples,  # v3.0 DLIO's throughput: AU's window, step 1 left out
+        "mib_per_s_v3": window_samples * workload.record_bytes / MiB,
         "read_mib_per_s": bytes_read / MiB / wall if wall else 0.0,  # bytes really read, over the wall time
         "bytes_read": bytes_read,
         "samples_read": sum(r.samples_read for r in records),
