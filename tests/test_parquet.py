@@ -84,10 +84,12 @@ def test_a_row_groups_read_is_the_span_of_its_selected_columns(tmp_path):
 class Recorder:
     """A reader that reads nothing and says what it was asked (the loader's logic, without storage)."""
 
-    def __init__(self, log: list, lock: threading.Lock, gate: threading.Event | None = None):
-        self.log, self.lock, self.gate = log, lock, gate
+    def __init__(self, log: list, lock: threading.Lock, held: tuple[int, threading.Event] | None = None):
+        self.log, self.lock, self.held = log, lock, held  # held: (offset, event): a read there waits for it
 
     def read(self, path, offset, length):
+        if self.held and offset == self.held[0]:
+            self.held[1].wait(10)
         with self.lock:
             self.log.append((threading.current_thread().name, os.path.basename(path), offset, length))
         return length, 1, 0
@@ -102,25 +104,29 @@ def _dataset(tmp_path, files: int, rows: int, row_group: int):
 
 def test_the_row_group_loader_deals_files_reads_footers_first_and_cuts_batches_from_rows(tmp_path):
     """3 files, 2 workers: worker 0 takes files 0 and 2, worker 1 file 1; each reads its footers
-    before any row group; batches of 8 rows come from the workers in turn, and a worker's last
-    partial batch is dropped (worker 0: 40 rows, 5 batches; worker 1: 20 rows, 2)."""
-    d = _dataset(tmp_path, 3, 20, 6)
+    before any row group, then every row group's span once, several at once; batches of 8 rows
+    come from the workers in turn, and a worker's last partial batch is dropped (worker 0: 40
+    rows, 5 batches; worker 1: 20 rows, 2)."""
+    d = _dataset(tmp_path, 3, 20, 6)  # row groups of 6, 6, 6 and 2 rows
+    per = pipeline.RowGroupLoader.readers_per_worker(d, 2, 64)
+    assert per == 8  # worker 0's 8 row groups at once (fewer than the window)
     log, lock = [], threading.Lock()
-    loader = pipeline.RowGroupLoader([Recorder(log, lock), Recorder(log, lock)], d, batch=8, window=64,
-                                     stop=threading.Event())
+    readers = [Recorder(log, lock) for _ in range(2 * per)]
+    loader = pipeline.RowGroupLoader(readers, 2, d, batch=8, window=64, stop=threading.Event())
     try:
         assert loader.order == [0, 1, 0, 1, 0, 0, 0] and loader.batch_count == 7
         taken = [loader.take(b) for b in range(loader.batch_count)]
     finally:
         loader.close()
     assert all(n > 0 for n in taken) and loader.samples == 56
+    names = {t.name: w for w in range(2) for t in loader.threads[w * per:(w + 1) * per]}
     for w, files in ((0, ["f0.parquet", "f2.parquet"]), (1, ["f1.parquet"])):
-        mine = [entry[1:] for entry in log if entry[0] == loader.threads[w].name]
+        mine = [entry[1:] for entry in log if names[entry[0]] == w]
         footers = [(os.path.basename(d.paths[i]), *map(int, d.footers[i])) for i in range(3)
                    if os.path.basename(d.paths[i]) in files]
         assert mine[:len(files)] == footers  # every footer first
         spans = [(os.path.basename(p), o, n) for p, o, n in (d.sample(int(i)) for i in loader.units[w])]
-        assert mine[len(files):] == spans  # then each row group's span, in file order
+        assert sorted(mine[len(files):]) == sorted(spans)  # then each row group's span, once
     assert loader.bytes == sum(entry[3] for entry in log)
 
 
@@ -129,7 +135,9 @@ def test_the_row_group_loader_reads_no_further_ahead_than_its_window(tmp_path):
     need (PyTorch's prefetch) and the window past them, then waits."""
     d = _dataset(tmp_path, 1, 40, 2)  # 20 row groups of 2 rows
     log, lock = [], threading.Lock()
-    loader = pipeline.RowGroupLoader([Recorder(log, lock)], d, batch=2, window=3, stop=threading.Event())
+    per = pipeline.RowGroupLoader.readers_per_worker(d, 1, 3)
+    loader = pipeline.RowGroupLoader([Recorder(log, lock) for _ in range(per)], 1, d, batch=2, window=3,
+                                     stop=threading.Event())
     try:
         deadline = threading.Event()
         deadline.wait(0.5)
@@ -139,6 +147,28 @@ def test_the_row_group_loader_reads_no_further_ahead_than_its_window(tmp_path):
         deadline.wait(0.3)
         assert len(log) == 1 + (2 + 3 + 1)
     finally:
+        loader.close()
+
+
+def test_a_batch_waits_for_its_rows_in_order_while_later_row_groups_land(tmp_path):
+    """Row groups land in any order (several in flight), but a batch is cut from rows landed in
+    order, as DLIO's worker waits on each read's future in turn."""
+    d = _dataset(tmp_path, 1, 8, 2)  # 4 row groups of 2 rows
+    first = d.sample(int(np.argmin(d.offset)))[1]
+    release, log, lock = threading.Event(), [], threading.Lock()
+    loader = pipeline.RowGroupLoader([Recorder(log, lock, (first, release)) for _ in range(4)], 1, d, batch=2,
+                                     window=64, stop=threading.Event())
+    try:
+        got = []
+        taker = threading.Thread(target=lambda: got.append(loader.take(0)))
+        taker.start()
+        taker.join(0.5)
+        assert taker.is_alive() and len(log) == 1 + 3  # the footer and the three later row groups, not the first
+        release.set()
+        taker.join(5)
+        assert got and [loader.take(b) for b in range(1, 4)]
+    finally:
+        release.set()
         loader.close()
 
 

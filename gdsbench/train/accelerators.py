@@ -23,8 +23,9 @@ from gdsbench.execution.loops import sample_readers
 from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
+from gdsbench.train import parquet
 from gdsbench.train.dataset import Dataset
-from gdsbench.train.pipeline import Accelerator, AcceleratorRecord, MpiBarrier, SoloBarrier, shared_barrier
+from gdsbench.train.pipeline import Accelerator, AcceleratorRecord, MpiBarrier, RowGroupLoader, SoloBarrier, shared_barrier
 from gdsbench.train.workloads import Workload
 
 CACHE_SAMPLE_FILES = 256  # files looked at to estimate how much of a dataset is in the page cache
@@ -41,9 +42,13 @@ class TrainConfig:
 
 
 def make_readers(config: TrainConfig, rank: int) -> list:
-    """One sample reader per read thread, its buffers on this accelerator's GPU in GPU modes."""
-    spec = config.spec
-    return sample_readers(spec, spec.gpu[rank % len(spec.gpu)], config.workload.read_threads)
+    """One sample reader per read thread (parquet's: per read a worker keeps in flight), its buffers
+    on this accelerator's GPU in GPU modes."""
+    spec, w = config.spec, config.workload
+    count = w.read_threads
+    if w.file_format.row_groups:
+        count *= RowGroupLoader.readers_per_worker(config.dataset, w.read_threads, parquet.WINDOW)
+    return sample_readers(spec, spec.gpu[rank % len(spec.gpu)], count)
 
 
 def run_accelerator(config: TrainConfig, rank: int, barrier, readers=None, should_stop=lambda: False,

@@ -16,8 +16,9 @@ emulated as DLIO runs it:
                    batches; reading runs ahead by prefetch + 1 batches
   parquet (v3.0 DLIO's row-group reader, RowGroupLoader below)
     workers        R workers each read every R-th file's footer, then those
-                   files' row groups in order, 64 row groups ahead at most;
-                   a worker cuts a batch whenever `batch` rows have landed
+                   files' row groups, up to 64 at once (a reader each) and
+                   64 past the one needed at most; a worker cuts a batch
+                   whenever `batch` rows have landed in order
 
     step           wait for the next batch, sleep the compute time, then wait
                    at the step barrier for every other accelerator
@@ -269,17 +270,19 @@ class RowGroupLoader:
     """v3.0 DLIO's parquet rule, as its fork reads a local folder (data_loader/torch_data_loader.py's
     TorchIterableDataset driving reader/parquet_reader_file_iterable.py, at cbe2001). Each of R
     workers takes every R-th file of the dataset in name order (every rank the same files: that
-    loader does not shard by rank, each rank stops after its steps), reads all its files' footers,
-    then its files' row groups in order, each one read of the span its selected columns cover, at
-    most `window` row groups past the one its next batch needs. A worker cuts a batch whenever
-    `batch` rows have landed, across row groups and files, and drops its last partial one. Batches
-    come from the workers in turn (PyTorch's DataLoader), each worker asked at most TORCH_PREFETCH
-    batches ahead of the accelerator. DLIO keeps the window's reads in flight at once, a thread
-    each; here a worker reads them one after another, each in transfer-size chunks, qd in flight."""
+    loader does not shard by rank, each rank stops after its steps) and reads all its files'
+    footers; then its files' row groups in order, each one read of the span its selected columns
+    cover, as many at once as it has readers (DLIO: a thread each), none more than `window` row
+    groups past the one its next batch needs. A worker cuts a batch whenever `batch` rows have
+    landed in order, across row groups and files, and drops its last partial one. Batches come
+    from the workers in turn (PyTorch's DataLoader), each worker asked at most TORCH_PREFETCH
+    batches ahead of the accelerator."""
 
-    def __init__(self, readers: list, dataset: Dataset, batch: int, window: int, stop: threading.Event):
-        self.readers, self.dataset, self.batch, self.window, self.stop = readers, dataset, batch, window, stop
-        workers = len(readers)
+    def __init__(self, readers: list, workers: int, dataset: Dataset, batch: int, window: int,
+                 stop: threading.Event):
+        self.dataset, self.batch, self.window, self.stop = dataset, batch, window, stop
+        per = max(1, len(readers) // workers)
+        self.slots = [readers[w * per:(w + 1) * per] for w in range(workers)]  # a worker's reads in flight
         by_file = np.lexsort((dataset.offset, dataset.file_index))  # units in file order, then offset
         starts = np.searchsorted(dataset.file_index[by_file], np.arange(len(dataset.paths) + 1))
         files = list(range(len(dataset.paths)))
@@ -295,13 +298,25 @@ class RowGroupLoader:
         self.row_bytes = [float(dataset.length[u].sum()) / max(1, int(c[-1])) if len(c) else 0.0
                           for u, c in zip(self.units, self.cum_rows)]
         self.taken = [0] * workers  # batches the accelerator has taken from each worker
-        self.landed = [0] * workers  # rows of each worker's row groups read, in order
+        self.footed = [False] * workers  # the worker's footers are read: its row groups may start
+        self.claimed = [0] * workers  # row groups each worker has started, in order
+        self.done = [np.zeros(len(u), dtype=bool) for u in self.units]
+        self.landed = [0] * workers  # rows of each worker's row groups landed in order (none missing before)
+        self.in_order = [0] * workers  # row groups landed in order
         self.cond = threading.Condition()
         self.error: BaseException | None = None
         self.bytes = self.samples = 0
-        self.threads = [threading.Thread(target=self._work, args=(w,), daemon=True) for w in range(workers)]
+        self.threads = [threading.Thread(target=self._slot, args=(w, k), daemon=True)
+                        for w in range(workers) for k in range(len(self.slots[w]))]
         for t in self.threads:
             t.start()
+
+    @staticmethod
+    def readers_per_worker(dataset: Dataset, workers: int, window: int) -> int:
+        """The reads a worker may have in flight: its window, or all its row groups where fewer."""
+        per_file = np.bincount(dataset.file_index, minlength=len(dataset.paths))
+        most = max(int(per_file[w::workers].sum()) for w in range(workers))
+        return max(1, min(window, most))
 
     def _may_read(self, w: int, j: int) -> bool:
         """Whether worker w may start its j-th row group: the row group its furthest asked-for batch
@@ -310,26 +325,41 @@ class RowGroupLoader:
         needed = int(np.searchsorted(self.cum_rows[w], asked_rows))
         return j <= needed + self.window
 
-    def _work(self, w: int) -> None:
-        reader, d = self.readers[w], self.dataset
+    def _footers(self, w: int, reader) -> None:
+        """Every footer of the worker's files, before any row group (pyarrow's ParquetFile of each)."""
+        d = self.dataset
+        for f in self.files[w]:
+            if self.stop.is_set():
+                return
+            got = reader.read(d.paths[f], int(d.footers[f][0]), int(d.footers[f][1]))[0]
+            with self.cond:
+                self.bytes += got
+        with self.cond:
+            self.footed[w] = True
+            self.cond.notify_all()
+
+    def _slot(self, w: int, k: int) -> None:
+        """One of worker w's reads in flight: the next row group it may start, again and again."""
+        reader, units = self.slots[w][k], self.units[w]
         try:
-            for f in self.files[w]:  # every footer first (pyarrow's ParquetFile of each)
-                if self.stop.is_set():
-                    return
-                got = reader.read(d.paths[f], int(d.footers[f][0]), int(d.footers[f][1]))[0]
+            if k == 0:
+                self._footers(w, reader)
+            while True:
                 with self.cond:
-                    self.bytes += got
-            for j, i in enumerate(self.units[w]):
-                with self.cond:
-                    while not self._may_read(w, j) and not self.stop.is_set():
+                    while not self.stop.is_set() and self.claimed[w] < len(units) and not (
+                            self.footed[w] and self._may_read(w, self.claimed[w])):
                         self.cond.wait(0.1)
-                if self.stop.is_set():
-                    return
-                path, offset, length = d.sample(int(i))
-                got = reader.read(path, offset, length)[0]
+                    if self.stop.is_set() or self.claimed[w] >= len(units):
+                        return
+                    j = self.claimed[w]
+                    self.claimed[w] += 1
+                got = reader.read(*self.dataset.sample(int(units[j])))[0]
                 with self.cond:
                     self.bytes += got
-                    self.landed[w] = int(self.cum_rows[w][j])
+                    self.done[w][j] = True
+                    while self.in_order[w] < len(units) and self.done[w][self.in_order[w]]:
+                        self.in_order[w] += 1
+                    self.landed[w] = int(self.cum_rows[w][self.in_order[w] - 1]) if self.in_order[w] else 0
                     self.cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
             _hand_over(self, e)
@@ -380,7 +410,7 @@ class Accelerator:
         """The epoch's loader, by the rule the format is read with."""
         w = self.workload
         if w.file_format.row_groups:  # v3.0 DLIO's parquet reader
-            return RowGroupLoader(self.readers, self.dataset, w.batch, parquet.WINDOW, stop)
+            return RowGroupLoader(self.readers, w.read_threads, self.dataset, w.batch, parquet.WINDOW, stop)
         if w.file_format.streams:  # tf.data's rule, as DLIO's TFRecord reader; else PyTorch's DataLoader's
             return StreamLoader(self.readers, self.dataset, self.rank, self.ranks, w.batch, w.prefetch_batches + 1,
                                 w.transfer_size, stop)
