@@ -271,7 +271,7 @@ class RowGroupLoader:
     TorchIterableDataset driving reader/parquet_reader_file_iterable.py, at cbe2001). Each of R
     workers takes every R-th file of the dataset in name order (every rank the same files: that
     loader does not shard by rank, each rank stops after its steps) and reads all its files'
-    footers; then its files' row groups in order, each one read of the span its selected columns
+    footers; once every worker has, its files' row groups in order, each one read of the span its selected columns
     cover, as many at once as it has readers (DLIO: a thread each), none more than `window` row
     groups past the one its next batch needs. A worker cuts a batch whenever `batch` rows have
     landed in order, across row groups and files, and drops its last partial one. Batches come
@@ -298,7 +298,9 @@ class RowGroupLoader:
         self.row_bytes = [float(dataset.length[u].sum()) / max(1, int(c[-1])) if len(c) else 0.0
                           for u, c in zip(self.units, self.cum_rows)]
         self.taken = [0] * workers  # batches the accelerator has taken from each worker
-        self.footed = [False] * workers  # the worker's footers are read: its row groups may start
+        # each worker's footers are read: row groups start once every worker's are (DLIO's workers,
+        # processes spawned together, read theirs before any stream fills the storage's queue)
+        self.footed = [False] * workers
         self.claimed = [0] * workers  # row groups each worker has started, in order
         self.done = [np.zeros(len(u), dtype=bool) for u in self.units]
         self.landed = [0] * workers  # rows of each worker's row groups landed in order (none missing before)
@@ -347,7 +349,7 @@ class RowGroupLoader:
             while True:
                 with self.cond:
                     while not self.stop.is_set() and self.claimed[w] < len(units) and not (
-                            self.footed[w] and self._may_read(w, self.claimed[w])):
+                            all(self.footed) and self._may_read(w, self.claimed[w])):
                         self.cond.wait(0.1)
                     if self.stop.is_set() or self.claimed[w] >= len(units):
                         return
