@@ -13,6 +13,8 @@ generator:
               files are mlcommons/storage's, held in tests/data/mlcommons-storage-v3.0)
   flux        v3.0's flux_b200 (parquet, its row-group reader): 32 files x 48 rows of 2.1 MB,
               a row group a file, batch 48, 8 read threads, 1.35 s a step, v3.0's DLIO
+  dlrm        v3.0's dlrm_b200 (parquet, 200 columns): 16 files x 61,440 rows of 761 bytes in
+              row groups of 6,144, batch 16,384, 4 read threads, 0.000375 s a step, v3.0's DLIO
 DLIO runs them with MPI ranks as accelerators; gdsbench train reads the same
 files (npz and jpeg: every file one sample; TFRecord: every record, from DLIO's index
 files; parquet: every row group, from the footers), with the same batch, read threads, prefetch, compute time and
@@ -33,6 +35,7 @@ so a row taken on a busy host is not judged.
     .venv/bin/python benchmarks/vs_dlio.py --cases unet3d,unet3d-4m,resnet50   # about an hour, as root
     .venv/bin/python benchmarks/vs_dlio.py --cases retinanet --repeats 3 --name vs_dlio_v3
     .venv/bin/python benchmarks/vs_dlio.py --cases flux --repeats 3 --name vs_dlio_v3_flux
+    .venv/bin/python benchmarks/vs_dlio.py --cases dlrm --repeats 3 --name vs_dlio_v3_dlrm
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ class Case:
 
     @property
     def gdsbench_workload(self) -> str:
-        return {"npz": "unet3d", "tfrecord": "resnet50", "jpeg": "retinanet", "parquet": "flux"}[self.fmt]
+        return {"npz": "unet3d", "tfrecord": "resnet50", "jpeg": "retinanet"}.get(self.fmt, self.name)
 
 
 CASES = {c.name: c for c in (
@@ -91,6 +94,7 @@ CASES = {c.name: c for c in (
     Case("resnet50", "resnet50_h100", "tfrecord", 36, 256, 144 * KiB, 0, 64, 8, 2, 0.15, (1, 2, 3, 4), 150),
     Case("retinanet", "retinanet_b200", "jpeg", 4000, 1, 322957, 0, 24, 8, 2, 0.04755, (1, 2, 3, 4), 100, dlio=3),
     Case("flux", "flux_b200", "parquet", 32, 48, 2164832, 0, 48, 8, 2, 1.35, (1, 2), 50, dlio=3),
+    Case("dlrm", "dlrm_b200", "parquet", 16, 61440, 761, 0, 16384, 4, 2, 0.000375, (1, 2), 100, dlio=3),
 )}
 V3_WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                             "mlcommons-storage-v3.0")  # v3.0's workload files, as mlcommons/storage has them
@@ -141,6 +145,8 @@ class Dlio:
         if self.config_dir:  # hydra's layout: CONFIG_DIR/workload/NAME.yaml
             os.makedirs(os.path.join(self.config_dir, "workload"), exist_ok=True)
             for name in (case.dlio_workload, case.dlio_workload.rsplit("_", 1)[0] + "_datagen"):
+                if not os.path.exists(os.path.join(V3_WORKLOADS, f"{name}.yaml")):
+                    continue  # not held (dlrm_datagen): generate() runs the training file with generate_data on
                 shutil.copyfile(os.path.join(V3_WORKLOADS, f"{name}.yaml"),
                                 os.path.join(self.config_dir, "workload", f"{name}.yaml"))
 
