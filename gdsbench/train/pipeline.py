@@ -56,6 +56,16 @@ def _hand_over(loader, error: BaseException) -> None:
         loader.cond.notify_all()
 
 
+def _stop_threads(loader) -> None:
+    """End a loader's reading: its threads told to stop and woken, each waited for READ_JOIN_S at most
+    (a read that never returns, on a dead mount, must not hold the run: they are daemon threads)."""
+    loader.stop.set()
+    with loader.cond:
+        loader.cond.notify_all()
+    for t in loader.threads:
+        t.join(timeout=READ_JOIN_S)
+
+
 def _raise_handed(error: BaseException):
     """In the accelerator's thread: a reader's failure as gdsbench reports it (a storage failure unless it says more)."""
     raise error if isinstance(error, GdsbenchError) else IoFailure(str(error))
@@ -259,11 +269,7 @@ class StreamLoader:
         return total
 
     def close(self) -> None:
-        self.stop.set()
-        with self.cond:
-            self.cond.notify_all()
-        for t in self.threads:
-            t.join(timeout=READ_JOIN_S)
+        _stop_threads(self)
 
 
 class RowGroupLoader:
@@ -380,11 +386,7 @@ class RowGroupLoader:
         return round(self.batch * self.row_bytes[w])
 
     def close(self) -> None:
-        self.stop.set()
-        with self.cond:
-            self.cond.notify_all()
-        for t in self.threads:
-            t.join(timeout=READ_JOIN_S)
+        _stop_threads(self)
 
 
 class Accelerator:
