@@ -13,8 +13,9 @@ generator:
               files are mlcommons/storage's, held in tests/data/mlcommons-storage-v3.0)
   flux        v3.0's flux_b200 (parquet, its row-group reader): 32 files x 48 rows of 2.1 MB,
               a row group a file, batch 48, 8 read threads, 1.35 s a step, v3.0's DLIO
-  dlrm        v3.0's dlrm_b200 (parquet, 200 columns): 16 files x 61,440 rows of 761 bytes in
-              row groups of 6,144, batch 16,384, 4 read threads, 0.000375 s a step, v3.0's DLIO
+  dlrm        v3.0's dlrm_b200 (parquet, 200 columns): 32 files x 491,520 rows of 761 bytes in
+              row groups of 6,144 (16 GB: 10 times the row groups its workers read ahead), batch
+              16,384, 4 read threads, 0.000375 s a step, v3.0's DLIO
 DLIO runs them with MPI ranks as accelerators; gdsbench train reads the same
 files (npz and jpeg: every file one sample; TFRecord: every record, from DLIO's index
 files; parquet: every row group, from the footers), with the same batch, read threads, prefetch, compute time and
@@ -94,7 +95,7 @@ CASES = {c.name: c for c in (
     Case("resnet50", "resnet50_h100", "tfrecord", 36, 256, 144 * KiB, 0, 64, 8, 2, 0.15, (1, 2, 3, 4), 150),
     Case("retinanet", "retinanet_b200", "jpeg", 4000, 1, 322957, 0, 24, 8, 2, 0.04755, (1, 2, 3, 4), 100, dlio=3),
     Case("flux", "flux_b200", "parquet", 32, 48, 2164832, 0, 48, 8, 2, 1.35, (1, 2), 50, dlio=3),
-    Case("dlrm", "dlrm_b200", "parquet", 16, 61440, 761, 0, 16384, 4, 2, 0.000375, (1, 2), 100, dlio=3),
+    Case("dlrm", "dlrm_b200", "parquet", 32, 491520, 761, 0, 16384, 4, 2, 0.000375, (1, 2), 400, dlio=3),
 )}
 V3_WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data",
                             "mlcommons-storage-v3.0")  # v3.0's workload files, as mlcommons/storage has them
