@@ -517,7 +517,7 @@ def test_every_mlcommons_storage_v3_config_here_maps_or_is_refused_naming_the_ke
     configs = {os.path.basename(p)[:-5]: p for p in glob.glob(os.path.join(v3, "*.yaml"))}
     mapped = ("unet3d_a100", "unet3d_b200", "unet3d_h100", "retinanet_a100", "retinanet_b200", "retinanet_h100",
               "retinanet_mi355", "flux_a100", "flux_h100", "flux_b200", "flux_mi355", "dlrm_a100", "dlrm_h100",
-              "dlrm_b200")
+              "dlrm_b200", "dlrm_mi355")
     assert {name: outcome(path) for name, path in configs.items()} == {
         **{name: "mapped" for name in mapped},
         **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux")}}
