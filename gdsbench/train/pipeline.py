@@ -296,10 +296,13 @@ class RowGroupLoader:
         self.units = [np.concatenate([by_file[starts[f]:starts[f + 1]] for f in mine]) if mine
                       else np.zeros(0, dtype=np.int64) for mine in self.files]
         self.cum_rows = [np.cumsum(dataset.rows[u]) for u in self.units]
-        made = [int(c[-1]) // batch if len(c) else 0 for c in self.cum_rows]
+        left = [int(c[-1]) // batch if len(c) else 0 for c in self.cum_rows]  # whole batches each worker cuts
         self.order: list[int] = []  # the worker each batch comes from: in turn, an exhausted one left out
-        while len(self.order) < sum(made):
-            self.order += [w for w in range(workers) if made[w] > self.order.count(w)]
+        while any(left):
+            for w in range(workers):
+                if left[w]:
+                    self.order.append(w)
+                    left[w] -= 1
         self.batch_count = len(self.order)
         self.row_bytes = [float(dataset.length[u].sum()) / max(1, int(c[-1])) if len(c) else 0.0
                           for u, c in zip(self.units, self.cum_rows)]
@@ -309,8 +312,7 @@ class RowGroupLoader:
         self.footed = [False] * workers
         self.claimed = [0] * workers  # row groups each worker has started, in order
         self.done = [np.zeros(len(u), dtype=bool) for u in self.units]
-        self.landed = [0] * workers  # rows of each worker's row groups landed in order (none missing before)
-        self.in_order = [0] * workers  # row groups landed in order
+        self.in_order = [0] * workers  # row groups landed with none missing before them
         self.cond = threading.Condition()
         self.error: BaseException | None = None
         self.bytes = self.samples = 0
@@ -325,6 +327,10 @@ class RowGroupLoader:
         per_file = np.bincount(dataset.file_index, minlength=len(dataset.paths))
         most = max(int(per_file[w::workers].sum()) for w in range(workers))
         return max(1, min(window, most))
+
+    def _landed_rows(self, w: int) -> int:
+        """Rows of worker w's row groups landed with none missing before them: what its batches are cut from."""
+        return int(self.cum_rows[w][self.in_order[w] - 1]) if self.in_order[w] else 0
 
     def _may_read(self, w: int, j: int) -> bool:
         """Whether worker w may start its j-th row group: the row group its furthest asked-for batch
@@ -367,7 +373,6 @@ class RowGroupLoader:
                     self.done[w][j] = True
                     while self.in_order[w] < len(units) and self.done[w][self.in_order[w]]:
                         self.in_order[w] += 1
-                    self.landed[w] = int(self.cum_rows[w][self.in_order[w] - 1]) if self.in_order[w] else 0
                     self.cond.notify_all()
         except BaseException as e:  # noqa: BLE001 - handed to the accelerator, which raises it
             _hand_over(self, e)
@@ -376,7 +381,8 @@ class RowGroupLoader:
         """Batch b, once its worker's rows for it have landed; the bytes its rows were read with."""
         w = self.order[b]
         with self.cond:
-            while self.landed[w] < (self.taken[w] + 1) * self.batch and self.error is None and not self.stop.is_set():
+            while self._landed_rows(w) < (self.taken[w] + 1) * self.batch and self.error is None \
+                    and not self.stop.is_set():
                 self.cond.wait(0.1)
             if self.error is not None:
                 _raise_handed(self.error)
