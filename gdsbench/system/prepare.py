@@ -53,12 +53,15 @@ def sign(path: str) -> None:
         os.close(fd)
 
 
+def _signature(st: os.stat_result) -> dict:
+    """What a file's mark records of it: any change to the file (a write, a replacement) changes it."""
+    return {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
+
+
 def _mark(fd: int) -> None:
     """Sign a file prepare made (best effort: some filesystems keep no extended attributes)."""
-    st = os.fstat(fd)
-    proof = {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}
     try:
-        os.setxattr(fd, MARK, json.dumps(proof).encode())
+        os.setxattr(fd, MARK, json.dumps(_signature(os.fstat(fd))).encode())
     except OSError:
         pass
 
@@ -75,7 +78,7 @@ def created_by_gdsbench(path: str) -> bool:
         return _whole_file_has_pattern(path, st.st_size)
     except ValueError:
         return False
-    if proof == {"size": st.st_size, "inode": st.st_ino, "mtime_ns": st.st_mtime_ns}:
+    if proof == _signature(st):
         return True
     return isinstance(proof, dict) and proof.get("inode") == st.st_ino and _whole_file_has_pattern(path, st.st_size)
 
@@ -165,9 +168,7 @@ def write_with(path: str, size: int, write: Callable[[str], None], size_flag: st
 def is_signed(path: str) -> bool:
     """Whether prepare made the file at `path` whole and nobody has changed it since (its signature)."""
     try:
-        st = os.stat(path)
-        return json.loads(os.getxattr(path, MARK)) == {"size": st.st_size, "inode": st.st_ino,
-                                                       "mtime_ns": st.st_mtime_ns}
+        return json.loads(os.getxattr(path, MARK)) == _signature(os.stat(path))
     except (OSError, ValueError):
         return False
 
