@@ -33,12 +33,12 @@ from gdsbench.train.workloads import BUILT_IN, OPTIONS, Workload
 
 MANIFEST = "gdsbench-dataset.json"
 SHAPE = ("files", "samples_per_file", "record_bytes", "record_stdev", "seed")  # the workload fields a dataset is made of
+CACHE_FACTOR = 5  # MLPerf Storage: a dataset at least 5x the client's memory, so the page cache cannot hold it
 
 
 def shape_of(workload: Workload) -> tuple[str, ...]:
     """The fields a dataset of this workload is made of (parquet's row groups too)."""
     return SHAPE + (("row_group",) if workload.file_format.row_groups else ())
-CACHE_FACTOR = 5  # MLPerf Storage: a dataset at least 5x the client's memory, so the page cache cannot hold it
 
 
 def record_sizes(workload: Workload, count: int) -> np.ndarray:
@@ -184,10 +184,10 @@ def plan_dataset(workload: Workload, directory: str, asking: dict | None = None)
     folder.check_may_hold()
     record = _read_manifest(folder)
     if record is not None:
-        before = record["workload"]
-        if any(before.get(k) != getattr(workload, k) for k in ("name",) + shape_of(workload)):
+        before, shape = record["workload"], shape_of(workload)
+        if any(before.get(k) != getattr(workload, k) for k in ("name",) + shape):
             raise UsageError(f"{folder.name}: holds a dataset of another shape ({before.get('name')}: "
-                             + ", ".join(f"{k} {before.get(k)}" for k in shape_of(workload)) + f", see {MANIFEST}); a dataset "
+                             + ", ".join(f"{k} {before.get(k)}" for k in shape) + f", see {MANIFEST}); a dataset "
                              "cannot grow or change in place (its sample sizes are drawn for its whole shape): give "
                              "another directory, or remove this one to write it anew")
     if workload.file_format.row_groups:
