@@ -520,9 +520,12 @@ def test_every_mlcommons_storage_v3_config_here_maps_or_is_refused_naming_the_ke
               "dlrm_b200", "dlrm_mi355")
     assert {name: outcome(path) for name, path in configs.items()} == {
         **{name: "mapped" for name in mapped},
-        **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux")}}
-    assert {m: outcome(configs[f"{m}_datagen"], prepare=True) for m in ("unet3d", "retinanet", "flux")} == {
-        "unet3d": "mapped", "retinanet": "mapped", "flux": "mapped"}
+        **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux", "dlrm")}}
+    assert {m: outcome(configs[f"{m}_datagen"], prepare=True) for m in ("unet3d", "retinanet", "flux", "dlrm")} == {
+        "unet3d": "mapped", "retinanet": "mapped", "flux": "mapped", "dlrm": "mapped"}
+    dlrm = dlio_yaml.translate(configs["dlrm_datagen"], prepare=True).workload
+    assert (dlrm.format, dlrm.files, dlrm.samples_per_file, dlrm.row_group, len(dlrm.columns)) == (
+        "parquet", 1024, 1_536_000, 6144, 200)
     mi355 = dlio_yaml.translate(configs["retinanet_mi355"]).workload
     assert (mi355.format, mi355.files, mi355.batch, mi355.compute_s, mi355.au_threshold) == (
         "jpeg", 1_170_301, 32, 0.0634, 0.85)
