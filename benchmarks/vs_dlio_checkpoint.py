@@ -31,6 +31,18 @@ Needs root (drop_caches) and a DLIO venv with that commit installed:
     /tmp/dlio-ckpt-venv/bin/python -m pip install --no-deps --force-reinstall /tmp/dlio_src
     .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio-venv /tmp/dlio-ckpt-venv   # about 12 minutes
     .venv/bin/python benchmarks/vs_dlio_checkpoint.py --quick   # a smoke test: 1 layer, vocabulary 1024, 1 repeat
+
+`--dlio 3` runs MLPerf Storage v3.0's engine instead (mlcommons/DLIO_local_changes
+at cbe2001, benchmarks/dlio_v3_setup.sh's venv; table vs_dlio_checkpoint_v3). Its
+checkpoint code writes each file's raw tensor bytes (no torch.save framing)
+through a streaming backend: mlpstorage's StreamingCheckpointing where the
+mlpstorage package is installed, else DLIO's own SimpleStreamingCheckpointing.
+mlpstorage is not on PyPI, so here it is the latter: 32 MiB buffered writes and
+an fsync at the end of each file, 32 MiB buffered reads. gdsbench runs the same
+(--buffered --bs 32M --qd 1, fsync'd, --no-verify: that code checks nothing):
+
+    bash benchmarks/dlio_v3_setup.sh /tmp/dlio3-venv
+    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio 3 --dlio-venv /tmp/dlio3-venv
 """
 
 from __future__ import annotations
@@ -118,15 +130,27 @@ def dlio_figures(write_run: dict, read_run: dict) -> dict[str, list[float]]:
     return out
 
 
-# gdsbench's conditions, DLIO 2.0's: through the page cache (torch.save and torch.load), no fsync (its fsync
-# setting never reaches the code)
-GDSBENCH_FLAGS = ["--buffered", "--no-fsync"]
+# gdsbench's conditions, each DLIO's. 2.0: through the page cache (torch.save and torch.load), no fsync (its
+# fsync setting never reaches the code). 3.0 (SimpleStreamingCheckpointing): 32 MiB buffered writes, one fsync
+# a file, 32 MiB buffered reads, nothing checked.
+GDSBENCH_FLAGS = {"2": ["--buffered", "--no-fsync"], "3": ["--buffered", "--bs", "32M", "--qd", "1", "--no-verify"]}
+# what each row of the table measured, said beside its figures
+CONDITIONS = {
+    "2": {"write": "through the page cache, no fsync (gdsbench --buffered --no-fsync, as DLIO 2.0's code writes): "
+                   "not the storage's write speed",
+          "read": "page cache dropped before reading; both read through it"},
+    "3": {"write": "32 MiB buffered writes, each file fsync'd before its rank's time ends (gdsbench --buffered "
+                   "--bs 32M --qd 1)",
+          "read": "page cache dropped before reading; 32 MiB buffered reads, one at a time, unchecked (gdsbench "
+                  "--no-verify)"},
+}
+CPU_CONDITIONS = "all processes, start to exit: launcher, every rank's start-up, write and read runs"
 
 
-def run_gdsbench(folder: str, results: str, shape: dict) -> tuple[dict[str, list[float]], float]:
+def run_gdsbench(folder: str, results: str, shape: dict, flags: list[str]) -> tuple[dict[str, list[float]], float]:
     cpu0 = children_cpu()
     proc = subprocess.run([GDSBENCH, "checkpoint", folder, "--model", "llama3-8b", "--layers", str(shape["layers"]),
-                           "--vocab", str(shape["vocab"]), "--checkpoints", str(CHECKPOINTS), *GDSBENCH_FLAGS,
+                           "--vocab", str(shape["vocab"]), "--checkpoints", str(CHECKPOINTS), *flags,
                            "--results", results, "--json"], capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"gdsbench checkpoint failed: {proc.stderr[-1500:]}")
@@ -135,8 +159,9 @@ def run_gdsbench(folder: str, results: str, shape: dict) -> tuple[dict[str, list
             children_cpu() - cpu0)
 
 
-def layout_rows(venv: str, config: str, work: str, model: models.Model) -> list[list]:
-    """DLIO's files of one checkpoint against gdsbench's, by name and size."""
+def layout_rows(venv: str, config: str, work: str, model: models.Model, framing: int) -> list[list]:
+    """DLIO's files of one checkpoint against gdsbench's, by name and size: DLIO's the tensor bytes plus under
+    `framing` bytes (torch.save's zip framing; 3.0 writes none, framing 1)."""
     folder, out = os.path.join(work, "layout"), os.path.join(work, "layout-out")
     os.makedirs(out)
     run_dlio(venv, config, folder, out, 1, 0)
@@ -146,7 +171,7 @@ def layout_rows(venv: str, config: str, work: str, model: models.Model) -> list[
     rows = []
     for name in sorted(set(dlio) | set(ours)):
         d, g = dlio.get(name), ours.get(name)
-        same = d is not None and g is not None and 0 <= d - g.tensor_bytes < 64 * 1024
+        same = d is not None and g is not None and 0 <= d - g.tensor_bytes < framing
         rows.append([name, d if d is not None else "missing", g.tensor_bytes if g else "missing", g.size if g else "-",
                      f"{d - g.tensor_bytes:+,}" if d is not None and g else "-", "SAME" if same else "DIFFERENT"])
     shutil.rmtree(folder)
@@ -155,13 +180,17 @@ def layout_rows(venv: str, config: str, work: str, model: models.Model) -> list[
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dlio-venv", default="/tmp/dlio-ckpt-venv")
+    ap.add_argument("--dlio", choices=("2", "3"), default="2", help="DLIO 2.0 (MLPerf Storage v2.0's engine) or "
+                    "3.0 (v3.0's fork, cbe2001); table vs_dlio_checkpoint or vs_dlio_checkpoint_v3")
+    ap.add_argument("--dlio-venv", help="the DLIO venv (default /tmp/dlio-ckpt-venv; /tmp/dlio3-venv with --dlio 3)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", default=os.path.join(ROOT, "results", "scratch", "vs_dlio_checkpoint"))
     ap.add_argument("--out", metavar="DIR", help="where the table goes (default results/benchmarks)")
     ap.add_argument("--quick", action="store_true", help="a smoke test, not a measurement: 1 layer, a vocabulary "
                     "of 1024, 1 repeat; the table goes to results/scratch/benchmarks unless --out says otherwise")
     args = ap.parse_args()
+    args.dlio_venv = args.dlio_venv or ("/tmp/dlio3-venv" if args.dlio == "3" else "/tmp/dlio-ckpt-venv")
+    flags, framing = GDSBENCH_FLAGS[args.dlio], 64 * 1024 if args.dlio == "2" else 1
     shape = QUICK_SHAPE if args.quick else SHAPE
     if args.quick:
         args.repeats = 1
@@ -174,7 +203,7 @@ def main() -> int:
         f.write(CONFIG)
     with open(os.path.join(config, "workload", "llama3_8b.yaml"), "w") as f:
         f.write(workload_yaml(model))
-    layout = layout_rows(args.dlio_venv, config, args.work, model)
+    layout = layout_rows(args.dlio_venv, config, args.work, model, framing)
     runs = {"dlio": [], "gdsbench": []}
     for i in range(args.repeats):  # D G D G ...: drift falls on both alike
         folder = tempfile.mkdtemp(dir=args.work)
@@ -188,22 +217,33 @@ def main() -> int:
         runs["dlio"].append({"throughput": dlio_figures(w, r), "cpu_s": w["cpu_s"] + r["cpu_s"]})
         shutil.rmtree(folder)
         drop_caches()
-        figures, cpu = run_gdsbench(os.path.join(args.work, f"gdsbench-{i}"), os.path.join(args.work, "runs"), shape)
+        figures, cpu = run_gdsbench(os.path.join(args.work, f"gdsbench-{i}"), os.path.join(args.work, "runs"), shape,
+                                    flags)
         runs["gdsbench"].append({"throughput": figures, "cpu_s": cpu})
         shutil.rmtree(os.path.join(args.work, f"gdsbench-{i}"))
         print(f"repeat {i + 1}: DLIO {runs['dlio'][-1]}, gdsbench {runs['gdsbench'][-1]}", flush=True)
-    header, rows, cpu = table(runs)
+    header, rows, cpu = table(runs, CONDITIONS[args.dlio])
     same = sum(1 for r in layout if r[-1] == "SAME")
     checkpoint_gib = sum(f.size for r in range(model.ranks) for f in models.rank_files(model, r)) / GIB
     layers = f"{shape['layers']} layer" + ("s" if shape["layers"] != 1 else "")
+    conditions = {
+        "2": f"gdsbench ran `{' '.join(flags)}`, as DLIO 2.0's code writes: through the page cache (torch.save) and "
+             "without fsync (its checkpoint.fsync setting never reaches the code). So the write figures are how fast "
+             "each tool handed its bytes to the page cache, not how fast the disk stored them: neither is the "
+             "storage's write speed.",
+        "3": f"gdsbench ran `{' '.join(flags)}`, as DLIO 3.0's SimpleStreamingCheckpointing (the backend DLIO at "
+             "cbe2001 uses where mlpstorage is not installed, as here: mlpstorage is not on PyPI) moves each file: "
+             "32 MiB buffered writes (zeros) and one fsync before the file is closed, inside the rank's time; 32 MiB "
+             "buffered reads, one at a time, the bytes not checked. mlpstorage's StreamingCheckpointing, which an "
+             "MLPerf v3.0 submission runs, differs (incompressible data, fadvise DONTNEED after each 32 MiB write, "
+             "4 reader threads per file each reading a quarter in 128 MiB preads): not compared here."}[args.dlio]
+    sizes = {"2": "within torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes",
+             "3": "equal to gdsbench's tensor bytes (3.0 writes raw bytes, no framing)"}[args.dlio]
     notes = [f"Conditions: llama3-8b scaled to {layers} and a vocabulary of {shape['vocab']} "
              f"({checkpoint_gib:.2f} GiB a checkpoint), 8 ranks, {CHECKPOINTS} checkpoints written then read back. "
-             f"gdsbench ran `{' '.join(GDSBENCH_FLAGS)}`, as DLIO 2.0's code writes: through the page cache "
-             "(torch.save) and without fsync (its checkpoint.fsync setting never reaches the code). So the write "
-             "figures are how fast each tool handed its bytes to the page cache, not how fast the disk stored "
-             "them: neither is the storage's write speed.",
-             f"Layout: {same} of {len(layout)} files of one checkpoint are DLIO's by name, with DLIO's size within "
-             "torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes:\n\n"
+             + conditions,
+             f"Layout: {same} of {len(layout)} files of one checkpoint are DLIO's by name, with DLIO's size {sizes}:"
+             "\n\n"
              + markdown_table(["file", "DLIO on disk", "gdsbench tensor bytes", "gdsbench writes", "DLIO - tensor bytes",
                                ""], layout),
              f"Throughput: medians over {args.repeats} alternating repeats x {CHECKPOINTS} checkpoints, each figure "
@@ -213,14 +253,16 @@ def main() -> int:
              f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for 8 ranks). "
              "Each is every process of the tool's runs, start to exit: the launcher (mpirun for DLIO), every rank's "
              "start-up (Python and its imports, torch's for DLIO; DLIO starts its 8 ranks twice, once to write and "
-             "once to read), and both phases; not the reads' and writes' CPU alone.",
-             "Why writes can differ: DLIO's ranks torch.save their tensors, which pickles them and computes the zip "
+             "once to read), and both phases; not the reads' and writes' CPU alone."]
+    if args.dlio == "2":
+        notes += ["Why writes can differ: DLIO's ranks torch.save their tensors, which pickles them and computes the zip "
              "format's CRC-32 over every byte on the CPU; gdsbench's ranks write the bytes with pwrite from a native "
              "loop. With 8 ranks on 2 cores, DLIO's writes are held by that CPU work, not by the disk."]
-    md, _ = write_outputs("vs_dlio_checkpoint", "gdsbench checkpoint against DLIO's checkpoint workload",
+    name = "vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "")
+    md, _ = write_outputs(name, f"gdsbench checkpoint against DLIO {args.dlio}.0's checkpoint workload",
                           markdown_table(header, rows), notes,
                           {"layout": layout, "runs": runs, "cpu_s": cpu, "shape": shape,
-                           "gdsbench_flags": GDSBENCH_FLAGS}, tools=("dlio", "mpi"),
+                           "gdsbench_flags": flags}, tools=("dlio", "mpi"),
                           commands={"dlio": [f"{args.dlio_venv}/bin/python", "-c", DLIO_VERSION],
                                     "mpi": [f"{args.dlio_venv}/bin/mpirun", "--version"]},
                           **({"directory": args.out} if args.out else {}))
@@ -229,26 +271,17 @@ def main() -> int:
     return 0
 
 
-# what each row of the table measured, said beside its figures
-CONDITIONS = {
-    "write": "through the page cache, no fsync (gdsbench --buffered --no-fsync, as DLIO 2.0's code writes): "
-             "not the storage's write speed",
-    "read": "page cache dropped before reading; both read through it",
-    "cpu": "all processes, start to exit: launcher, every rank's start-up, write and read runs",
-}
-
-
-def table(runs: dict) -> tuple[list[str], list[list], dict]:
+def table(runs: dict, conditions: dict[str, str]) -> tuple[list[str], list[list], dict]:
     """The table: each phase's median throughput in both tools, with its conditions; and a CPU row."""
     rows = []
     for phase in ("write", "read"):
         d = median([t for run in runs["dlio"] for t in run["throughput"][phase]])
         g = median([t for run in runs["gdsbench"] for t in run["throughput"][phase]])
-        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s", f"{g / d:.2f}", CONDITIONS[phase],
+        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s", f"{g / d:.2f}", conditions[phase],
                      "within 10%" if abs(g / d - 1) <= 0.10 else "DIFFERENT (see the notes)"])
     cpu = {t: median([run["cpu_s"] for run in runs[t]]) for t in runs}
     rows.append(["CPU-s per repeat", f"{cpu['dlio']:.0f}", f"{cpu['gdsbench']:.0f}",
-                 f"{cpu['gdsbench'] / cpu['dlio']:.2f}", CONDITIONS["cpu"], "information"])
+                 f"{cpu['gdsbench'] / cpu['dlio']:.2f}", CPU_CONDITIONS, "information"])
     return ["phase", "DLIO", "gdsbench", "gdsbench / DLIO", "conditions", ""], rows, cpu
 
 

@@ -374,12 +374,15 @@ def test_vs_fio_writes_a_fresh_file_before_every_write_run_of_either_tool(monkey
 
 def test_vs_dlio_checkpoint_table_states_its_conditions_and_what_its_cpu_includes():
     script = load("vs_dlio_checkpoint")
-    assert script.GDSBENCH_FLAGS == ["--buffered", "--no-fsync"]
+    assert script.GDSBENCH_FLAGS["2"] == ["--buffered", "--no-fsync"]
+    assert "--no-fsync" not in script.GDSBENCH_FLAGS["3"]  # 3.0's streaming backend fsyncs every file
     run = {"throughput": {"write": [1.0 * 2**30, 1.0 * 2**30], "read": [2.0 * 2**30, 2.0 * 2**30]}, "cpu_s": 40.0}
-    header, rows, cpu = script.table({"dlio": [dict(run, cpu_s=140.0)], "gdsbench": [run]})
+    header, rows, cpu = script.table({"dlio": [dict(run, cpu_s=140.0)], "gdsbench": [run]}, script.CONDITIONS["2"])
     assert header[4] == "conditions"
     write, read, cpu_row = rows
     assert "--buffered --no-fsync" in write[4] and "not the storage's" in write[4]
+    v3 = script.table({"dlio": [run], "gdsbench": [run]}, script.CONDITIONS["3"])[1]
+    assert "fsync'd" in v3[0][4] and "unchecked" in v3[1][4]
     assert "start-up" in cpu_row[4] and cpu_row[1:3] == ["140", "40"]
     assert cpu == {"dlio": 140.0, "gdsbench": 40.0}
 
