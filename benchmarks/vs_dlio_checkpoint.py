@@ -102,9 +102,10 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_dlio(venv: str, config: str, folder: str, out: str, write: int, read: int) -> dict:
-    """One DLIO run (write-only or read-only); every rank's stats, and the CPU its processes used."""
-    argv = [os.path.join(venv, "bin", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", "8",
+def run_dlio(venv: str, config: str, folder: str, out: str, write: int, read: int, ranks: int) -> dict:
+    """One DLIO run (write-only or read-only); every rank's stats, and the CPU its processes used. DLIO makes the
+    data-parallel count the ranks mpirun starts."""
+    argv = [os.path.join(venv, "bin", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
             os.path.join(venv, "bin", "dlio_benchmark"), f"--config-dir={config}", "workload=llama3_8b",
             f"++workload.checkpoint.checkpoint_folder={folder}", f"++workload.checkpoint.num_checkpoints_write={write}",
             f"++workload.checkpoint.num_checkpoints_read={read}", f"++hydra.run.dir={out}"]
@@ -112,13 +113,13 @@ def run_dlio(venv: str, config: str, folder: str, out: str, write: int, read: in
     proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, DFTRACER_ENABLE="0"), cwd=out)
     if proc.returncode:
         sys.exit(f"DLIO failed ({proc.returncode}): {proc.stderr[-1500:]}")
-    ranks = []
-    for r in range(8):
+    stats = []
+    for r in range(ranks):
         with open(os.path.join(out, f"{r}_per_epoch_stats.json")) as f:
-            ranks.append(json.load(f)["1"])
+            stats.append(json.load(f)["1"])
     with open(os.path.join(out, "summary.json")) as f:
         size = json.load(f)["metric"]["checkpoint_size_GB"] * GIB  # DLIO's GB are GiB
-    return {"ranks": ranks, "bytes": size, "cpu_s": children_cpu() - cpu0}
+    return {"ranks": stats, "bytes": size, "cpu_s": children_cpu() - cpu0}
 
 
 def dlio_figures(write_run: dict, read_run: dict) -> dict[str, list[float]]:
@@ -150,7 +151,7 @@ CPU_CONDITIONS = "all processes, start to exit: launcher, every rank's start-up,
 def run_gdsbench(folder: str, results: str, shape: dict, flags: list[str]) -> tuple[dict[str, list[float]], float]:
     cpu0 = children_cpu()
     proc = subprocess.run([GDSBENCH, "checkpoint", folder, "--model", "llama3-8b", "--layers", str(shape["layers"]),
-                           "--vocab", str(shape["vocab"]), "--checkpoints", str(CHECKPOINTS), *flags,
+                           "--vocab", str(shape["vocab"]), "--dp", str(shape["dp"]), "--checkpoints", str(CHECKPOINTS), *flags,
                            "--results", results, "--json"], capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"gdsbench checkpoint failed: {proc.stderr[-1500:]}")
@@ -164,7 +165,7 @@ def layout_rows(venv: str, config: str, work: str, model: models.Model, framing:
     `framing` bytes (torch.save's zip framing; 3.0 writes none, framing 1)."""
     folder, out = os.path.join(work, "layout"), os.path.join(work, "layout-out")
     os.makedirs(out)
-    run_dlio(venv, config, folder, out, 1, 0)
+    run_dlio(venv, config, folder, out, 1, 0, model.ranks)
     dlio = {name: os.path.getsize(os.path.join(folder, "global_epoch1_step1", name))
             for name in os.listdir(os.path.join(folder, "global_epoch1_step1"))}
     ours = {f.name: f for r in range(model.ranks) for f in models.rank_files(model, r)}
@@ -184,6 +185,8 @@ def main() -> int:
                     "3.0 (v3.0's fork, cbe2001); table vs_dlio_checkpoint or vs_dlio_checkpoint_v3")
     ap.add_argument("--dlio-venv", help="the DLIO venv (default /tmp/dlio-ckpt-venv; /tmp/dlio3-venv with --dlio 3)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ranks", type=int, default=8, help="ranks, each tool's data-parallel count (default 8, "
+                    "llama3-8b's); the checkpoint's bytes stay the same, split among them (table name -ranksN)")
     ap.add_argument("--work", default=os.path.join(ROOT, "results", "scratch", "vs_dlio_checkpoint"))
     ap.add_argument("--out", metavar="DIR", help="where the table goes (default results/benchmarks)")
     ap.add_argument("--quick", action="store_true", help="a smoke test, not a measurement: 1 layer, a vocabulary "
@@ -191,7 +194,7 @@ def main() -> int:
     args = ap.parse_args()
     args.dlio_venv = args.dlio_venv or ("/tmp/dlio3-venv" if args.dlio == "3" else "/tmp/dlio-ckpt-venv")
     flags, framing = GDSBENCH_FLAGS[args.dlio], 64 * 1024 if args.dlio == "2" else 1
-    shape = QUICK_SHAPE if args.quick else SHAPE
+    shape = dict(QUICK_SHAPE if args.quick else SHAPE, dp=args.ranks)
     if args.quick:
         args.repeats = 1
         args.out = args.out or os.path.join(ROOT, "results", "scratch", "benchmarks")
@@ -211,9 +214,9 @@ def main() -> int:
         os.makedirs(out_w)
         os.makedirs(out_r)
         drop_caches()
-        w = run_dlio(args.dlio_venv, config, folder, out_w, CHECKPOINTS, 0)
+        w = run_dlio(args.dlio_venv, config, folder, out_w, CHECKPOINTS, 0, model.ranks)
         drop_caches()
-        r = run_dlio(args.dlio_venv, config, folder, out_r, 0, CHECKPOINTS)
+        r = run_dlio(args.dlio_venv, config, folder, out_r, 0, CHECKPOINTS, model.ranks)
         runs["dlio"].append({"throughput": dlio_figures(w, r), "cpu_s": w["cpu_s"] + r["cpu_s"]})
         shutil.rmtree(folder)
         drop_caches()
@@ -240,25 +243,26 @@ def main() -> int:
     sizes = {"2": "within torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes",
              "3": "equal to gdsbench's tensor bytes (3.0 writes raw bytes, no framing)"}[args.dlio]
     notes = [f"Conditions: llama3-8b scaled to {layers} and a vocabulary of {shape['vocab']} "
-             f"({checkpoint_gib:.2f} GiB a checkpoint), 8 ranks, {CHECKPOINTS} checkpoints written then read back. "
+             f"({checkpoint_gib:.2f} GiB a checkpoint), {model.ranks} ranks, {CHECKPOINTS} checkpoints written then read back. "
              + conditions,
              f"Layout: {same} of {len(layout)} files of one checkpoint are DLIO's by name, with DLIO's size {sizes}:"
              "\n\n"
              + markdown_table(["file", "DLIO on disk", "gdsbench tensor bytes", "gdsbench writes", "DLIO - tensor bytes",
                                ""], layout),
              f"Throughput: medians over {args.repeats} alternating repeats x {CHECKPOINTS} checkpoints, each figure "
-             "MLPerf's (a checkpoint's bytes over its longest rank's duration). Page cache dropped before each write "
+             "MLPerf's (a checkpoint's bytes over its longest rank's duration); the ratio is the median of the "
+             "figures' ratios paired by repeat and checkpoint. Page cache dropped before each write "
              "and each read.",
              f"CPU: DLIO's processes used {cpu['dlio']:.0f} CPU-s for its write and read runs, gdsbench's "
-             f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for 8 ranks). "
+             f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for {model.ranks} ranks). "
              "Each is every process of the tool's runs, start to exit: the launcher (mpirun for DLIO), every rank's "
-             "start-up (Python and its imports, torch's for DLIO; DLIO starts its 8 ranks twice, once to write and "
+             "start-up (Python and its imports, torch's for DLIO; DLIO starts its ranks twice, once to write and "
              "once to read), and both phases; not the reads' and writes' CPU alone."]
     if args.dlio == "2":
         notes += ["Why writes can differ: DLIO's ranks torch.save their tensors, which pickles them and computes the zip "
              "format's CRC-32 over every byte on the CPU; gdsbench's ranks write the bytes with pwrite from a native "
-             "loop. With 8 ranks on 2 cores, DLIO's writes are held by that CPU work, not by the disk."]
-    name = "vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "")
+             "loop. With more ranks than cores, DLIO's writes are held by that CPU work, not by the disk."]
+    name = "vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "") + (f"-ranks{args.ranks}" if args.ranks != 8 else "")
     md, _ = write_outputs(name, f"gdsbench checkpoint against DLIO {args.dlio}.0's checkpoint workload",
                           markdown_table(header, rows), notes,
                           {"layout": layout, "runs": runs, "cpu_s": cpu, "shape": shape,
@@ -272,17 +276,24 @@ def main() -> int:
 
 
 def table(runs: dict, conditions: dict[str, str]) -> tuple[list[str], list[list], dict]:
-    """The table: each phase's median throughput in both tools, with its conditions; and a CPU row."""
+    """The table: each phase's median throughput in both tools, and the median of the ratios of figures paired by
+    repeat and checkpoint (checkpoint k of one repeat against checkpoint k of the same repeat: the storage's speed
+    can differ from the first checkpoint to the next alike for both), with their range and conditions; and a CPU
+    row."""
     rows = []
     for phase in ("write", "read"):
         d = median([t for run in runs["dlio"] for t in run["throughput"][phase]])
         g = median([t for run in runs["gdsbench"] for t in run["throughput"][phase]])
-        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s", f"{g / d:.2f}", conditions[phase],
-                     "within 10%" if abs(g / d - 1) <= 0.10 else "DIFFERENT (see the notes)"])
+        ratios = [gt / dt for dr, gr in zip(runs["dlio"], runs["gdsbench"])
+                  for dt, gt in zip(dr["throughput"][phase], gr["throughput"][phase])]
+        ratio = median(ratios)
+        rows.append([phase, f"{d / GIB:.3f} GiB/s", f"{g / GIB:.3f} GiB/s",
+                     f"{ratio:.2f} ({min(ratios):.2f}-{max(ratios):.2f})", conditions[phase],
+                     "within 10%" if abs(ratio - 1) <= 0.10 else "DIFFERENT (see the notes)"])
     cpu = {t: median([run["cpu_s"] for run in runs[t]]) for t in runs}
     rows.append(["CPU-s per repeat", f"{cpu['dlio']:.0f}", f"{cpu['gdsbench']:.0f}",
                  f"{cpu['gdsbench'] / cpu['dlio']:.2f}", CPU_CONDITIONS, "information"])
-    return ["phase", "DLIO", "gdsbench", "gdsbench / DLIO", "conditions", ""], rows, cpu
+    return ["phase", "DLIO", "gdsbench", "gdsbench / DLIO (range)", "conditions", ""], rows, cpu
 
 
 if __name__ == "__main__":

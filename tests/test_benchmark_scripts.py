@@ -383,6 +383,11 @@ def test_vs_dlio_checkpoint_table_states_its_conditions_and_what_its_cpu_include
     assert "--buffered --no-fsync" in write[4] and "not the storage's" in write[4]
     v3 = script.table({"dlio": [run], "gdsbench": [run]}, script.CONDITIONS["3"])[1]
     assert "fsync'd" in v3[0][4] and "unchecked" in v3[1][4]
+    # ratios are paired by repeat and checkpoint: a first checkpoint faster than the second in both tools
+    fast_then_slow = {"throughput": {"write": [4.0, 1.0], "read": [4.0, 1.0]}, "cpu_s": 1.0}
+    paired = script.table({"dlio": [fast_then_slow], "gdsbench": [dict(fast_then_slow, throughput={
+        p: [1.05 * t for t in f] for p, f in fast_then_slow["throughput"].items()})]}, script.CONDITIONS["3"])[1]
+    assert paired[0][3] == "1.05 (1.05-1.05)" and paired[0][5] == "within 10%"
     assert "start-up" in cpu_row[4] and cpu_row[1:3] == ["140", "40"]
     assert cpu == {"dlio": 140.0, "gdsbench": 40.0}
 
