@@ -16,6 +16,7 @@ from conftest import mpirun, needs_mpi
 from test_bad_input import assert_one_line_error
 
 from gdsbench.checkpoint import models
+from gdsbench.checkpoint.manifest import planned_sizes
 from gdsbench.checkpoint.on_disk import MANIFEST, read_manifest
 
 SMALL = ("--model", "llama3-8b", "--dp", "2", "--layers", "1", "--vocab", "1024", "--scale", "0.01")
@@ -200,12 +201,23 @@ def test_mpi_ranks_are_the_checkpoint_ranks(tmp_path):
 
 
 def test_a_rank_that_fails_mid_write_ends_the_run_naming_it_and_leaves_the_checkpoint_incomplete(gdsbench, tmp_path):
-    """Each rank's third copy from the (SIMULATED) GPU fails: the run ends in one line naming a
+    """Each rank's fourth copy from the (SIMULATED) GPU fails: the run ends in one line naming a
     process, and the checkpoint it was writing is marked incomplete, never complete."""
     res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "bounce", "--gpu-backend",
-                   "sim:fail-copy=3", "--results", tmp_path / "res")
+                   "sim:fail-copy=4", "--results", tmp_path / "res")
     assert res.code != 0 and "process" in res.err and "Traceback" not in res.err, res.err
-    assert read_manifest(str(tmp_path / "ck" / "global_epoch1_step1"))["complete"] is False
+    folder = tmp_path / "ck" / "global_epoch1_step1"
+    left = read_manifest(str(folder))
+    assert left["complete"] is False
+    # files grow as they are written, as a checkpoint writer's do (none sized first): the ones cut short are shorter
+    sizes = {name: (folder / name).stat().st_size for name in planned_sizes(left) if (folder / name).exists()}
+    assert any(0 < size < planned_sizes(left)[name] for name, size in sizes.items()), sizes
+    grown = next(name for name, size in sizes.items() if size)
+    with open(folder / grown, "ab") as f:  # longer than gdsbench writes it: not the file gdsbench made
+        f.write(bytes(4096 * 2048))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results",
+                                   tmp_path / "res"), "and gdsbench writes it")
+    os.truncate(folder / grown, sizes[grown])
     again = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res")
     assert again.code == 0 and "an earlier INCOMPLETE checkpoint" in again.err, again.err  # its part-written files too
 

@@ -6,8 +6,8 @@ again, complete, with each file's size, inode and modification time, after every
 written and fsync'd them. A run names the incomplete checkpoints it finds, and removes a folder
 only where its manifest says gdsbench wrote it and every file in it is one gdsbench made and
 nobody changed since: the same size, inode and modification time as recorded, or, in an
-incomplete checkpoint (nothing recorded yet), the size it was made with and gdsbench's pattern or
-a hole at its start. Anything else is refused, naming the file, and left as it is; every folder
+incomplete checkpoint (nothing recorded yet), no longer than gdsbench writes it and starting with
+gdsbench's pattern (or empty: made, not yet written). Anything else is refused, naming the file, and left as it is; every folder
 the run will replace is checked before the first is written.
 
 One run at a time writes a directory: it holds an exclusive lock (flock on
@@ -92,10 +92,10 @@ def _changed(path: str, size: int, proof: dict | None) -> str | None:
         now = _identity(path)
         differ = [f"{k} {proof.get(k)} then, {now[k]} now" for k in now if proof.get(k) != now[k]]
         return f"changed since gdsbench wrote it ({'; '.join(differ)})" if differ else None
-    if st.st_size == 0:  # made, not yet sized
+    if st.st_size == 0:  # made, not yet written
         return None
-    if st.st_size != size:
-        return f"{st.st_size} bytes, and gdsbench made it {size}"
+    if st.st_size > size:  # written from its start, as far as its rank got
+        return f"{st.st_size} bytes, and gdsbench writes it {size}"
     return None if _starts_as_ours(path) else "does not start with gdsbench's pattern (another program wrote it)"
 
 
@@ -315,12 +315,10 @@ class Directory:
     @staticmethod
     def write(run, path: str, size: int) -> None:
         """One file of a rank's, created new (never one that was there: O_EXCL, in the folder this
-        run made, whose manifest names it), written with the pattern, fsync'd."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            os.ftruncate(fd, size)
-        finally:
-            os.close(fd)
+        run made, whose manifest names it), written with the pattern from its start, each write
+        extending it as a checkpoint writer's do (a file sized first would spare ext4's buffered
+        writes the journal an extending write waits on), fsync'd."""
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
         move_whole(run.spec, path, size, write=True, fsync=run.fsync, verify=False)
 
     @staticmethod
