@@ -29,7 +29,7 @@ def scale_arg(text: str) -> float:
 
 class CheckpointCommand:
     name = "checkpoint"
-    help = ("MLPerf Storage v2.0's checkpoint workload: every rank writes its share of N checkpoints of a model, "
+    help = ("MLPerf Storage's checkpoint workload (v2.0, v3.0): every rank writes its share of N checkpoints of a model, "
             "each file fsync'd, then reads them back, checked; reported as MLPerf reports it")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
