@@ -23,8 +23,8 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
-# and 10 to pack the logs: 1362 s at worst for all six with carried wheels, about
+# 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
+# and 10 to pack the logs: 1482 s at worst for all six with carried wheels, about
 # 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
@@ -37,6 +37,7 @@
 #   validate-h200.txt, validate-h200.xml          the H200 example profile's table and JUnit file
 #   train-MODE.json     train rows of 1 and 2 accelerators in each mode (cpu, bounce, gds, kvikio)
 #   predict-gds.json    the prediction for the same workload in gds mode
+#   train-parquet-MODE.json  a scaled flux's parquet row groups in bounce, gds and kvikio
 #   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
 #   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds and kvikio mode
 #   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
@@ -214,6 +215,16 @@ EOF
       > "$out/predict-gds.json"
     echo "predict --mode gds: exit $?"
     rm -rf "$ds"
+    step "gdsbench train: parquet row groups (a scaled flux, 8 files of 48 rows) in each GPU mode"
+    # pyarrow's files, not gdsbench's pattern: no --verify; every sample read is the check
+    local pq="$repo/results/scratch/train-flux" flux=(--workload flux --files 8 --samples-per-file 48)
+    timeout -k 5 30 $python -m gdsbench prepare "$pq" "${flux[@]}" || echo "prepare flux: exit $?"
+    for mode in bounce gds kvikio; do
+      timeout -k 5 30 $python -m gdsbench train "$pq" "${flux[@]}" --batch 8 --compute-time 50ms --mode "$mode" \
+        --accelerators 1 --json > "$out/train-parquet-$mode.json"
+      echo "train parquet --mode $mode: exit $?"
+    done
+    rm -rf "$pq"
   fi
 
   if wants remote; then

@@ -211,3 +211,17 @@ def test_bad_parquet_settings_are_one_line_naming_them(gdsbench, tmp_path):
     assert_one_line_error(gdsbench("prepare", "--workload", toml, tmp_path / "d"), "columns", "dataset.parquet.columns")
     assert_one_line_error(gdsbench("prepare", "--workload", "flux", "--row-group", "0", tmp_path / "d"),
                           "--row-group 0")
+
+
+@pytest.mark.parametrize("mode", ["bounce", "gds"])
+def test_parquet_row_groups_land_in_gpu_memory_on_the_cpu_stand_in(gdsbench, tmp_path, mode):
+    """The row-group loader's native readers in each GPU mode, on the SIMULATED device (not a GPU): every
+    sample read, and the row says what stood in."""
+    data = tmp_path / "flux"
+    assert gdsbench("prepare", data, "--workload", "flux", "--files", "2", "--samples-per-file", "8").code == 0
+    res = gdsbench("train", data, "--workload", "flux", "--files", "2", "--samples-per-file", "8", "--batch", "2",
+                   "--read-threads", "2", "--compute-time", "1ms", "--mode", mode, "--gpu-backend", "sim",
+                   "--results", tmp_path / "runs", "--json")
+    assert res.code == 0, res.err
+    row = json.loads(res.out)[0]
+    assert "SIMULATED" in row["data_path"] and row["samples_read"] == 16
