@@ -5,6 +5,7 @@ read back, and replaced only where gdsbench wrote it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from conftest import mpirun, needs_mpi
 from test_bad_input import assert_one_line_error
 
+from gdsbench.checkpoint import dlio_yaml as checkpoint_yaml
 from gdsbench.checkpoint import models
 from gdsbench.checkpoint.manifest import planned_sizes
 from gdsbench.checkpoint.on_disk import MANIFEST, read_manifest
@@ -236,3 +238,68 @@ def test_subset_mode_writes_and_reads_the_first_ranks_share(gdsbench, tmp_path):
         "zero_pp_rank_1_mp_rank_0_model_states.pt", "zero_pp_rank_1_mp_rank_0_optim_states.pt"]
     assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", "llama3-8b", "--ranks", "9"),
                           "more than the model's 8")
+
+
+V2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mlcommons-storage-v2.0")
+TINY = """model:
+  name: tiny
+  type: transformer
+  num_layers: 1
+  model_datatype: fp16
+  optimizer_datatype: fp32
+  parallelism: {{tensor: 1, pipeline: 1, zero_stage: 3{data}}}
+  transformer: {{vocab_size: 1024, hidden_size: 256, ffn_hidden_size: 512, num_attention_heads: 4, num_kv_heads: 2}}
+framework: pytorch
+workflow: {{generate_data: False, train: False, checkpoint: True}}
+checkpoint: {{checkpoint_folder: checkpoints/tiny, num_checkpoints_write: 2, num_checkpoints_read: 2, fsync: True{more}}}
+"""
+
+
+def test_mlperf_s_checkpoint_yamls_are_its_models():
+    """mlcommons/storage's llama3 files (v3.0's have the same dimensions) give the built-in models,
+    their data-parallel count MLPerf's, with the files' checkpoint count and fsync."""
+    for size in ("8b", "70b", "405b", "1t"):
+        t = checkpoint_yaml.translate(os.path.join(V2, f"llama3_{size}.yaml"))
+        assert dataclasses.replace(t.model, name=f"llama3-{size}") == models.BUILT_IN[f"llama3-{size}"]
+        assert (t.checkpoints, t.fsync, t.subset) == (10, True, False)
+        assert any("checkpoint_folder: not emulated" in n for n in t.notes)
+
+
+def test_a_checkpoint_yaml_runs_as_its_model_in_subset_mode(gdsbench, tmp_path):
+    """checkpoint.mode subset with parallelism.data: the full job's DP, of which --ranks run."""
+    yaml = tmp_path / "tiny.yaml"
+    yaml.write_text(TINY.format(data=", data: 4", more=", mode: subset"))
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--ranks", "2", "--results", tmp_path / "res",
+                   "--json")
+    assert res.code == 0, res.err
+    rows = json.loads(res.out)
+    assert [(r["phase"], r["checkpoint"]) for r in rows] == [("write", 1), ("write", 2), ("read", 1), ("read", 2)]
+    assert all(len(r["rank_seconds"]) == 2 for r in rows)
+    assert "(DLIO checkpoint workload YAML)" in res.err and "checkpoint.mode -> subset" in res.err
+    assert sorted(os.listdir(tmp_path / "ck" / "global_epoch1_step1")) == [
+        MANIFEST, *(f"zero_pp_rank_{r}_mp_rank_0_{s}_states.pt" for r in range(2) for s in ("model", "optim"))]
+
+
+@pytest.mark.parametrize("data, more, flags, words", [
+    (", data: 2", "", (), "model.parallelism.data 2: DLIO refuses it outside subset mode"),
+    ("", ", mode: subset", ("--ranks", "1"), "needs model.parallelism.data"),
+    (", data: 2", ", mode: subset", (), "give --ranks N"),
+    ("", "", (), "give --dp N"),
+    ("", ", num_checkpoints_read: 1", ("--dp", "2"), "is given twice"),
+    ("", ", steps_between_checkpoints: 5", ("--dp", "2"), "checkpoint.steps_between_checkpoints: a checkpoint setting"),
+    ("", ", type: rank_zero", ("--dp", "2"), "checkpoint.type 'rank_zero'"),
+])
+def test_a_checkpoint_yaml_gdsbench_cannot_run_as_written_is_one_line(gdsbench, tmp_path, data, more, flags, words):
+    yaml = tmp_path / "tiny.yaml"
+    yaml.write_text(TINY.format(data=data, more=more))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, *flags, "--dry-run"), words)
+
+
+def test_unequal_reads_and_writes_and_another_framework_are_refused(gdsbench, tmp_path):
+    yaml = tmp_path / "tiny.yaml"
+    yaml.write_text(TINY.format(data="", more="").replace("num_checkpoints_read: 2", "num_checkpoints_read: 1"))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--dp", "2", "--dry-run"),
+                          "reads back every checkpoint it writes")
+    yaml.write_text(TINY.format(data="", more="").replace("framework: pytorch", "framework: tensorflow"))
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--dp", "2", "--dry-run"),
+                          "framework 'tensorflow'")

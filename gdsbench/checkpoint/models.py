@@ -110,7 +110,13 @@ def load(name: str, overrides: dict | None = None) -> Model:
                                                              f"has unknown keys {', '.join(unknown)}"))
         model = Model(**section)
     else:
-        raise UsageError(f"--model {name}: unknown; choose one of {', '.join(BUILT_IN)}, or a FILE.toml")
+        raise UsageError(f"--model {name}: unknown; choose one of {', '.join(BUILT_IN)}, a FILE.toml, or a DLIO "
+                         "checkpoint workload FILE.yaml")
+    return shaped(model, overrides)
+
+
+def shaped(model: Model, overrides: dict | None = None) -> Model:
+    """The model with overrides (layers, vocab, dp, ...) applied, checked as DLIO checks it."""
     model = dataclasses.replace(model, **(overrides or {}))
     check(model)
     return model

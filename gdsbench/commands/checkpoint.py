@@ -9,6 +9,7 @@ from gdsbench.commands.options import (
     add_remote_arguments,
     add_run_name_arguments,
     count_arg,
+    say_translation,
     write_job_in,
 )
 from gdsbench.commands.pages import Saved, measured
@@ -27,6 +28,17 @@ def scale_arg(text: str) -> float:
     return value
 
 
+def dp_from_ranks(path: str, model, comm) -> int:
+    """A YAML model's data-parallel count: its own (parallelism.data, or the MLPerf model it matches), else
+    DLIO's rule, the ranks mpirun started over TP x PP; 0 where none says it."""
+    if model.dp or comm is None:
+        return model.dp
+    if comm.Get_size() % (model.tp * model.pp):
+        raise UsageError(f"--model {path}: mpirun started {comm.Get_size()} ranks, not a multiple of TP x PP "
+                         f"({model.tp} x {model.pp}), as DLIO needs")
+    return comm.Get_size() // (model.tp * model.pp)
+
+
 class CheckpointCommand:
     name = "checkpoint"
     help = ("MLPerf Storage's checkpoint workload (v2.0, v3.0): every rank writes its share of N checkpoints of a model, "
@@ -38,10 +50,13 @@ class CheckpointCommand:
         parser.add_argument("path", metavar="DIR", help="where the checkpoints go: a directory, or s3://BUCKET/PREFIX/ "
                                                         "(global_epoch1_stepK/ folders; only folders gdsbench wrote are "
                                                         "ever replaced)")
-        parser.add_argument("--model", required=True, metavar="NAME|FILE.toml",
-                            help=f"{', '.join(BUILT_IN)}, or a TOML file with a [model] table")
-        parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=10, metavar="N",
-                            help="checkpoints written, then each read back once (default: 10, MLPerf's)")
+        parser.add_argument("--model", required=True, metavar="NAME|FILE.toml|FILE.yaml",
+                            help=f"{', '.join(BUILT_IN)}, a TOML file with a [model] table, or a DLIO checkpoint "
+                                 "workload YAML (mlcommons/storage's llama3_8b.yaml: its model, checkpoint count, "
+                                 "fsync and mode)")
+        parser.add_argument("--checkpoints", type=count_arg(1, 1000), default=None, metavar="N",
+                            help="checkpoints written, then each read back once (default: 10, MLPerf's, or the "
+                                 "YAML's)")
         parser.add_argument("--scale", type=scale_arg, default=1.0, metavar="F",
                             help="every tensor's bytes times F, for a smaller machine (said on every row; default: 1)")
         group = parser.add_argument_group("the model's shape (as DLIO's model fields; each changes what is written)")
@@ -68,15 +83,31 @@ class CheckpointCommand:
     def run(self, args: argparse.Namespace) -> int:
         import os
 
+        from gdsbench.checkpoint import dlio_yaml as checkpoint_yaml
         from gdsbench.checkpoint import models, session
         from gdsbench.execution import mpi
         from gdsbench.job.units import format_size
         from gdsbench.reporting import checkpoint_report
+        from gdsbench.train.dlio_yaml import is_yaml
 
         spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt", objects=True)
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
-        model = models.load(args.model, overrides)
         comm = mpi.world()
+        yaml = checkpoint_yaml.translate(args.model) if is_yaml(args.model) else None
+        if yaml:
+            dp = overrides.get("dp") or dp_from_ranks(args.model, yaml.model, comm)
+            if not dp:
+                raise UsageError(f"--model {args.model}: no data-parallel count (no model.parallelism.data, and not an "
+                                 "MLPerf model's dimensions; DLIO counts the ranks it is started with): give --dp N "
+                                 "(ranks = TP x PP x N), or start the ranks with mpirun")
+            model = models.shaped(yaml.model, {**overrides, "dp": dp})
+            if yaml.subset and args.ranks is None and comm is None:
+                raise UsageError(f"--model {args.model}: checkpoint.mode subset: the ranks started are a share of the "
+                                 f"model's {model.ranks}; give --ranks N (or start N with mpirun)")
+        else:
+            model = models.load(args.model, overrides)
+        checkpoints = args.checkpoints or (yaml.checkpoints if yaml else 10)
+        fsync = not args.no_fsync and (yaml.fsync if yaml else True)
         ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)
         if ranks > model.ranks:
             raise UsageError(f"--ranks {ranks}: more than the model's {model.ranks} (TP {model.tp} x PP {model.pp} x DP "
@@ -85,8 +116,13 @@ class CheckpointCommand:
             raise UsageError(f"--ranks {ranks}: and mpirun started {comm.Get_size()}; start {ranks} (or leave --ranks "
                              "out: the ranks mpirun starts)")
         directory = args.path.rstrip("/") if spec.path.startswith("s3://") else os.path.abspath(args.path)
-        run = session.CheckpointRun(model, directory, args.checkpoints, spec, args.scale,
-                                    fsync=not args.no_fsync, ranks_per_node=args.ranks_per_node or 0,
+        if yaml:  # said once the run's settings hold: an error stays one line
+            given = {"--checkpoints": args.checkpoints, "--no-fsync": args.no_fsync or None,
+                     **{f"--{k}": v for k, v in overrides.items()}}
+            say_translation(args.model, yaml.mapped, yaml.notes, kind="DLIO checkpoint workload YAML",
+                            instead={flag: f"the command line's {flag}" for flag, v in given.items() if v is not None})
+        run = session.CheckpointRun(model, directory, checkpoints, spec, args.scale,
+                                    fsync=fsync, ranks_per_node=args.ranks_per_node or 0,
                                     subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify)
         info = run.info()
         if args.dry_run:
@@ -97,7 +133,7 @@ class CheckpointCommand:
             elif mpi.is_root():
                 for r in range(run.ranks):
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
-                print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {args.checkpoints} checkpoints")
+                print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {checkpoints} checkpoints")
             return 0
         with session.placed(run) as lock:
             outcome = session.Outcome()

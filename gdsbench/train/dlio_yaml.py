@@ -99,11 +99,11 @@ def is_yaml(name: str) -> bool:
     return name.lower().endswith((".yaml", ".yml"))
 
 
-def read(path: str) -> dict:
-    """The YAML document, or one UsageError naming the file and why."""
+def read(path: str, flag: str = "--workload") -> dict:
+    """The YAML document, or one UsageError naming the flag that gave it, the file and why."""
     import yaml
 
-    where = f"--workload {path}"
+    where = f"{flag} {path}"
     try:
         with open(path, "rb") as f:
             text = tomlfile.decode(f.read(), where, "YAML")
@@ -210,7 +210,7 @@ def translate(path: str, prepare: bool = False) -> Translation:
     if prepare and workflow.get("train", True) is False and workflow.get("generate_data"):
         workflow = dict(workflow, train=True)  # the same dataset a training YAML reads
     if workflow.get("train", True) is False:
-        what = "a checkpoint workload: use gdsbench checkpoint" if workflow.get("checkpoint") else \
+        what = "a checkpoint workload: use gdsbench checkpoint DIR --model FILE.yaml" if workflow.get("checkpoint") else \
             "nothing to train (a data generation workload: use gdsbench prepare --workload)"
         raise UsageError(f"--workload {path}: workflow.train is False: {what}")
     for key in ("evaluation", "do_eval"):
