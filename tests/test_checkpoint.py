@@ -204,14 +204,15 @@ def test_mpi_ranks_are_the_checkpoint_ranks(tmp_path):
 
 def test_a_rank_that_fails_mid_write_ends_the_run_naming_it_and_leaves_the_checkpoint_incomplete(gdsbench, tmp_path):
     """Each rank's fourth copy from the (SIMULATED) GPU fails: the run ends in one line naming a
-    process, and the checkpoint it was writing is marked incomplete, never complete."""
-    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "bounce", "--gpu-backend",
-                   "sim:fail-copy=4", "--results", tmp_path / "res")
+    process, and the checkpoint it was writing is marked incomplete, never complete. Written through
+    the page cache (cached-bounce), its files grow as they are written."""
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "cached-bounce",
+                   "--gpu-backend", "sim:fail-copy=4", "--results", tmp_path / "res")
     assert res.code != 0 and "process" in res.err and "Traceback" not in res.err, res.err
     folder = tmp_path / "ck" / "global_epoch1_step1"
     left = read_manifest(str(folder))
     assert left["complete"] is False
-    # files grow as they are written, as a checkpoint writer's do (none sized first): the ones cut short are shorter
+    # buffered, files grow as they are written, as torch.save's do (none sized first): the ones cut short are shorter
     sizes = {name: (folder / name).stat().st_size for name in planned_sizes(left) if (folder / name).exists()}
     assert any(0 < size < planned_sizes(left)[name] for name, size in sizes.items()), sizes
     grown = next(name for name, size in sizes.items() if size)
@@ -260,7 +261,8 @@ def test_mlperf_s_checkpoint_yamls_are_its_models():
     their data-parallel count MLPerf's, with the files' checkpoint count and fsync."""
     for size in ("8b", "70b", "405b", "1t"):
         t = checkpoint_yaml.translate(os.path.join(V2, f"llama3_{size}.yaml"))
-        assert dataclasses.replace(t.model, name=f"llama3-{size}") == models.BUILT_IN[f"llama3-{size}"]
+        assert t.twin == models.BUILT_IN[f"llama3-{size}"] and t.model.dp == 0  # the ranks started say it, or MLPerf
+        assert dataclasses.replace(t.model, name=t.twin.name, dp=t.twin.dp) == t.twin
         assert (t.checkpoints, t.fsync, t.subset) == (10, True, False)
         assert any("checkpoint_folder: not emulated" in n for n in t.notes)
 
@@ -281,10 +283,10 @@ def test_a_checkpoint_yaml_runs_as_its_model_in_subset_mode(gdsbench, tmp_path):
 
 
 @pytest.mark.parametrize("data, more, flags, words", [
-    (", data: 2", "", (), "model.parallelism.data 2: DLIO refuses it outside subset mode"),
     ("", ", mode: subset", ("--ranks", "1"), "needs model.parallelism.data"),
     (", data: 2", ", mode: subset", (), "give --ranks N"),
     ("", "", (), "give --dp N"),
+    ("", "", ("--ranks", "3", "--dp", "1"), "--ranks 3: more than the model's 1"),
     ("", ", num_checkpoints_read: 1", ("--dp", "2"), "is given twice"),
     ("", ", steps_between_checkpoints: 5", ("--dp", "2"), "checkpoint.steps_between_checkpoints: a checkpoint setting"),
     ("", ", type: rank_zero", ("--dp", "2"), "checkpoint.type 'rank_zero'"),
@@ -303,3 +305,37 @@ def test_unequal_reads_and_writes_and_another_framework_are_refused(gdsbench, tm
     yaml.write_text(TINY.format(data="", more="").replace("framework: pytorch", "framework: tensorflow"))
     assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--dp", "2", "--dry-run"),
                           "framework 'tensorflow'")
+
+
+def test_a_checkpoint_yaml_s_data_parallel_count_is_dlio_s_rule(gdsbench, tmp_path):
+    """parallelism.data where given (outside subset mode, as some of mlcommons/storage's files have it: noted);
+    else the ranks started over TP x PP; else, alone, MLPerf's count for a model of the same dimensions."""
+    yaml = tmp_path / "tiny.yaml"
+    yaml.write_text(TINY.format(data=", data: 2", more=""))
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--dry-run", "--json")
+    assert res.code == 0 and json.loads(res.out)["ranks"] == 2 and "DLIO run alone refuses it" in res.err, res.err
+    yaml.write_text(TINY.format(data="", more=""))
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--ranks", "3", "--dry-run", "--json")
+    assert res.code == 0 and json.loads(res.out)["ranks"] == 3 and not json.loads(res.out)["subset"], res.err
+    assert "3 ranks started over TP x PP -> --dp 3" in res.err
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", os.path.join(V2, "llama3_70b.yaml"), "--dry-run", "--json")
+    assert res.code == 0 and json.loads(res.out)["ranks"] == 64 and "MLPerf's 64 ranks -> --dp 8" in res.err
+
+
+def test_a_file_of_zeros_under_a_checkpoint_s_name_is_not_taken_for_gdsbench_s(gdsbench, tmp_path):
+    """An incomplete checkpoint's file that starts with zeros written by another program (DLIO 3.0's own
+    backend writes zeros under the same names) is refused and kept; a hole at its start is gdsbench's."""
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--mode", "bounce", "--gpu-backend",
+                   "sim:fail-copy=4", "--results", tmp_path / "res")
+    assert res.code != 0
+    folder = tmp_path / "ck" / "global_epoch1_step1"
+    victim = next(p for p in sorted(folder.glob("*.pt")) if p.stat().st_size)
+    size = victim.stat().st_size
+    victim.write_bytes(bytes(size))  # zeros, written: data, not a hole
+    assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results",
+                                   tmp_path / "res"), "does not start with gdsbench's pattern")
+    assert victim.read_bytes() == bytes(size)
+    os.truncate(victim, 0)
+    os.truncate(victim, size)  # a hole to its end: as a rank that never wrote leaves a sized file
+    again = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--results", tmp_path / "res")
+    assert again.code == 0, again.err

@@ -1,5 +1,5 @@
-"""A DLIO checkpoint workload YAML (mlcommons/storage's configs/dlio/workload/llama3_*.yaml, as
-MLPerf Storage v2.0 and v3.0 give them) read as `gdsbench checkpoint`'s model and settings.
+"""A DLIO checkpoint workload YAML (mlcommons/storage's configs/dlio/workload/llama3_*.yaml, in the
+versions of MLPerf Storage v2.0 and v3.0 read) read as `gdsbench checkpoint`'s model and settings.
 
 Every key is accounted for, as train's YAMLs are (train/dlio_yaml.py, whose safe reader this
 uses): mapped (the model's shape, the checkpoint count, fsync, subset mode), noted where it does
@@ -40,9 +40,13 @@ NOTED = {  # checkpoint.KEY -> why it changes nothing measured
 }
 
 
+FLAGS = {"layers": "--layers", "vocab": "--vocab"}  # Model fields the command line can change, as it names them
+
+
 @dataclass
 class Translation:
-    model: Model | None = None  # its dp 0 where the ranks started must say it (no parallelism.data, no built-in twin)
+    model: Model | None = None  # its dp parallelism.data's, else 0: the ranks started say it (DLIO's rule)
+    twin: Model | None = None  # the built-in model of the same dimensions, whose dp MLPerf's rank count gives
     checkpoints: int = 10
     fsync: bool = True
     subset: bool = False  # checkpoint.mode: subset (parallelism.data is the full job's DP; the ranks started a share)
@@ -66,20 +70,18 @@ def translate(path: str) -> Translation:
     name, values = _model(where, data.get("model"), out)
     subset = _checkpoint(where, data.get("checkpoint") or {}, out)
     data_parallel = values.pop("data", None)
-    if data_parallel is not None and not subset:
-        raise UsageError(f"{where}: model.parallelism.data {data_parallel}: DLIO refuses it outside subset mode (it "
-                         "counts the data-parallel ranks from those started); add checkpoint.mode: subset, or "
-                         "remove it")
+    if data_parallel is not None:
+        out.mapped.append(f"model.parallelism.data -> --dp {data_parallel}")
+        if not subset:  # some of mlcommons/storage's files carry it: taken as said
+            out.notes.append(f"model.parallelism.data {data_parallel}: DLIO run alone refuses it outside "
+                             "checkpoint.mode subset (it counts the data-parallel ranks from those started); "
+                             "taken as the data-parallel count")
     if subset and data_parallel is None:
         raise UsageError(f"{where}: checkpoint.mode subset: needs model.parallelism.data, the full job's data-parallel "
                          "count")
     out.subset = subset
-    model = Model(name=name, dp=data_parallel or 0, **values)
-    twin = next((m for m in BUILT_IN.values() if replace(m, name=model.name, dp=0) == replace(model, dp=0)), None)
-    if twin and not data_parallel:  # MLPerf's rank count for the model (DLIO takes it from mpirun's -n)
-        model = replace(model, dp=twin.dp)
-        out.mapped.append(f"dimensions of {twin.name} -> dp {twin.dp} (MLPerf's {twin.ranks} ranks)")
-    out.model = model
+    out.model = Model(name=name, dp=data_parallel or 0, **values)
+    out.twin = next((m for m in BUILT_IN.values() if replace(m, name=name, dp=0) == replace(out.model, dp=0)), None)
     for section, content in data.items():
         if section in ("model", "checkpoint", "workflow"):
             continue
@@ -96,6 +98,11 @@ def translate(path: str) -> Translation:
         if workflow[key]:
             out.notes.append(f"workflow.{clip(key)}: not emulated (gdsbench checkpoint runs the checkpoints alone)")
     return out
+
+
+def _said(name: str) -> str:
+    """A Model field as the mapped line names it: its flag, where the command line has one."""
+    return FLAGS.get(name, name)
 
 
 def _count(where: str, dotted: str, value: Any, low: int = 1) -> int:
@@ -133,13 +140,13 @@ def _model(where: str, model: Any, out: Translation) -> tuple[str, dict[str, Any
                 elif (key, inner) in TO_MODEL:
                     low = 0 if inner == "zero_stage" else 1
                     values[TO_MODEL[key, inner]] = _count(where, name, number, low)
-                    out.mapped.append(f"{name} -> {TO_MODEL[key, inner]} {number}")
+                    out.mapped.append(f"{name} -> {_said(TO_MODEL[key, inner])} {number}")
                 else:
                     raise UsageError(f"{where}: {name}: a model setting gdsbench does not know; it would change the "
                                      "files written")
         elif (None, key) in TO_MODEL:
             values[TO_MODEL[None, key]] = _count(where, dotted, value, 0)
-            out.mapped.append(f"{dotted} -> {TO_MODEL[None, key]} {value}")
+            out.mapped.append(f"{dotted} -> {_said(TO_MODEL[None, key])} {value}")
         else:
             raise UsageError(f"{where}: {dotted}: a model setting gdsbench does not know; it would change the files "
                              "written")
@@ -165,9 +172,8 @@ def _checkpoint(where: str, section: Any, out: Translation) -> bool:
             if not isinstance(value, bool):
                 raise UsageError(f"{where}: {dotted} {quoted(value)}: True or False")
             out.fsync = value
-            said = "each file fsync'd" if value else "--no-fsync"
-            out.mapped.append(f"{dotted} -> {said} (DLIO 2.0's code never fsyncs, 3.0's always does, whatever this "
-                              "says)")
+            out.mapped.append(f"{dotted} -> --no-fsync {'off' if value else 'on'} (DLIO 2.0's code never fsyncs, 3.0's "
+                              "always does, whatever this says)")
         elif key == "mode":
             if value not in ("default", "subset"):
                 raise UsageError(f"{where}: {dotted} {quoted(value)}: default or subset")

@@ -17,6 +17,7 @@ and a second is refused naming the first.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -52,6 +53,11 @@ def write_manifest(run, checkpoint: int, complete: bool) -> None:
     if complete:
         written = {f.name: proof for r in range(run.ranks) for f in run.files(r)
                    if (proof := _identity(os.path.join(folder, f.name))) is not None}
+        planned = {f.name: f.size for r in range(run.ranks) for f in run.files(r)}
+        short = next((name for name, proof in written.items() if proof["size"] != planned[name]), None)
+        if short:  # its writes said done: something else changed the file meanwhile
+            raise UsageError(f"{os.path.join(folder, short)}: {written[short]['size']} bytes once written, and "
+                             f"gdsbench wrote {planned[short]}: another program changed it during the run")
     record = manifest.record(run, checkpoint, complete, written)
     tmp = os.path.join(folder, f".{MANIFEST}.partial-{os.getpid()}")
     with open(tmp, "w") as f:
@@ -77,10 +83,19 @@ def _identity(path: str) -> dict | None:
 
 
 def _starts_as_ours(path: str) -> bool:
-    """Its first block is gdsbench's pattern, or a hole its rank had not yet written."""
-    with open(path, "rb") as f:
-        head = f.read(models.BLOCK)
-    return head == bytes(len(head)) or has_pattern(path, 0)
+    """Its first block is gdsbench's pattern, or a hole its rank had not yet written (a hole, not
+    zeros: another tool's file of zeros under the same name is not ours)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            hole_at_start = os.lseek(fd, 0, os.SEEK_DATA) >= models.BLOCK
+        except OSError as e:  # ENXIO: no data at all, a hole to its end
+            if e.errno != errno.ENXIO:
+                raise
+            hole_at_start = True
+    finally:
+        os.close(fd)
+    return hole_at_start or has_pattern(path, 0)
 
 
 def _changed(path: str, size: int, proof: dict | None) -> str | None:
@@ -315,10 +330,17 @@ class Directory:
     @staticmethod
     def write(run, path: str, size: int) -> None:
         """One file of a rank's, created new (never one that was there: O_EXCL, in the folder this
-        run made, whose manifest names it), written with the pattern from its start, each write
-        extending it as a checkpoint writer's do (a file sized first would spare ext4's buffered
-        writes the journal an extending write waits on), fsync'd."""
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+        run made, whose manifest names it), written with the pattern, fsync'd. Buffered, each write
+        extends it, as torch.save's and DLIO's do (sized first, ext4's buffered writes would skip
+        the journal an extending write waits on); O_DIRECT, it is sized first, as parallel direct
+        writers size theirs (an extending direct write waits for the ones before it: --qd would
+        not hold)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            if run.spec.uses_o_direct:
+                os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
         move_whole(run.spec, path, size, write=True, fsync=run.fsync, verify=False)
 
     @staticmethod

@@ -28,15 +28,21 @@ def scale_arg(text: str) -> float:
     return value
 
 
-def dp_from_ranks(path: str, model, comm) -> int:
-    """A YAML model's data-parallel count: its own (parallelism.data, or the MLPerf model it matches), else
-    DLIO's rule, the ranks mpirun started over TP x PP; 0 where none says it."""
-    if model.dp or comm is None:
-        return model.dp
-    if comm.Get_size() % (model.tp * model.pp):
-        raise UsageError(f"--model {path}: mpirun started {comm.Get_size()} ranks, not a multiple of TP x PP "
-                         f"({model.tp} x {model.pp}), as DLIO needs")
-    return comm.Get_size() // (model.tp * model.pp)
+def yaml_dp(path: str, yaml, started: int | None) -> tuple[int, str]:
+    """A YAML model's data-parallel count where its parallelism.data does not say it, and where it came
+    from: DLIO's rule, the ranks started (--ranks, or mpirun's) over TP x PP; else, run alone, MLPerf's
+    count for the model of the same dimensions. UsageError where none says it."""
+    model = yaml.model
+    if started:
+        if started % (model.tp * model.pp):
+            raise UsageError(f"--model {path}: {started} ranks started, not a multiple of TP x PP ({model.tp} x "
+                             f"{model.pp}), as DLIO needs")
+        return started // (model.tp * model.pp), f"{started} ranks started over TP x PP"
+    if yaml.twin:
+        return yaml.twin.dp, f"the dimensions of {yaml.twin.name}: MLPerf's {yaml.twin.ranks} ranks"
+    raise UsageError(f"--model {path}: no data-parallel count (no model.parallelism.data, and not an MLPerf model's "
+                     "dimensions; DLIO counts the ranks it is started with): give --dp N (ranks = TP x PP x N), "
+                     "--ranks N, or start the ranks with mpirun")
 
 
 class CheckpointCommand:
@@ -95,12 +101,11 @@ class CheckpointCommand:
         comm = mpi.world()
         yaml = checkpoint_yaml.translate(args.model) if is_yaml(args.model) else None
         if yaml:
-            dp = overrides.get("dp") or dp_from_ranks(args.model, yaml.model, comm)
-            if not dp:
-                raise UsageError(f"--model {args.model}: no data-parallel count (no model.parallelism.data, and not an "
-                                 "MLPerf model's dimensions; DLIO counts the ranks it is started with): give --dp N "
-                                 "(ranks = TP x PP x N), or start the ranks with mpirun")
-            model = models.shaped(yaml.model, {**overrides, "dp": dp})
+            started = args.ranks or (comm.Get_size() if comm is not None else None)
+            if "dp" not in overrides and not yaml.model.dp:  # parallelism.data says it where given
+                overrides["dp"], why = yaml_dp(args.model, yaml, None if yaml.subset else started)
+                yaml.mapped.append(f"{why} -> --dp {overrides['dp']}")
+            model = models.shaped(yaml.model, overrides)
             if yaml.subset and args.ranks is None and comm is None:
                 raise UsageError(f"--model {args.model}: checkpoint.mode subset: the ranks started are a share of the "
                                  f"model's {model.ranks}; give --ranks N (or start N with mpirun)")
@@ -118,7 +123,7 @@ class CheckpointCommand:
         directory = args.path.rstrip("/") if spec.path.startswith("s3://") else os.path.abspath(args.path)
         if yaml:  # said once the run's settings hold: an error stays one line
             given = {"--checkpoints": args.checkpoints, "--no-fsync": args.no_fsync or None,
-                     **{f"--{k}": v for k, v in overrides.items()}}
+                     **{f"--{k}": getattr(args, k) for k in ("layers", "vocab", "dp")}}
             say_translation(args.model, yaml.mapped, yaml.notes, kind="DLIO checkpoint workload YAML",
                             instead={flag: f"the command line's {flag}" for flag, v in given.items() if v is not None})
         run = session.CheckpointRun(model, directory, checkpoints, spec, args.scale,
