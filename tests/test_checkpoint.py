@@ -6,6 +6,7 @@ read back, and replaced only where gdsbench wrote it."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -257,10 +258,11 @@ checkpoint: {{checkpoint_folder: checkpoints/tiny, num_checkpoints_write: 2, num
 
 
 def test_mlperf_s_checkpoint_yamls_are_its_models():
-    """mlcommons/storage's llama3 files (v3.0's have the same dimensions) give the built-in models,
-    their data-parallel count MLPerf's, with the files' checkpoint count and fsync."""
-    for size in ("8b", "70b", "405b", "1t"):
-        t = checkpoint_yaml.translate(os.path.join(V2, f"llama3_{size}.yaml"))
+    """mlcommons/storage's llama3 files, v2.0's and the v3.0-era versions held (some with
+    parallelism.data, noted), give the built-in models, their data-parallel count MLPerf's, with the
+    files' checkpoint count and fsync."""
+    for folder, size in itertools.product((V2, V2.replace("v2.0", "v3.0")), ("8b", "70b", "405b", "1t")):
+        t = checkpoint_yaml.translate(os.path.join(folder, f"llama3_{size}.yaml"))
         assert t.twin == models.BUILT_IN[f"llama3-{size}"] and t.model.dp == 0  # the ranks started say it, or MLPerf
         assert dataclasses.replace(t.model, name=t.twin.name, dp=t.twin.dp) == t.twin
         assert (t.checkpoints, t.fsync, t.subset) == (10, True, False)
@@ -308,12 +310,13 @@ def test_unequal_reads_and_writes_and_another_framework_are_refused(gdsbench, tm
 
 
 def test_a_checkpoint_yaml_s_data_parallel_count_is_dlio_s_rule(gdsbench, tmp_path):
-    """parallelism.data where given (outside subset mode, as some of mlcommons/storage's files have it: noted);
-    else the ranks started over TP x PP; else, alone, MLPerf's count for a model of the same dimensions."""
+    """parallelism.data in subset mode; else the ranks started over TP x PP; else, alone, MLPerf's count for
+    a model of the same dimensions. Outside subset mode parallelism.data (some of mlcommons/storage's files
+    have it, 1 for llama3-8b, whose full run is 8 ranks) is noted and not used."""
     yaml = tmp_path / "tiny.yaml"
     yaml.write_text(TINY.format(data=", data: 2", more=""))
-    res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--dry-run", "--json")
-    assert res.code == 0 and json.loads(res.out)["ranks"] == 2 and "DLIO run alone refuses it" in res.err, res.err
+    res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--ranks", "3", "--dry-run", "--json")
+    assert res.code == 0 and json.loads(res.out)["ranks"] == 3 and "data 2: not used outside" in res.err, res.err
     yaml.write_text(TINY.format(data="", more=""))
     res = gdsbench("checkpoint", tmp_path / "ck", "--model", yaml, "--ranks", "3", "--dry-run", "--json")
     assert res.code == 0 and json.loads(res.out)["ranks"] == 3 and not json.loads(res.out)["subset"], res.err

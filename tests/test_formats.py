@@ -520,7 +520,8 @@ def test_every_mlcommons_storage_v3_config_here_maps_or_is_refused_naming_the_ke
               "dlrm_b200", "dlrm_mi355")
     assert {name: outcome(path) for name, path in configs.items()} == {
         **{name: "mapped" for name in mapped},
-        **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux", "dlrm")}}
+        **{f"{m}_datagen": "workflow.train is False" for m in ("unet3d", "retinanet", "flux", "dlrm")},
+        **{f"llama3_{m}": "workflow.train is False" for m in ("8b", "70b", "405b", "1t")}}  # checkpoint's
     assert {m: outcome(configs[f"{m}_datagen"], prepare=True) for m in ("unet3d", "retinanet", "flux", "dlrm")} == {
         "unet3d": "mapped", "retinanet": "mapped", "flux": "mapped", "dlrm": "mapped"}
     dlrm = dlio_yaml.translate(configs["dlrm_datagen"], prepare=True).workload

@@ -70,12 +70,13 @@ def translate(path: str) -> Translation:
     name, values = _model(where, data.get("model"), out)
     subset = _checkpoint(where, data.get("checkpoint") or {}, out)
     data_parallel = values.pop("data", None)
-    if data_parallel is not None:
+    if data_parallel is not None and not subset:  # some of mlcommons/storage's files carry it (8b and 70b at 1)
+        out.notes.append(f"model.parallelism.data {data_parallel}: not used outside checkpoint.mode subset (DLIO run "
+                         "alone refuses it there; a full run's data-parallel count is the ranks started over TP x PP, "
+                         "MLPerf's for the model where none are)")
+        data_parallel = None
+    elif data_parallel is not None:
         out.mapped.append(f"model.parallelism.data -> --dp {data_parallel}")
-        if not subset:  # some of mlcommons/storage's files carry it: taken as said
-            out.notes.append(f"model.parallelism.data {data_parallel}: DLIO run alone refuses it outside "
-                             "checkpoint.mode subset (it counts the data-parallel ranks from those started); "
-                             "taken as the data-parallel count")
     if subset and data_parallel is None:
         raise UsageError(f"{where}: checkpoint.mode subset: needs model.parallelism.data, the full job's data-parallel "
                          "count")
