@@ -146,8 +146,6 @@ class Dlio:
         if self.config_dir:  # hydra's layout: CONFIG_DIR/workload/NAME.yaml
             os.makedirs(os.path.join(self.config_dir, "workload"), exist_ok=True)
             for name in (case.dlio_workload, case.dlio_workload.rsplit("_", 1)[0] + "_datagen"):
-                if not os.path.exists(os.path.join(V3_WORKLOADS, f"{name}.yaml")):
-                    continue  # generate() runs the training file with generate_data on; the datagen file rides along
                 shutil.copyfile(os.path.join(V3_WORKLOADS, f"{name}.yaml"),
                                 os.path.join(self.config_dir, "workload", f"{name}.yaml"))
 

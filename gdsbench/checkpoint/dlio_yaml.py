@@ -68,19 +68,18 @@ def translate(path: str) -> Translation:
         raise UsageError(f"{where}: workflow.train is True: checkpoints taken during training (gdsbench train "
                          "--workload runs the training; gdsbench checkpoint the checkpoints on their own)")
     name, values = _model(where, data.get("model"), out)
-    subset = _checkpoint(where, data.get("checkpoint") or {}, out)
+    _checkpoint(where, data.get("checkpoint") or {}, out)
     data_parallel = values.pop("data", None)
-    if data_parallel is not None and not subset:  # some of mlcommons/storage's files carry it (8b and 70b at 1)
+    if data_parallel is not None and not out.subset:  # some of mlcommons/storage's files carry it (8b and 70b at 1)
         out.notes.append(f"model.parallelism.data {data_parallel}: not used outside checkpoint.mode subset (DLIO run "
                          "alone refuses it there; a full run's data-parallel count is the ranks started over TP x PP, "
                          "MLPerf's for the model where none are)")
         data_parallel = None
     elif data_parallel is not None:
         out.mapped.append(f"model.parallelism.data -> --dp {data_parallel}")
-    if subset and data_parallel is None:
+    if out.subset and data_parallel is None:
         raise UsageError(f"{where}: checkpoint.mode subset: needs model.parallelism.data, the full job's data-parallel "
                          "count")
-    out.subset = subset
     out.model = Model(name=name, dp=data_parallel or 0, **values)
     out.twin = next((m for m in BUILT_IN.values() if replace(m, name=name, dp=0) == replace(out.model, dp=0)), None)
     for section, content in data.items():
@@ -158,11 +157,10 @@ def _model(where: str, model: Any, out: Translation) -> tuple[str, dict[str, Any
     return str(model.get("name") or "model"), values
 
 
-def _checkpoint(where: str, section: Any, out: Translation) -> bool:
-    """The checkpoint section's counts, fsync and mode (True: subset)."""
+def _checkpoint(where: str, section: Any, out: Translation) -> None:
+    """The checkpoint section's counts, fsync and mode, into out."""
     if not isinstance(section, dict):
         raise UsageError(f"{where}: checkpoint: a mapping of settings (num_checkpoints_write:, fsync:, ...)")
-    subset = False
     write = section.get("num_checkpoints_write", 10)
     read = section.get("num_checkpoints_read", write)
     for key, value in section.items():
@@ -178,7 +176,7 @@ def _checkpoint(where: str, section: Any, out: Translation) -> bool:
         elif key == "mode":
             if value not in ("default", "subset"):
                 raise UsageError(f"{where}: {dotted} {quoted(value)}: default or subset")
-            subset = value == "subset"
+            out.subset = value == "subset"
             out.mapped.append(f"{dotted} -> {value}")
         elif key == "type":
             if value != "all_ranks":
@@ -199,4 +197,3 @@ def _checkpoint(where: str, section: Any, out: Translation) -> bool:
         raise UsageError(f"{where}: checkpoint.num_checkpoints_write 0: nothing to write; give at least 1")
     out.checkpoints = write
     out.mapped.append(f"checkpoint.num_checkpoints_write/read -> --checkpoints {write}")
-    return subset

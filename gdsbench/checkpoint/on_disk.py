@@ -7,8 +7,9 @@ written and fsync'd them. A run names the incomplete checkpoints it finds, and r
 only where its manifest says gdsbench wrote it and every file in it is one gdsbench made and
 nobody changed since: the same size, inode and modification time as recorded, or, in an
 incomplete checkpoint (nothing recorded yet), no longer than gdsbench writes it and starting with
-gdsbench's pattern (or empty: made, not yet written). Anything else is refused, naming the file, and left as it is; every folder
-the run will replace is checked before the first is written.
+gdsbench's pattern or a hole (or empty: made, not yet written). Anything else is refused, naming
+the file, and left as it is; every folder the run will replace is checked before the first is
+written.
 
 One run at a time writes a directory: it holds an exclusive lock (flock on
 DIR/.gdsbench-checkpoint-lock, which names its pid and run) from before its checks to its end,

@@ -99,21 +99,21 @@ class CheckpointCommand:
         spec = write_job_in(args, "checkpoint", "checkpoints go to", "probe.pt", objects=True)
         overrides = {k: getattr(args, k) for k in ("layers", "vocab", "dp") if getattr(args, k) is not None}
         comm = mpi.world()
+        started = args.ranks or (comm.Get_size() if comm is not None else None)  # None: the model's own count
         yaml = checkpoint_yaml.translate(args.model) if is_yaml(args.model) else None
         if yaml:
-            started = args.ranks or (comm.Get_size() if comm is not None else None)
             if "dp" not in overrides and not yaml.model.dp:  # parallelism.data says it where given
                 overrides["dp"], why = yaml_dp(args.model, yaml, None if yaml.subset else started)
                 yaml.mapped.append(f"{why} -> --dp {overrides['dp']}")
             model = models.shaped(yaml.model, overrides)
-            if yaml.subset and args.ranks is None and comm is None:
+            if yaml.subset and started is None:
                 raise UsageError(f"--model {args.model}: checkpoint.mode subset: the ranks started are a share of the "
                                  f"model's {model.ranks}; give --ranks N (or start N with mpirun)")
         else:
             model = models.load(args.model, overrides)
         checkpoints = args.checkpoints or (yaml.checkpoints if yaml else 10)
         fsync = not args.no_fsync and (yaml.fsync if yaml else True)
-        ranks = args.ranks or (comm.Get_size() if comm is not None else model.ranks)
+        ranks = started or model.ranks
         if ranks > model.ranks:
             raise UsageError(f"--ranks {ranks}: more than the model's {model.ranks} (TP {model.tp} x PP {model.pp} x DP "
                              f"{model.dp}); raise --dp, or use fewer ranks")

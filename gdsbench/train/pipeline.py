@@ -277,9 +277,9 @@ class RowGroupLoader:
     TorchIterableDataset driving reader/parquet_reader_file_iterable.py, at cbe2001). Each of R
     workers takes every R-th file of the dataset in name order (every rank the same files: that
     loader does not shard by rank, each rank stops after its steps) and reads all its files'
-    footers; once every worker has, its files' row groups in order, each one read of the span its selected columns
-    cover, as many at once as it has readers (DLIO: a thread each), none more than `window` row
-    groups past the one its next batch needs. A worker cuts a batch whenever `batch` rows have
+    footers; once every worker has, its files' row groups in order, each one read of the span its
+    selected columns cover, as many at once as it has readers (DLIO: a thread each), none more than
+    `window` row groups past the one its next batch needs. A worker cuts a batch whenever `batch` rows have
     landed in order, across row groups and files, and drops its last partial one. Batches come
     from the workers in turn (PyTorch's DataLoader), each worker asked at most TORCH_PREFETCH
     batches ahead of the accelerator."""
