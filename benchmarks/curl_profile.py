@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the curl engine's CPU goes, beside curl's own: both read the same object from nginx over
 loopback, in the same ranges with the same requests in flight (vs_clients' curl command), each
-under `perf record` (cpu-clock samples at FREQUENCY Hz), alternating gdsbench, curl, gdsbench, ...
+under `perf record` (cpu-clock samples at FREQUENCY Hz), alternating the TOOLS (gdsbench at its default
+receive buffer and at --recv-buffer 512K, then curl), ...
 
 Each sample is put in one part by its symbol and library:
 
@@ -43,6 +44,10 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 FREQUENCY = 4999  # samples a second of CPU (perf's cpu-clock: no hardware counters in this VM)
 OBJECT, READ = GiB, 2 * GiB  # nginx's object (in /dev/shm: no disk), what each run reads (the object twice over)
 ROWS = [(4 * MiB, 1), (4 * MiB, 8), (64 * KiB, 8)]  # (range, in flight)
+# Each tool: its name in the table, the client vs_clients runs, and its extra flags. gdsbench twice: its
+# default receive buffer and the 512 KiB it asked for until libcurl's per-transfer buffer was seen refaulted
+TOOLS = {"gdsbench": ("gdsbench", []), "gdsbench --recv-buffer 512K": ("gdsbench", ["--recv-buffer", "512K"]),
+         "curl": ("curl", [])}
 PARTS = ["kernel: socket copy", "kernel: the rest", "copy into memory", "libcurl", "the tool", "other"]
 KERNEL_COPIES = ("_copy_to_iter", "copy_user_enhanced_fast_string", "copy_user_generic", "rep_movs_alternative",
                  "copyout", "__copy_user")
@@ -82,16 +87,17 @@ def profiled(argv: list[str], perf_data: str) -> subprocess.CompletedProcess:
 
 
 def one_run(tool: str, url: str, bs: int, qd: int, work: str) -> dict:
-    """One profiled run of one tool: CPU-seconds per GB in each part, and its own MiB/s."""
-    data = os.path.join(work, f"{tool}.perf")
-    argv, _ = vs_clients.command(tool, url, "", bs, qd, READ, OBJECT, work)
-    res = profiled(argv, data)
+    """One profiled run of one tool (a TOOLS name): CPU-seconds per GB in each part."""
+    client, extra = TOOLS[tool]
+    data = os.path.join(work, "run.perf")
+    argv, _ = vs_clients.command(client, url, "", bs, qd, READ, OBJECT, work)
+    res = profiled(argv + extra, data)
     if res.returncode:
         sys.exit(f"{tool} failed: {res.stderr.strip()[-300:]}")
-    read = vs_clients.bytes_read(tool, res.stdout, READ)
+    read = vs_clients.bytes_read(client, res.stdout, READ)
     if read != READ:
         sys.exit(f"{tool} read {read} bytes of {READ}")
-    parts = samples_by_part(data, "gds-worker-" if tool == "gdsbench" else "curl")
+    parts = samples_by_part(data, "gds-worker-" if client == "gdsbench" else "curl")
     gb = READ / 1e9
     return {part: parts[part] / FREQUENCY / gb for part in PARTS} | {"total": sum(parts.values()) / FREQUENCY / gb}
 
@@ -110,7 +116,7 @@ def main() -> int:
     table, raw = [], {"frequency_hz": FREQUENCY, "read_bytes": READ, "rows": []}
     try:
         for bs, qd in ROWS:
-            runs: dict[str, list[dict]] = {"gdsbench": [], "curl": []}
+            runs: dict[str, list[dict]] = {tool: [] for tool in TOOLS}
             for _ in range(args.repeats):
                 for tool in runs:
                     runs[tool].append(one_run(tool, url, bs, qd, work))
@@ -125,7 +131,7 @@ def main() -> int:
         shutil.rmtree(shm, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     header = ["range", "in flight", "tool", "CPU-s/GB (sampled)", *(f"{p} (CPU-s/GB)" for p in PARTS)]
-    notes = [f"{args.repeats} runs per tool and row, alternated (gdsbench, curl, ...), each reading "
+    notes = [f"{args.repeats} runs per tool and row, alternated ({', '.join(TOOLS)}, ...), each reading "
              f"{READ // GiB} GiB of a {OBJECT // GiB} GiB object nginx serves from /dev/shm; perf's cpu-clock "
              f"samples at {FREQUENCY} Hz, gdsbench's worker threads and curl's process.",
              "'copy into memory': glibc's memcpy/memmove, in gdsbench the copy of every byte out of libcurl's "

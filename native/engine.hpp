@@ -149,7 +149,7 @@ struct Capabilities {
 // and line in docs/options.md, and is refused with any other engine.
 struct EngineOption {
   const char* name;  // the JobSpec field and results column (submit_batch); the flag is --submit-batch
-  const char* kind;  // "int", "bool" or "duration" (ns; its flag drops the _ns of its name)
+  const char* kind;  // "int", "bool", "size" (bytes) or "duration" (ns; its flag drops the _ns of its name)
   const char* help;
   uint64_t fallback;   // the default
   uint64_t low, high;  // an int's bounds

@@ -145,7 +145,7 @@ def test_an_engines_own_options_come_from_its_declaration_alone():
         opt = table[name]
         assert opt.engine == engine and not opt.native and BY_KEY[opt.key] is opt and f"`{opt.flag}`" in docs
         other = next(e for e in ENGINE_INFO if e != engine and e != "kvikio" and e != "cufile")
-        value = True if opt.kind == "bool" else opt.choices[-1] if opt.kind == "choice" else 2
+        value = True if opt.kind == "bool" else opt.choices[-1] if opt.kind == "choice" else max(2, opt.low or 0)
         with pytest.raises(IncompatibleOptions, match=f"{opt.flag} is an option of the {engine} engine"):
             JobSpec(engine=other, **{name: value}).validate()
     job = to_native(JobSpec(path="x", engine="io_uring", qd=4, submit_batch=4, runtime_ns=1))

@@ -18,7 +18,7 @@ import pytest
 from test_bad_input import assert_one_line_error
 
 KEY, SECRET = "gdsbench-key", "gdsbench-secret"
-MiB = 1 << 20
+KiB, MiB = 1 << 10, 1 << 20
 
 
 def free_port() -> int:
@@ -137,6 +137,20 @@ def test_http_ranges_are_read_by_the_curl_engine_on_kept_connections(gdsbench, n
     target = d["environment"]["target"]
     assert target["kind"] == "http" and target["size_bytes"] == 8 * MiB and target["http_version"] == "HTTP/1.1"
     assert target["server"].startswith("nginx")  # its Server header
+
+
+@pytest.mark.parametrize("buffer", ["1K", "512K"])
+def test_the_receive_buffer_is_asked_and_any_size_lands_every_byte(gdsbench, nginx, buffer):
+    """--recv-buffer at its bounds: a 1 MiB block comes in 1 KiB pieces or in two, the pattern whole either way."""
+    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "1M", "--qd", "2", "--io-size", "4M", "--verify",
+                 "--recv-buffer", buffer)
+    assert d["spec"]["recv_buffer"] == (KiB if buffer == "1K" else 512 * KiB)
+    assert d["bytes"] == 4 * MiB and d["verified_blocks"] == 1024 and d["verify_mismatches"] == 0
+
+
+@pytest.mark.parametrize("value", ["512", "1M"])
+def test_a_receive_buffer_out_of_libcurls_bounds_is_one_line(gdsbench, nginx, value):
+    assert_one_line_error(gdsbench("run", f"{nginx}/bucket/data.dat", "--recv-buffer", value), "--recv-buffer")
 
 
 def test_s3_objects_are_read_signed_and_200_with_content_range_counts(gdsbench, s3_env):

@@ -38,7 +38,11 @@ const std::vector<EngineOption> kCurlOptions = {
     {"retries", "int",
      "try a request again this many times after a transport failure, a timeout or HTTP 429/5xx (curl; counted "
      "apart, as retries; 0: a failure ends the run)",
-     0, 0, 100, /*at_most_depth=*/false}};
+     0, 0, 100, /*at_most_depth=*/false},
+    {"recv_buffer", "size",
+     "libcurl's receive buffer, the most one read from the socket takes before it is copied into the request's "
+     "(curl; CURLOPT_BUFFERSIZE, 1 KiB to 512 KiB)",
+     128 * 1024, 1024, 512 * 1024, /*at_most_depth=*/false}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBCURL
@@ -68,12 +72,13 @@ struct Asking {
   bool http2 = false;
   uint64_t timeout_ns = 0;  // 0: no limit
   unsigned retries = 0;
+  long recv_buffer = 0;
 };
 
 // The engine's options as it asks (kCurlOptions).
 Asking asking_from(const OptionValues& options) {
   return {kCurlEngine.option(options, "http2") != 0, kCurlEngine.option(options, "timeout_ns"),
-          unsigned(kCurlEngine.option(options, "retries"))};
+          unsigned(kCurlEngine.option(options, "retries")), long(kCurlEngine.option(options, "recv_buffer"))};
 }
 
 // One request's state: its buffer, what came back, and the answer's status.
@@ -149,8 +154,6 @@ void release(Transfer& t) {
   curl_slist_free_all(t.ask_headers);
 }
 
-constexpr long kReceiveBuffer = 512 * 1024;
-
 std::string seconds_text(uint64_t ns) {
   char text[32];
   std::snprintf(text, sizeof text, "%g s", double(ns) / 1e9);
@@ -209,9 +212,11 @@ void set_common(CURL* easy, const remote::Endpoint& endpoint, const std::string&
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms ? std::min(timeout_ms, 10000L) : 10000L);
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);  // 0: none
   if (!ca_bundle.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, ca_bundle.c_str());
-  // libcurl's receive buffer (16 KiB unless asked): a larger one takes a large body in fewer reads and
-  // callbacks (curl's own CLI asks for 100 KiB)
-  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, kReceiveBuffer);
+  // libcurl's receive buffer (16 KiB unless asked; curl's CLI asks for 100 KiB). Larger takes a body in fewer
+  // reads and callbacks, but libcurl 7.x mallocs it at each transfer's start and frees it at its end: at
+  // 512 KiB glibc gave its pages back each time and every page a body filled was faulted in again, where
+  // 128 KiB, the default, stays in the heap (benchmarks/curl_profile.py's --recv-buffer rows)
+  curl_easy_setopt(easy, CURLOPT_BUFFERSIZE, asking.recv_buffer);
   curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, long(asking.http2 ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_1_1));
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error);
   curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
