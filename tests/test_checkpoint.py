@@ -186,6 +186,24 @@ def test_what_checkpoint_cannot_do_says_so(gdsbench, tmp_path):
     assert a_file.read_bytes() == b"mine" and not results.exists()  # refused before a run folder is made
 
 
+def test_files_are_read_back_in_transfers_of_their_own_where_asked(gdsbench, tmp_path):
+    """--read-bs and --read-qd: written in 64 KiB transfers one at a time, read back in 1 MiB ones,
+    4 in flight (v3.0's StreamingCheckpointing reads larger than it writes); every block checked."""
+    flags = (*SMALL, "--checkpoints", "1", "--bs", "64K", "--read-bs", "1M", "--read-qd", "4")
+    plan = json.loads(gdsbench("checkpoint", tmp_path / "ck", *flags, "--dry-run", "--json").out)
+    assert (plan["job"]["bs"], plan["job"]["qd"], plan["job"]["read_bs"], plan["job"]["read_qd"]) == (64 << 10, 1, 1 << 20, 4)
+    res = gdsbench("checkpoint", tmp_path / "ck", *flags, "--results", tmp_path / "res")
+    assert res.code == 0, res.err
+    assert "64 KiB transfers, each file fsync'd, read back in 1 MiB transfers, 4 in flight" in res.out
+    (run,) = (tmp_path / "res").iterdir()
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    read = next(r for r in rows if r["phase"] == "read")
+    assert read["verify_mismatches"] == 0 and read["verified_blocks"] == read["bytes"] // 4096
+    for flag, value in (("--read-bs", "3K"), ("--read-qd", "0")):
+        assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck2", *SMALL, flag, value), flag)
+    assert not (tmp_path / "ck2").exists()
+
+
 def test_a_dry_run_says_the_layout_as_json_with_json(gdsbench, tmp_path):
     r = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--dry-run", "--json")
     d = json.loads(r.out)

@@ -186,7 +186,7 @@ class Bucket:
         self._writer.create(url, size, json.dumps({"size": size, "seed": run.spec.seed}))
 
     def read(self, run, url: str, size: int) -> tuple[int, int, int | None]:
-        return move_whole(run.spec, url, size, write=False, fsync=False, verify=run.verify)
+        return move_whole(run.moved("read"), url, size, write=False, fsync=False, verify=run.verify)
 
 
 def check_parts(run) -> None:

@@ -341,4 +341,4 @@ class Directory:
 
     @staticmethod
     def read(run, path: str, size: int) -> tuple[int, int, int | None]:
-        return move_whole(run.spec, path, size, write=False, fsync=False, verify=run.verify)
+        return move_whole(run.moved("read"), path, size, write=False, fsync=False, verify=run.verify)

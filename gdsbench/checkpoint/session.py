@@ -58,6 +58,11 @@ class CheckpointRun:
     ranks_per_node: int = 0  # the read shift (0: every rank on this host)
     subset: int = 0  # MLPerf's subset mode: only ranks 0..subset-1 of the model's take part (0: all)
     verify: bool = True  # every block read back checked, inside its rank's time (as torch.load checks CRCs)
+    read_spec: JobSpec | None = None  # how each file is read back, where not as it was written (--read-bs, --read-qd)
+
+    def moved(self, phase: str) -> JobSpec:
+        """How a phase moves each file: the read job where one was given, else the write job."""
+        return (self.read_spec if phase == "read" and self.read_spec else self.spec).replace(rw=phase)
 
     @property
     def ranks(self) -> int:
@@ -84,13 +89,14 @@ class CheckpointRun:
                 "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
                 "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
-                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")},
+                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")}
+                | {"read_bs": self.moved("read").bs, "read_qd": self.moved("read").qd},
                 "data_path": {phase: self.data_path(phase) for phase in PHASES}}
 
     def data_path(self, phase: str) -> str:
         """What a phase's bytes pass through, in words (kvikio's: from its settings, as train's are:
         the ranks that move them are other processes)."""
-        spec = self.spec.replace(rw=phase)
+        spec = self.moved(phase)
         if self.place.remote:
             return self.place.data_path(spec)
         return gpu_path.data_path(spec, None, sample_data_path(spec, spec.bs))

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from gdsbench.commands.options import (
@@ -26,6 +27,23 @@ def scale_arg(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text}: must be more than 0 and at most 1")
     return value
+
+
+def read_job(spec, read_bs: str | None, read_qd: str | None, verify: bool):
+    """How each file is read back: the write job, with --read-bs and --read-qd where given, checked
+    as --bs and --qd are, with the blocks checked where they will be (MLPerf Storage v3.0's
+    StreamingCheckpointing writes in 32 MiB transfers and reads in 128 MiB ones, four at once).
+    None where neither is given."""
+    from gdsbench.job.spec import spec_from_values
+
+    given = {k: v for k, v in (("bs", read_bs), ("qd", read_qd)) if v is not None}
+    if not given:
+        return None
+    try:
+        checked = spec_from_values(given, spec.replace(rw="read", verify=verify)).validate()
+        return checked.replace(rw=spec.rw, verify=spec.verify)
+    except UsageError as e:  # said as the flag given
+        raise type(e)(re.sub(r"--(bs|qd)\b", r"--read-\1", str(e))) from None
 
 
 def yaml_dp(path: str, yaml, started: int | None) -> tuple[int, str]:
@@ -80,7 +98,11 @@ class CheckpointCommand:
                                  "torch.load's CRC checks are)")
         parser.add_argument("--no-fsync", action="store_true",
                             help="do not fsync each file (as DLIO 2.0's code does, whatever its config says)")
-        add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
+        group = add_job_arguments(parser, only=JOB_OPTIONS, title="how each file is written and read")
+        group.add_argument("--read-bs", metavar="SIZE", default=None,
+                           help="read each file back in transfers of this size (default: --bs)")
+        group.add_argument("--read-qd", metavar="N", default=None,
+                           help="read each file back with this many transfers in flight (default: --qd)")
         add_remote_arguments(parser)
         parser.add_argument("--dry-run", action="store_true", help="print the files each rank would write, and stop")
         add_run_name_arguments(parser, "checkpoint-MODEL")
@@ -128,7 +150,8 @@ class CheckpointCommand:
                             instead={flag: f"the command line's {flag}" for flag, v in given.items() if v is not None})
         run = session.CheckpointRun(model, directory, checkpoints, spec, args.scale,
                                     fsync=fsync, ranks_per_node=args.ranks_per_node or 0,
-                                    subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify)
+                                    subset=ranks if ranks < model.ranks else 0, verify=not args.no_verify,
+                                    read_spec=read_job(spec, args.read_bs, args.read_qd, not args.no_verify))
         info = run.info()
         if args.dry_run:
             if mpi.is_root() and args.json:

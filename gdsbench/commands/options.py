@@ -83,11 +83,11 @@ def s3_endpoint(args: argparse.Namespace):
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False, only: tuple[str, ...] = (),
-                      title: str = "job options") -> None:
-    """One flag per job option (PATH aside; only those named, if `only`). Every
-    default is None so only what the user wrote is passed on. With lists=True,
-    sweepable options take comma lists (--bs 4K,64K) and boolean ones an
-    optional list (--direct true,false)."""
+                      title: str = "job options") -> argparse._ArgumentGroup:
+    """One flag per job option (PATH aside; only those named, if `only`), in a group of its own,
+    returned (a command adds its own flags beside them). Every default is None so only what the
+    user wrote is passed on. With lists=True, sweepable options take comma lists (--bs 4K,64K) and
+    boolean ones an optional list (--direct true,false)."""
     defaults = JobSpec()
     group = parser.add_argument_group(title + (" (comma lists make sweep dimensions)" if lists else ""))
     for opt in OPTIONS:
@@ -120,6 +120,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, lists: bool = False, o
             help=f"{opt.help} (default: {default}"
             + (f"; one of {', '.join(opt.choices)}" if listable and opt.choices else "") + ")",
         )
+    return group
 
 
 def job_values(args: argparse.Namespace) -> dict[str, Any]:

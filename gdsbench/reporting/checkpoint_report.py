@@ -23,12 +23,15 @@ def _gib_s(row: dict) -> str:
 
 
 def _how(info: dict) -> str:
-    """How each file is moved, in words: an object's parts, or a file's cache and fsync."""
+    """How each file is moved, in words: an object's parts, or a file's cache and fsync; the reads'
+    transfers where they differ from the writes' (--read-bs, --read-qd)."""
     job = info["job"]
+    read = job.get("read_bs", job["bs"]), job.get("read_qd", job["qd"])
+    reads = "" if read == (job["bs"], job["qd"]) else f", read back in {format_size(read[0])} transfers, {read[1]} in flight"
     if info["directory"].startswith("s3://"):
-        return f"{format_size(job['bs'])} parts, each object written whole (its upload completed)"
+        return f"{format_size(job['bs'])} parts, each object written whole (its upload completed){reads}"
     fsync = ", each file fsync'd" if info["fsync"] else ", no fsync"
-    return f"{'O_DIRECT' if job['direct'] else 'buffered'}, {format_size(job['bs'])} transfers{fsync}"
+    return f"{'O_DIRECT' if job['direct'] else 'buffered'}, {format_size(job['bs'])} transfers{fsync}{reads}"
 
 
 def header(info: dict) -> str:
