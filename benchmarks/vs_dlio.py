@@ -117,16 +117,6 @@ def cold_dataset(folder: str) -> None:
             pagecache.evict(path, 0, os.path.getsize(path))
 
 
-def warm_libraries(dlio_venv: str) -> None:
-    """Each tool's imports once, untimed and outside the throttle, so that no run reads its libraries
-    through it (cold_dataset keeps them cached after)."""
-    subprocess.run([f"{dlio_venv}/bin/python", "-c", "import importlib.util as u, dlio_benchmark.main\n"
-                    "for m in ('tensorflow', 'torch', 'pyarrow'):\n    u.find_spec(m) and __import__(m)"],
-                   capture_output=True, check=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    subprocess.run([sys.executable, "-c", "import pyarrow.parquet, gdsbench.cli, gdsbench.train.session"],
-                   capture_output=True, check=True)
-
-
 def busy_jiffies() -> tuple[int, int]:
     """(busy, total) jiffies of every CPU since boot (/proc/stat's first line)."""
     fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
@@ -174,6 +164,18 @@ class Dlio:
             for name in (case.dlio_workload, case.dlio_workload.rsplit("_", 1)[0] + "_datagen"):
                 shutil.copyfile(os.path.join(V3_WORKLOADS, f"{name}.yaml"),
                                 os.path.join(self.config_dir, "workload", f"{name}.yaml"))
+
+    def warm(self) -> None:
+        """DLIO's and gdsbench's imports and mpirun once, untimed and outside the throttle, so that no
+        run reads its libraries through it (cold_dataset keeps them cached after)."""
+        code = ("import importlib.util as u, dlio_benchmark.main\n"
+                "for m in ('tensorflow', 'torch', 'pyarrow'):\n    u.find_spec(m) and __import__(m)")
+        for cmd, env in (([f"{self.venv}/bin/python", "-c", code], self.env),
+                         ([f"{self.venv}/bin/mpirun", "--allow-run-as-root", "-n", "1", "true"], self.env),
+                         ([sys.executable, "-c", "import pyarrow.parquet, gdsbench.cli, gdsbench.train.session"], None)):
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=self.cwd)
+            if proc.returncode:
+                raise SystemExit(f"warming {cmd[0]} failed:\n{proc.stderr[-2000:]}")
 
     def overrides(self) -> list[str]:
         c = self.case
@@ -281,7 +283,7 @@ def main() -> int:
         case = CASES[name]
         dlio = Dlio(venvs[case.dlio], args.data, case)
         dlio.generate()
-        warm_libraries(venvs[case.dlio])
+        dlio.warm()
         results = os.path.join(args.data, name, "gdsbench-runs")
         raw["cases"][name] = {"case": vars(case), "counts": {}}
         with Throttle(dlio.data, case.throttle_mib * MiB, "vs-dlio") as throttle:

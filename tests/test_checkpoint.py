@@ -199,9 +199,30 @@ def test_files_are_read_back_in_transfers_of_their_own_where_asked(gdsbench, tmp
     rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
     read = next(r for r in rows if r["phase"] == "read")
     assert read["verify_mismatches"] == 0 and read["verified_blocks"] == read["bytes"] // 4096
-    for flag, value in (("--read-bs", "3K"), ("--read-qd", "0")):
-        assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck2", *SMALL, flag, value), flag)
-    assert not (tmp_path / "ck2").exists()
+    for flags in (("--read-bs", "3K"), ("--read-qd", "0"), ("--no-verify", "--read-bs", "1000")):  # 1000: not O_DIRECT's
+        assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck2", *SMALL, *flags), flags[-2])
+    assert not list((tmp_path / "ck2").glob("global_epoch*"))  # refused before any checkpoint is written
+
+
+def test_the_read_job_moves_the_reads_and_only_the_reads(tmp_path, monkeypatch):
+    """A rank's writes go in the write job's transfers, its reads in the read job's: each native
+    job's block size and depth, as move_whole hands them to run_part."""
+    from gdsbench.checkpoint import moves, session
+
+    jobs = []
+    real = moves.run_part
+    monkeypatch.setattr(moves, "run_part", lambda job: jobs.append((job.rw, job.bs, job.qd)) or real(job))
+    spec = _spec(tmp_path).replace(bs=64 << 10, qd=1)
+    model = models.load("llama3-8b", {"dp": 2, "layers": 1, "vocab": 1024})
+    run = session.CheckpointRun(model, str(tmp_path / "ck"), 1, spec, 0.01, read_spec=spec.replace(bs=1 << 20, qd=4))
+    os.makedirs(run.folder(1))
+    session.write_rank(run, 1, 0)
+    writes, jobs[:] = list(jobs), []
+    assert session.read_rank(run, 1, 0).verify_mismatches == 0
+    assert {(rw, bs, qd) for rw, bs, qd in writes if bs == 64 << 10} == {("write", 64 << 10, 1)}
+    bodies = [(rw, bs, qd) for rw, bs, qd in jobs if bs == 1 << 20]  # each file's body (a shorter tail after)
+    assert len(bodies) == 2 and all(rw == "read" and 1 <= qd <= 4 for rw, _, qd in bodies)
+    assert all(rw == "read" and bs <= 1 << 20 for rw, bs, _ in jobs)
 
 
 def test_a_dry_run_says_the_layout_as_json_with_json(gdsbench, tmp_path):

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 
@@ -288,8 +289,13 @@ def check_room(run) -> None:
 def check_target(run) -> None:
     """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
     of DIR's filesystem through the lock file this run holds there: refused in run's words, not
-    as a rank's failed open."""
+    as a rank's failed open. The reads' own transfers too (--read-bs), named as given."""
     check_direct_in(run.spec, os.path.join(run.directory, LOCK), run.directory)
+    if run.read_spec is not None:
+        try:
+            check_direct_in(run.moved("read"), os.path.join(run.directory, LOCK), run.directory)
+        except UsageError as e:
+            raise UsageError(re.sub(r"--bs\b", "--read-bs", str(e))) from None
 
 
 class Directory:

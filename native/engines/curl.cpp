@@ -29,6 +29,7 @@ namespace gds {
 constexpr Capabilities kCurlCan = {Opens::kUrl, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
                                    /*gpu_buffers=*/false};
 constexpr uint64_t kSecond = 1000000000ull;
+constexpr long kDefaultRecvBuffer = 128 * 1024;  // why 128 KiB: set_common
 const std::vector<EngineOption> kCurlOptions = {
     {"http2", "bool", "ask for HTTP/2 (ALPN over https, Upgrade over http) instead of HTTP/1.1 (curl)", 0, 0, 1,
      /*at_most_depth=*/false},
@@ -42,7 +43,7 @@ const std::vector<EngineOption> kCurlOptions = {
     {"recv_buffer", "size",
      "libcurl's receive buffer, the most one read from the socket takes before it is copied into the request's "
      "(curl; CURLOPT_BUFFERSIZE, 1 KiB to 512 KiB)",
-     128 * 1024, 1024, 512 * 1024, /*at_most_depth=*/false}};
+     kDefaultRecvBuffer, 1024, 512 * 1024, /*at_most_depth=*/false}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_LIBCURL
@@ -72,7 +73,7 @@ struct Asking {
   bool http2 = false;
   uint64_t timeout_ns = 0;  // 0: no limit
   unsigned retries = 0;
-  long recv_buffer = 0;
+  long recv_buffer = kDefaultRecvBuffer;
 };
 
 // The engine's options as it asks (kCurlOptions).
