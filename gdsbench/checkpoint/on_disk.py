@@ -22,12 +22,11 @@ import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 import stat
 
 from gdsbench.checkpoint import manifest, models
-from gdsbench.checkpoint.moves import move_whole
+from gdsbench.checkpoint.moves import as_read_flags, move_whole
 from gdsbench.execution.parts import check_direct_in
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size
@@ -295,7 +294,7 @@ def check_target(run) -> None:
         try:
             check_direct_in(run.moved("read"), os.path.join(run.directory, LOCK), run.directory)
         except UsageError as e:
-            raise UsageError(re.sub(r"--bs\b", "--read-bs", str(e))) from None
+            raise as_read_flags(e) from None
 
 
 class Directory:

@@ -85,12 +85,13 @@ class CheckpointRun:
 
     def info(self) -> dict:
         sizes = [sum(f.size for f in self.files(r)) for r in range(self.ranks)]
+        read = self.moved("read")
         return {"kind": "checkpoint", "model": self.model.to_dict(), "scale": self.scale, "directory": self.directory,
                 "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
                 "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
                 "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")}
-                | {"read_bs": self.moved("read").bs, "read_qd": self.moved("read").qd},
+                | {"read_bs": read.bs, "read_qd": read.qd},
                 "data_path": {phase: self.data_path(phase) for phase in PHASES}}
 
     def data_path(self, phase: str) -> str:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 
 from gdsbench.commands.options import (
@@ -34,6 +33,7 @@ def read_job(spec, read_bs: str | None, read_qd: str | None, verify: bool):
     as --bs and --qd are, with the blocks checked where they will be (MLPerf Storage v3.0's
     StreamingCheckpointing writes in 32 MiB transfers and reads in 128 MiB ones, four at once).
     None where neither is given."""
+    from gdsbench.checkpoint.moves import as_read_flags
     from gdsbench.job.spec import spec_from_values
 
     given = {k: v for k, v in (("bs", read_bs), ("qd", read_qd)) if v is not None}
@@ -42,8 +42,8 @@ def read_job(spec, read_bs: str | None, read_qd: str | None, verify: bool):
     try:
         checked = spec_from_values(given, spec.replace(rw="read", verify=verify)).validate()
         return checked.replace(rw=spec.rw, verify=spec.verify)
-    except UsageError as e:  # said as the flag given
-        raise type(e)(re.sub(r"--(bs|qd)\b", r"--read-\1", str(e))) from None
+    except UsageError as e:
+        raise as_read_flags(e) from None
 
 
 def yaml_dp(path: str, yaml, started: int | None) -> tuple[int, str]:
