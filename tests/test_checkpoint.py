@@ -200,8 +200,33 @@ def test_files_are_read_back_in_transfers_of_their_own_where_asked(gdsbench, tmp
     read = next(r for r in rows if r["phase"] == "read")
     assert read["verify_mismatches"] == 0 and read["verified_blocks"] == read["bytes"] // 4096
     for flags in (("--read-bs", "3K"), ("--read-qd", "0"), ("--no-verify", "--read-bs", "1000")):  # 1000: not O_DIRECT's
-        assert_one_line_error(gdsbench("checkpoint", tmp_path / "ck2", *SMALL, *flags), flags[-2])
+        res = gdsbench("checkpoint", tmp_path / "ck2", *SMALL, *flags)
+        assert_one_line_error(res, flags[-2])
+        assert "--verify" not in res.err and "--offset" not in res.err  # checkpoint has neither
     assert not list((tmp_path / "ck2").glob("global_epoch*"))  # refused before any checkpoint is written
+
+
+def test_buffers_beyond_the_memory_available_are_refused_naming_the_flags(tmp_path, monkeypatch):
+    """Each rank on the host moves one file at a time, --qd transfers of --bs in flight (fewer where
+    the largest file holds fewer): more than MemAvailable is one line naming the phase's flags."""
+    from gdsbench.checkpoint import session
+    from gdsbench.job.errors import UsageError
+
+    spec = _spec(tmp_path).replace(bs=1 << 20, qd=4)
+    model = models.load("llama3-8b", {"dp": 2, "layers": 1, "vocab": 1024})
+    run = session.CheckpointRun(model, str(tmp_path), 1, spec, 0.1, read_spec=spec.replace(bs=4 << 20, qd=8))
+    largest = max(f.size for r in range(run.ranks) for f in run.files(r))
+    assert largest >= 32 << 20
+    monkeypatch.setattr(session, "meminfo", lambda key: 64 << 20)
+    session.check_memory(run, 2)  # the reads' 2 ranks x 8 x 4 MiB fit exactly
+    monkeypatch.setattr(session, "meminfo", lambda key: (64 << 20) - 1)
+    with pytest.raises(UsageError, match=r"^--read-qd 8 x --read-bs 4 MiB x 2 ranks on this host: 64 MiB of buffers"):
+        session.check_memory(run, 2)
+    alone = dataclasses.replace(run, read_spec=None, spec=spec.replace(bs=largest * 4, qd=16))
+    monkeypatch.setattr(session, "meminfo", lambda key: largest * 4)  # one transfer: the largest file holds no more
+    session.check_memory(alone, 1)
+    with pytest.raises(UsageError, match=r"^--qd 16 x --bs .* x 2 ranks on this host: .* lower --bs or --qd$"):
+        session.check_memory(alone, 2)
 
 
 def test_the_read_job_moves_the_reads_and_only_the_reads(tmp_path, monkeypatch):

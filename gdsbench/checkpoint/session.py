@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from gdsbench.checkpoint import models
 from gdsbench.checkpoint.in_bucket import Bucket
 from gdsbench.checkpoint.models import CheckpointFile, Model
+from gdsbench.checkpoint.moves import as_read_flags
 from gdsbench.checkpoint.on_disk import Directory
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import sample_data_path
@@ -39,9 +40,10 @@ from gdsbench.execution.processes import Cancelled, Children, ParentLink
 from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
-from gdsbench.job.units import format_rate
+from gdsbench.job.units import format_rate, format_size
 from gdsbench.results.store import keep_row
 from gdsbench.system import gpu_path
+from gdsbench.system.environment import meminfo
 from gdsbench.system.targets import protocol_of
 
 PHASES = ("write", "read")
@@ -192,6 +194,24 @@ class _Ranks(Children):
         if message == "go" and self.released_ns is None:
             self.released_ns = time.monotonic_ns()
         super().tell(message, who)
+
+
+def check_memory(run: CheckpointRun, local_ranks: int) -> None:
+    """UsageError where this host's ranks' transfer buffers are more than the memory available: each
+    rank moves one file at a time, up to --qd transfers of --bs in flight (fewer for a smaller file),
+    in each phase; the read job's flags named as given."""
+    available = meminfo("MemAvailable")
+    if available is None:
+        return
+    largest = max(f.size for r in range(run.ranks) for f in run.files(r))
+    for phase in PHASES:
+        spec = run.moved(phase)
+        need = local_ranks * min(spec.qd, max(1, largest // spec.bs)) * spec.bs
+        if need > available:
+            error = UsageError(f"--qd {spec.qd} x --bs {format_size(spec.bs)} x {local_ranks} ranks on this host: "
+                               f"{format_size(need)} of buffers, more than the memory available "
+                               f"({format_size(available)}); lower --bs or --qd")
+            raise as_read_flags(error) if phase == "read" and run.read_spec else error
 
 
 def ranks_do(run: CheckpointRun, phase: str, checkpoint: int) -> list[RankRecord] | None:

@@ -33,17 +33,22 @@ def read_job(spec, read_bs: str | None, read_qd: str | None, verify: bool):
     as --bs and --qd are, with the blocks checked where they will be (MLPerf Storage v3.0's
     StreamingCheckpointing writes in 32 MiB transfers and reads in 128 MiB ones, four at once).
     None where neither is given."""
+    from gdsbench import _native
     from gdsbench.checkpoint.moves import as_read_flags
     from gdsbench.job.spec import spec_from_values
+    from gdsbench.job.units import format_size
 
     given = {k: v for k, v in (("bs", read_bs), ("qd", read_qd)) if v is not None}
     if not given:
         return None
     try:
-        checked = spec_from_values(given, spec.replace(rw="read", verify=verify)).validate()
-        return checked.replace(rw=spec.rw, verify=spec.verify)
+        checked = spec_from_values(given, spec.replace(rw="read", verify=False)).validate()
     except UsageError as e:
         raise as_read_flags(e) from None
+    if verify and checked.bs % _native.PATTERN_BLOCK:  # in checkpoint's words: it has no --verify or --offset
+        raise UsageError(f"--read-bs {format_size(checked.bs)}: every block read back is checked in 4 KiB pattern "
+                         "blocks, so --read-bs must be a multiple of 4K (or add --no-verify)")
+    return checked.replace(rw=spec.rw, verify=spec.verify)
 
 
 def yaml_dp(path: str, yaml, started: int | None) -> tuple[int, str]:
@@ -163,6 +168,7 @@ class CheckpointCommand:
                     print(f"rank {r}: " + ", ".join(f"{f.name} ({format_size(f.size)})" for f in run.files(r)))
                 print(f"{format_size(info['checkpoint_bytes'])} per checkpoint, {checkpoints} checkpoints")
             return 0
+        session.check_memory(run, mpi.local_index(comm)[1] if comm is not None else run.ranks)
         with session.placed(run) as lock:
             outcome = session.Outcome()
             if getattr(lock, "taken_over", None):
