@@ -15,6 +15,14 @@ the repeats with its distribution-free interval, and each row's ratio to the
 aligned row (skew 0) of its piece size, repeat by repeat.
 
     .venv/bin/python benchmarks/copy_alignment.py          # about a minute
+
+With --footprint it measures the engine's own copy (native/copy.hpp, through _native.copy_received)
+by how many bytes the requests in flight hold: pieces of libcurl's 128 KiB buffer copied in turn
+into destinations that many bytes long, with ordinary stores and with streaming ones, alternating;
+the table copy_footprint gives each one's CPU time per GB and streaming's time against ordinary's,
+repeat by repeat (the engine streams where the footprint passes half the last-level cache):
+
+    .venv/bin/python benchmarks/copy_alignment.py --footprint   # about a minute
 """
 
 from __future__ import annotations
@@ -56,10 +64,68 @@ def copy_seconds(src: np.ndarray, dst: np.ndarray, piece: int, skew: int) -> flo
     return time.perf_counter() - started
 
 
+FOOTPRINTS = (8 * MiB, 16 * MiB, 24 * MiB, 32 * MiB, 64 * MiB)  # bytes the requests in flight hold between them
+RECEIVED = 128 * KiB  # a piece: the curl engine's receive buffer
+
+
+def footprint_seconds(src: np.ndarray, dst: np.ndarray, footprint: int, streaming: bool) -> float:
+    """Thread CPU seconds to copy TOTAL bytes as RECEIVED pieces, in turn through `footprint` bytes of dst."""
+    from gdsbench import _native
+
+    pieces = [dst[at:at + RECEIVED] for at in range(0, footprint, RECEIVED)]
+    started = time.thread_time()
+    for i in range(TOTAL // RECEIVED):
+        _native.copy_received(pieces[i % len(pieces)], src, streaming)
+    return time.thread_time() - started
+
+
+def footprint_main(repeats: int) -> int:
+    src, dst = aligned(RECEIVED), aligned(max(FOOTPRINTS))
+    src[:] = 7
+    dst[:] = 0  # faulted in before any timing
+    rows = [(f, streaming) for f in FOOTPRINTS for streaming in (False, True)]
+    seconds: dict[tuple[int, bool], list[float]] = {r: [] for r in rows}
+    for repeat in range(repeats):
+        k = repeat % len(rows)
+        for row in rows[k:] + rows[:k]:
+            seconds[row].append(footprint_seconds(src, dst, *row))
+    table, raw = [], {"rows": []}
+    for f, streaming in rows:
+        per_gb = [s / (TOTAL / 1e9) for s in seconds[(f, streaming)]]
+        lo, hi = median_interval(per_gb)
+        ratio = ""
+        if streaming:
+            ratios = [a / b for a, b in zip(seconds[(f, True)], seconds[(f, False)])]
+            rlo, rhi = median_interval(ratios)
+            ratio = f"{median(ratios):.2f} ({rlo:.2f}-{rhi:.2f})"
+        table.append([f"{f // MiB} MiB", "streaming" if streaming else "ordinary",
+                      f"{median(per_gb):.3f} ({lo:.3f}-{hi:.3f})", ratio])
+        raw["rows"].append({"footprint": f, "streaming": streaming, "seconds": seconds[(f, streaming)]})
+    md = markdown_table(["requests in flight hold", "stores", "CPU-s/GB median (interval)",
+                         "streaming against ordinary, CPU time ratio (interval)"], table)
+    notes = [f"Each cell: {repeats} repeats of {TOTAL // MiB} MiB copied as {RECEIVED // KiB} KiB pieces (libcurl's "
+             "receive buffer) into destinations taken in turn, rows alternating, the order rotated each repeat; "
+             f"intervals: {interval_label(repeats)} for the median, distribution-free. CPU time is the thread's "
+             "(time.thread_time), a Python call per piece included.",
+             "The copy is the curl engine's own (native/copy.hpp's copy_received through _native.copy_received): "
+             "ordinary stores (glibc's memcpy) or streaming ones (copy_streaming). The engine streams where its "
+             "requests in flight hold more than half the last-level cache, as sysfs gives it "
+             "(/sys/devices/system/cpu/cpu0/cache)."]
+    path, _ = write_outputs("copy_footprint", "The curl engine's copy by how much its requests in flight hold", md,
+                            notes, raw)
+    print(md)
+    print(f"wrote {path}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--footprint", action="store_true", help="the engine's copy by the bytes its requests hold "
+                    "(table copy_footprint) instead of by alignment")
     args = ap.parse_args()
+    if args.footprint:
+        return footprint_main(args.repeats)
     src, dst = aligned(max(PIECES) + 128), aligned(DESTINATION)
     src[:] = 7
     rows = [(piece, skew) for piece in PIECES for skew in SKEWS]

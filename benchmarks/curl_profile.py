@@ -8,7 +8,8 @@ Each sample is put in one part by its symbol and library:
 
     kernel: socket copy      the kernel copying received bytes to user memory (recv's _copy_to_iter)
     kernel: the rest         TCP, softirqs, syscalls, scheduling
-    copy into memory         glibc's memcpy/memmove in user space: gdsbench's one copy out of libcurl's
+    copy into memory         glibc's memcpy/memmove in user space, and gdsbench's streaming copy
+                             (native/copy.hpp's copy_streaming): gdsbench's one copy out of libcurl's
                              buffer into the request's own (curl -o /dev/null writes into /dev/null and
                              copies nothing there)
     libcurl                  libcurl itself (HTTP parsing, its multi loop)
@@ -57,7 +58,7 @@ def part_of(dso: str, symbol: str) -> str:
     """The part a sample falls in, from perf's library (dso) and symbol columns."""
     if symbol.startswith("[k]"):
         return "kernel: socket copy" if any(c in symbol for c in KERNEL_COPIES) else "kernel: the rest"
-    if "libc.so" in dso and ("memmove" in symbol or "memcpy" in symbol):
+    if ("libc.so" in dso and ("memmove" in symbol or "memcpy" in symbol)) or "copy_streaming" in symbol:
         return "copy into memory"
     if "libcurl" in dso:
         return "libcurl"
@@ -134,7 +135,8 @@ def main() -> int:
     notes = [f"{args.repeats} runs per tool and row, alternated ({', '.join(TOOLS)}, ...), each reading "
              f"{READ // GiB} GiB of a {OBJECT // GiB} GiB object nginx serves from /dev/shm; perf's cpu-clock "
              f"samples at {FREQUENCY} Hz, gdsbench's worker threads and curl's process.",
-             "'copy into memory': glibc's memcpy/memmove, in gdsbench the copy of every byte out of libcurl's "
+             "'copy into memory': glibc's memcpy/memmove and gdsbench's streaming copy (copy_streaming, where the "
+             "requests in flight outgrow half the last-level cache), in gdsbench the copy of every byte out of libcurl's "
              "buffer into the request's own buffer, where the data must land; curl writes its bytes to "
              "/dev/null, which keeps none, so it has no such copy.",
              "Parts by symbol: the kernel's copy to user memory (_copy_to_iter and its kin), the rest of the "

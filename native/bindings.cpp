@@ -17,6 +17,7 @@
 #include "last_words.hpp"
 #include "object_ops.hpp"
 #include "offsets.hpp"
+#include "copy.hpp"
 #include "pattern.hpp"
 #include "read_slots.hpp"
 #include "runner.hpp"
@@ -443,6 +444,18 @@ PYBIND11_MODULE(_native, m) {
       py::arg("buffer"), py::arg("key"),
       "Fill a writable buffer with pattern blocks a write can move anywhere (pattern.hpp's restamp).");
 
+  m.def(
+      "copy_received",
+      [](py::buffer dst, py::buffer src, bool past_cache) {
+        py::buffer_info to = contiguous(dst, true), from = contiguous(src, false);
+        const size_t n = size_t(from.size * from.itemsize);
+        GDS_EXPECT(size_t(to.size * to.itemsize) >= n, "copy_received: the destination is shorter than the source");
+        py::gil_scoped_release release;
+        gds::copy_received(static_cast<char*>(to.ptr), static_cast<const char*>(from.ptr), n, past_cache);
+      },
+      py::arg("dst"), py::arg("src"), py::arg("past_cache") = false,
+      "A remote engine's copy of received bytes into a request's buffer (copy.hpp): src into the start of dst; "
+      "past_cache: with streaming stores, as where the requests in flight outgrow the cache.");
   m.def(
       "pattern_check",
       [](py::buffer buf, uint64_t offset) {

@@ -94,6 +94,7 @@ struct Transfer {
   uint64_t sent = 0;                           // of a write's body
   curl_slist* ask_headers = nullptr;           // a write's own (remote::Ask), in place of the signing's
   bool too_long = false;                       // more body than the range asked
+  bool past_cache = false;                     // the requests in flight outgrow the cache (copy.hpp)
   remote::Answer answer;                       // what this try was answered, as its protocol reads it
   const remote::Endpoint* endpoint = nullptr;  // who reads its answers
   char error[CURL_ERROR_SIZE] = {};
@@ -127,7 +128,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     return 0;  // aborts the transfer: the server sent more than was asked
   }
   if (!t->body_ns) t->body_ns = now_ns();  // the answer's first body byte: its time to first byte ends here
-  copy_received(t->request->buf + t->got, data, bytes);
+  copy_received(t->request->buf + t->got, data, bytes, t->past_cache);
   t->got += bytes;
   return bytes;
 }
@@ -362,6 +363,7 @@ class CurlEngine final : public Engine {
     idle_.pop_back();
     t->request = r;
     t->attempts = 0;
+    t->past_cache = lands_past_cache(r->length * transfers_.size());
     t->issued_ns = r->submit_ns ? r->submit_ns : now_ns();  // the loop stamps its requests; a lone read may not
     start(*t);
   }
