@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "copy.hpp"
 #include "engine.hpp"
 #include "error.hpp"
 #include "files.hpp"
@@ -17,7 +18,6 @@
 #include "last_words.hpp"
 #include "object_ops.hpp"
 #include "offsets.hpp"
-#include "copy.hpp"
 #include "pattern.hpp"
 #include "read_slots.hpp"
 #include "runner.hpp"
