@@ -241,7 +241,8 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     stdout is wanted (its count of bytes); or why this client cannot read this row."""
     s3 = url.startswith("s3://")
     if client in ("gdsbench", OLD):
-        exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-m", "gdsbench"]
+        # -P: the old environment's own gdsbench, not the checkout in the current folder
+        exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-P", "-m", "gdsbench"]
         if url.startswith("smb://") and qd > 1:  # one request in flight per process: qd processes, each its share
             each = max(total // qd, bs)  # the one-range run: a range in each process (smb_processes)
             return [*exe, "run", url, "--bs", str(bs), "--procs", str(qd), "--io-size", str(each), "--json"], True
