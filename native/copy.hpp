@@ -18,62 +18,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <string>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace gds {
 
 // The last-level cache's bytes, as Linux's sysfs gives cpu0's highest level; 32 MiB where it does not say.
-inline size_t last_level_cache_bytes() {
-  static const size_t bytes = [] {
-    size_t found = 0;
-    int highest = 0;
-    for (int i = 0; i < 8; ++i) {
-      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-      std::ifstream level_file(dir + "level"), size_file(dir + "size");
-      int level = 0;
-      std::string size;  // "32768K"
-      if (!(level_file >> level) || !(size_file >> size) || level < highest) continue;
-      size_t value = std::strtoull(size.c_str(), nullptr, 10);
-      if (size.back() == 'K') value <<= 10;
-      if (size.back() == 'M') value <<= 20;
-      if (value) highest = level, found = value;
-    }
-    return found ? found : size_t(32) << 20;
-  }();
-  return bytes;
-}
+size_t last_level_cache_bytes();
 
 // Whether requests holding `bytes_in_flight` between them land past the cache (see the top).
 inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight > last_level_cache_bytes() / 2; }
 
 // n bytes to dst with streaming stores (16-byte aligned ones; the unaligned head and the tail as memcpy),
-// fenced so that they are in memory, in order, when it returns. memcpy where the CPU has no SSE2.
-// (Never inlined: a profile names it, as it names glibc's memcpy.)
-[[gnu::noinline]] inline void copy_streaming(char* dst, const char* src, size_t n) {
-#if defined(__SSE2__)
-  const size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
-  std::memcpy(dst, src, head);
-  size_t done = head;
-  for (; done + 64 <= n; done += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 32));
-    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 48), d);
-  }
-  std::memcpy(dst + done, src + done, n - done);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, n);
-#endif
-}
+// fenced so that they are in memory, in order, when it returns; memcpy where the CPU has no SSE2. (In
+// copy.cpp, exported: a profile of the stripped module names it, as it names glibc's memcpy.)
+void copy_streaming(char* dst, const char* src, size_t n);
 
 // A received piece into its request's buffer; `past_cache`: the requests in flight do not fit in the cache.
 inline void copy_received(char* dst, const char* src, size_t n, bool past_cache = false) {

@@ -1,0 +1,54 @@
+#include "copy.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace gds {
+
+size_t last_level_cache_bytes() {
+  static const size_t bytes = [] {
+    size_t found = 0;
+    int highest = 0;
+    for (int i = 0; i < 8; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level_file(dir + "level"), size_file(dir + "size");
+      int level = 0;
+      std::string size;  // "32768K"
+      if (!(level_file >> level) || !(size_file >> size) || level < highest) continue;
+      size_t value = std::strtoull(size.c_str(), nullptr, 10);
+      if (size.back() == 'K') value <<= 10;
+      if (size.back() == 'M') value <<= 20;
+      if (value) highest = level, found = value;
+    }
+    return found ? found : size_t(32) << 20;
+  }();
+  return bytes;
+}
+
+__attribute__((visibility("default"))) void copy_streaming(char* dst, const char* src, size_t n) {
+#if defined(__SSE2__)
+  const size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
+  std::memcpy(dst, src, head);
+  size_t done = head;
+  for (; done + 64 <= n; done += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + done + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 48), d);
+  }
+  std::memcpy(dst + done, src + done, n - done);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+}  // namespace gds
