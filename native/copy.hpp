@@ -8,9 +8,9 @@
 // did not. Below glibc's rep-movsb threshold (2 KiB at the least) it copies with vector loads and
 // stores at full speed whatever the skew, so in that band the piece goes 1 KiB at a time.
 //
-// Past the cache: where the requests in flight hold more than half the last-level cache (8 x 4 MiB
-// ranges on a 32 MiB L3), every line a piece lands in is first read from memory (write-allocate) and
-// then pushed back out before anything reads it. Streaming (non-temporal) stores skip the read:
+// Past the cache: where the reads in flight (a process's, every thread's) hold more than half the
+// last-level cache (8 x 4 MiB ranges on a 32 MiB L3), every line a piece lands in is first read from memory
+// (write-allocate) and then pushed back out before anything reads it. Streaming (non-temporal) stores skip the read:
 // benchmarks/copy_alignment.py's footprint rows measure it (this function, through _native.copy_received).
 // Where the requests fit in the cache, ordinary stores stay there and are faster.
 #pragma once
