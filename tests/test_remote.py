@@ -166,9 +166,9 @@ def test_the_received_copy_lands_every_byte_with_ordinary_and_streaming_stores()
 
 
 def test_requests_that_outgrow_the_cache_land_every_byte(gdsbench, nginx):
-    """8 MiB ranges, 4 in flight on each of 2 threads: 64 MiB of reads in the process, past half the
+    """4 MiB ranges, 8 in flight on each of 2 threads: 64 MiB of reads in the process, past half the
     last-level cache on most hosts, so the engines copy with streaming stores (copy.hpp); every block checked."""
-    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "8M", "--qd", "4", "--threads", "2", "--io-size", "64M",
+    d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "4M", "--qd", "8", "--threads", "2", "--io-size", "64M",
                  "--verify")
     assert d["bytes"] == 64 * MiB and d["verified_blocks"] == 64 * MiB // 4096 and d["verify_mismatches"] == 0
 
