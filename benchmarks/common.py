@@ -21,6 +21,12 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
+def rotated(items, repeat: int) -> list:
+    """The order of one repeat: the items rotated by the repeat's number, so none always runs first."""
+    k = repeat % len(items)
+    return list(items[k:]) + list(items[:k])
+
+
 def markdown_table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

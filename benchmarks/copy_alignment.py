@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import markdown_table, median, write_outputs  # noqa: E402
+from common import markdown_table, median, rotated, write_outputs  # noqa: E402
 from stats import interval_label, median_interval  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -86,8 +86,7 @@ def footprint_main(repeats: int) -> int:
     rows = [(f, streaming) for f in FOOTPRINTS for streaming in (False, True)]
     seconds: dict[tuple[int, bool], list[float]] = {r: [] for r in rows}
     for repeat in range(repeats):
-        k = repeat % len(rows)
-        for row in rows[k:] + rows[:k]:
+        for row in rotated(rows, repeat):
             seconds[row].append(footprint_seconds(src, dst, *row))
     table, raw = [], {"rows": []}
     for f, streaming in rows:
@@ -133,8 +132,7 @@ def main() -> int:
     for piece, skew in rows:  # warm: pages faulted, caches as in the runs
         copy_seconds(src, dst, piece, skew)
     for repeat in range(args.repeats):
-        k = repeat % len(rows)
-        for row in rows[k:] + rows[:k]:
+        for row in rotated(rows, repeat):
             seconds[row].append(copy_seconds(src, dst, *row))
     table, raw = [], {"rows": []}
     for piece, skew in rows:

@@ -81,7 +81,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # tests/hosts.py
 import servers  # noqa: E402
-from common import markdown_table, median, write_outputs  # noqa: E402
+from common import markdown_table, median, rotated, write_outputs  # noqa: E402
 from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
@@ -462,12 +462,6 @@ def best_other(figures: dict[str, dict]) -> str | None:
     """The other client with the highest median throughput in the row, the one gdsbench is judged against."""
     others = {c: f for c, f in figures.items() if c not in OURS and "mib_s" in f}
     return max(others, key=lambda c: others[c]["mib_s"]) if others else None
-
-
-def rotated(clients: list[str], repeat: int) -> list[str]:
-    """The order of one repeat: the clients rotated by the repeat's number, so none always runs first."""
-    k = repeat % len(clients)
-    return clients[k:] + clients[:k]
 
 
 def size_text(n: int) -> str:

@@ -41,16 +41,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import servers  # noqa: E402
 import stats  # noqa: E402
-from common import markdown_table, median, write_outputs  # noqa: E402
+from common import markdown_table, median, rotated, write_outputs  # noqa: E402
 
 BUCKET = "bucket"
 CLIENTS = ("gdsbench", "obstore", "boto3")
 OPS = ("put", "head", "get", "list", "delete")
-
-
-def rotated(clients: tuple[str, ...], repeat: int) -> list[str]:
-    k = repeat % len(clients)
-    return list(clients[k:] + clients[:k])
 
 
 def one_client(args) -> dict:

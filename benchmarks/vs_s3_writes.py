@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import servers  # noqa: E402
 import vs_clients  # noqa: E402
-from common import markdown_table, median, write_outputs  # noqa: E402
+from common import markdown_table, median, rotated, write_outputs  # noqa: E402
 
 MiB = 1 << 20
 BUCKET = "bucket"
@@ -130,7 +130,7 @@ def main() -> int:
         for bs, qd in rows:
             runs = {c: [] for c in CLIENTS}
             for r in range(repeats):
-                for client in vs_clients.rotated(list(CLIENTS), r):
+                for client in rotated(CLIENTS, r):
                     runs[client].append({"run": measure(client, endpoint, size, bs, qd, proc.pid, env),
                                          "one_range": measure(client, endpoint, bs, bs, qd, proc.pid, env)})
             table += vs_clients.table_rows("SeaweedFS (S3)", bs, qd, size, list(CLIENTS), runs, raw)
@@ -143,7 +143,7 @@ def main() -> int:
     header = ["server", "part (--bs)", "parts in flight", "object", *vs_clients.HEADER[4:]]
     notes = [f"Each object {size // MiB} MiB, written whole into SeaweedFS (`weed server -s3`) on loopback by each "
              f"client into a key of its own, {repeats} repeats per client per row, clients alternated and the order "
-             "rotated each repeat (vs_clients.rotated).",
+             "rotated each repeat (common.rotated).",
              "Timing: one call per process, wall clock and the process's CPU (getrusage, every thread) around it, "
              "the server's CPU (/proc) over it; the same client's one-part call (one PUT of --bs bytes) taken out "
              "as fixed costs, as vs_clients.py takes out its one-range run ('one-range s' is that call here). "
