@@ -11,7 +11,7 @@
 // Past the cache: where the reads in flight (a process's, every thread's) hold more than half the
 // last-level cache (8 x 4 MiB ranges on a 32 MiB L3), every line a piece lands in is first read from memory
 // (write-allocate) and then pushed back out before anything reads it. Streaming (non-temporal) stores skip the read:
-// benchmarks/copy_alignment.py's footprint rows measure it (this function, through _native.copy_received).
+// benchmarks/copy_alignment.py --footprint measures both ways (copy_received, through _native.copy_received).
 // Where the requests fit in the cache, ordinary stores stay there and are faster.
 #pragma once
 #include <algorithm>
