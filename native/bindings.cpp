@@ -446,16 +446,20 @@ PYBIND11_MODULE(_native, m) {
 
   m.def(
       "copy_received",
-      [](py::buffer dst, py::buffer src, bool past_cache) {
+      [](py::buffer dst, py::buffer src, bool past_cache, size_t times) {
         py::buffer_info to = contiguous(dst, true), from = contiguous(src, false);
         const size_t n = size_t(from.size * from.itemsize);
-        GDS_EXPECT(size_t(to.size * to.itemsize) >= n, "copy_received: the destination is shorter than the source");
+        GDS_EXPECT(size_t(to.size * to.itemsize) >= n * times,
+                   "copy_received: the destination is shorter than the source times `times`");
         py::gil_scoped_release release;
-        gds::copy_received(static_cast<char*>(to.ptr), static_cast<const char*>(from.ptr), n, past_cache);
+        for (size_t i = 0; i < times; ++i)
+          gds::copy_received(static_cast<char*>(to.ptr) + i * n, static_cast<const char*>(from.ptr), n, past_cache);
+        if (past_cache) gds::streamed_fence();
       },
-      py::arg("dst"), py::arg("src"), py::arg("past_cache") = false,
-      "A remote engine's copy of received bytes into a request's buffer (copy.hpp): src into the start of dst; "
-      "past_cache: with streaming stores, as where the requests in flight outgrow the cache.");
+      py::arg("dst"), py::arg("src"), py::arg("past_cache") = false, py::arg("times") = 1,
+      "A remote engine's copy of received bytes into a request's buffer (copy.hpp): src into the start of dst, "
+      "`times` times back to back, as a body's pieces arrive through a receive buffer; past_cache: with streaming "
+      "stores, as where the requests in flight outgrow the cache, fenced once at the end as the engine does.");
   m.def(
       "pattern_check",
       [](py::buffer buf, uint64_t offset) {

@@ -31,7 +31,9 @@ size_t last_level_cache_bytes() {
 
 __attribute__((visibility("default"))) void copy_streaming(char* dst, const char* src, size_t n) {
 #if defined(__SSE2__)
-  const size_t head = std::min(n, (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15);
+  // Whole lines only: a line the streaming stores filled in part would leave for memory in parts. The
+  // ragged ends (the neighbouring pieces' lines) go through the cache.
+  const size_t head = std::min(n, (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63);
   std::memcpy(dst, src, head);
   size_t done = head;
   for (; done + 64 <= n; done += 64) {
@@ -45,9 +47,14 @@ __attribute__((visibility("default"))) void copy_streaming(char* dst, const char
     _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done + 48), d);
   }
   std::memcpy(dst + done, src + done, n - done);
-  _mm_sfence();
 #else
   std::memcpy(dst, src, n);
+#endif
+}
+
+void streamed_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
 #endif
 }
 

@@ -27,12 +27,19 @@ size_t last_level_cache_bytes();
 // Whether requests holding `bytes_in_flight` between them land past the cache (see the top).
 inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight > last_level_cache_bytes() / 2; }
 
-// n bytes to dst with streaming stores (16-byte aligned ones; the unaligned head and the tail as memcpy),
-// fenced so that they are in memory, in order, when it returns; memcpy where the CPU has no SSE2. (In
-// copy.cpp, exported: a profile of the stripped module names it, as it names glibc's memcpy.)
+// n bytes to dst with streaming stores (on whole 64-byte lines; the ragged head and tail as memcpy), or
+// memcpy where the CPU has no SSE2. Streaming stores are weakly ordered: streamed_fence() before the bytes
+// are anyone else's. (In copy.cpp, exported: a profile of the stripped module names it, as it names glibc's
+// memcpy.)
 void copy_streaming(char* dst, const char* src, size_t n);
 
-// A received piece into its request's buffer; `past_cache`: the requests in flight do not fit in the cache.
+// Every streaming store this thread made is in memory, ordered before its later stores (sfence): once a
+// request's last piece has landed, not after each piece (libcurl hands a body over 16 KiB at a time, and
+// a fence waits for the lines still on their way).
+void streamed_fence();
+
+// A received piece into its request's buffer; `past_cache`: the requests in flight do not fit in the cache
+// (streamed: streamed_fence() once the request's pieces are all in).
 inline void copy_received(char* dst, const char* src, size_t n, bool past_cache = false) {
   constexpr size_t kPage = 4096, kBand = 64, kStep = 1024;  // the slow band, with a margin; a step under the threshold
   if (past_cache) return copy_streaming(dst, src, n);

@@ -150,19 +150,22 @@ def test_the_receive_buffer_is_asked_and_any_size_lands_every_byte(gdsbench, ngi
 
 def test_the_received_copy_lands_every_byte_with_ordinary_and_streaming_stores():
     """native/copy.hpp's copy at every head and tail its streaming stores meet: the destination 0-63
-    bytes past a 16-byte boundary, lengths around its 64-byte steps; nothing written outside."""
+    bytes past a line's start, lengths around its 64-byte lines, and pieces back to back (a body's, each
+    starting where the last ended, whose ragged lines two pieces share); nothing written outside."""
     import numpy as np
 
     from gdsbench import _native
 
     src = np.random.default_rng(7).integers(0, 256, 70_000, dtype=np.uint8)
     for streaming in (False, True):
-        for at in (0, 1, 15, 16, 17, 33, 63):
+        for at in (0, 1, 15, 16, 17, 33, 48, 63):
             for length in (0, 1, 15, 16, 63, 64, 65, 127, 1000, 4096 + 13, 65_536):
-                dst = np.zeros(at + length + 64, dtype=np.uint8)
-                _native.copy_received(dst[at:], src[3:3 + length], streaming)
-                assert (dst[at:at + length] == src[3:3 + length]).all(), (streaming, at, length)
-                assert not dst[:at].any() and not dst[at + length:].any(), (streaming, at, length)
+                for times in (1, 3):
+                    dst = np.zeros(at + length * times + 64, dtype=np.uint8)
+                    _native.copy_received(dst[at:], src[3:3 + length], streaming, times)
+                    body = dst[at:at + length * times].reshape(times, length)
+                    assert (body == src[3:3 + length]).all(), (streaming, at, length, times)
+                    assert not dst[:at].any() and not dst[at + length * times:].any(), (streaming, at, length, times)
 
 
 def test_requests_that_outgrow_the_cache_land_every_byte(gdsbench, nginx):

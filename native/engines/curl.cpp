@@ -112,6 +112,7 @@ void land(Transfer& t, uint64_t bytes) {
 }
 
 void landed(Transfer& t) {
+  if (t.past_cache) streamed_fence();  // its streamed pieces in memory before its request is handed back
   g_landing.fetch_sub(t.landing, std::memory_order_relaxed);
   t.landing = 0;
 }
