@@ -17,8 +17,9 @@ aligned row (skew 0) of its piece size, repeat by repeat.
     .venv/bin/python benchmarks/copy_alignment.py          # about a minute
 
 With --footprint it measures the engine's own copy (native/copy.hpp, through _native.copy_received)
-by how many bytes the requests in flight hold: pieces of libcurl's 128 KiB buffer copied in turn
-into destinations that many bytes long, with ordinary stores and with streaming ones, alternating;
+by how many bytes the requests in flight hold: 4 MiB bodies, each as the 16 KiB pieces libcurl hands
+its write callback, copied into requests taken in turn from that many bytes, with ordinary stores and
+with streaming ones (fenced once a body, as the engine does), alternating;
 the table copy_footprint gives each one's CPU time per GB and streaming's time against ordinary's,
 repeat by repeat (the engine streams where the footprint passes half the last-level cache):
 
@@ -65,22 +66,27 @@ def copy_seconds(src: np.ndarray, dst: np.ndarray, piece: int, skew: int) -> flo
 
 
 FOOTPRINTS = (8 * MiB, 16 * MiB, 24 * MiB, 32 * MiB, 64 * MiB)  # bytes the requests in flight hold between them
-RECEIVED = 128 * KiB  # a piece: the curl engine's receive buffer
+PIECE = 16 * KiB  # what libcurl hands its write callback at a time (CURL_MAX_WRITE_SIZE), whatever its buffer
+BODY = 4 * MiB  # a request's
+RAGGED = 292  # nginx's headers: its first body piece is 16 KiB less that, so every later one starts 36 bytes off a line
+TIMES = (BODY - RAGGED) // PIECE  # whole pieces a body holds
+COPIED = TOTAL // BODY * TIMES * PIECE  # bytes a footprint row copies
 
 
 def footprint_seconds(src: np.ndarray, dst: np.ndarray, footprint: int, streaming: bool) -> float:
-    """Thread CPU seconds to copy TOTAL bytes as RECEIVED pieces, in turn through `footprint` bytes of dst."""
+    """Thread CPU seconds to copy COPIED bytes as BODY-long bodies of PIECE-long pieces, the bodies landing in
+    turn in `footprint` bytes of dst."""
     from gdsbench import _native
 
-    pieces = [dst[at:at + RECEIVED] for at in range(0, footprint, RECEIVED)]
+    bodies = [dst[at + RAGGED:at + BODY] for at in range(0, footprint, BODY)]
     started = time.thread_time()
-    for i in range(TOTAL // RECEIVED):
-        _native.copy_received(pieces[i % len(pieces)], src, streaming)
+    for i in range(TOTAL // BODY):
+        _native.copy_received(bodies[i % len(bodies)], src, streaming, TIMES)
     return time.thread_time() - started
 
 
 def footprint_main(repeats: int) -> int:
-    src, dst = aligned(RECEIVED), aligned(max(FOOTPRINTS))
+    src, dst = aligned(PIECE), aligned(max(FOOTPRINTS))
     src[:] = 7
     dst[:] = 0  # faulted in before any timing
     rows = [(f, streaming) for f in FOOTPRINTS for streaming in (False, True)]
@@ -90,7 +96,7 @@ def footprint_main(repeats: int) -> int:
             seconds[row].append(footprint_seconds(src, dst, *row))
     table, raw = [], {"rows": []}
     for f, streaming in rows:
-        per_gb = [s / (TOTAL / 1e9) for s in seconds[(f, streaming)]]
+        per_gb = [s / (COPIED / 1e9) for s in seconds[(f, streaming)]]
         lo, hi = median_interval(per_gb)
         ratio = ""
         if streaming:
@@ -102,12 +108,15 @@ def footprint_main(repeats: int) -> int:
         raw["rows"].append({"footprint": f, "streaming": streaming, "seconds": seconds[(f, streaming)]})
     md = markdown_table(["requests in flight hold", "stores", "CPU-s/GB median (interval)",
                          "streaming against ordinary, CPU time ratio (interval)"], table)
-    notes = [f"Each cell: {repeats} repeats of {TOTAL // MiB} MiB copied as {RECEIVED // KiB} KiB pieces (libcurl's "
-             "receive buffer) into destinations taken in turn, rows alternating, the order rotated each repeat; "
+    notes = [f"Each cell: {repeats} repeats of {COPIED / MiB:.0f} MiB copied as {BODY // MiB} MiB bodies of {PIECE // KiB} KiB "
+             "pieces (what libcurl hands the engine's write callback at a time), each piece starting "
+             f"{RAGGED % 64} bytes off a cache line as behind nginx's headers, the bodies landing in turn in the "
+             "footprint; rows alternating, the order rotated each repeat; "
              f"intervals: {interval_label(repeats)} for the median, distribution-free. CPU time is the thread's "
-             "(time.thread_time), a Python call per piece included.",
+             "(time.thread_time), a Python call per body included.",
              "The copy is the curl engine's own (native/copy.hpp's copy_received through _native.copy_received): "
-             "ordinary stores (glibc's memcpy) or streaming ones (copy_streaming). The engine streams where its "
+             "ordinary stores (glibc's memcpy) or streaming ones (copy_streaming, on whole lines, one fence a body). "
+             "The engine streams where its "
              "requests in flight hold more than half the last-level cache, as sysfs gives it "
              "(/sys/devices/system/cpu/cpu0/cache)."]
     path, _ = write_outputs("copy_footprint", "The curl engine's copy by how much its requests in flight hold", md,
