@@ -58,9 +58,11 @@ misses it, NOISE otherwise.
     .venv/bin/python benchmarks/vs_clients.py --quick              # a smoke test: 2 repeats, 8 in flight, less data
 
 Two builds of the curl engine, as build_ab.py compares the file engines: `--old PYTHON --old-name COMMIT`
-adds the client `gdsbench-old` (that environment's `python -m gdsbench run`, timed as every client is) and
-judges this build against it instead of the best other client: SAME where the median ratio is within 5% or
-its interval holds 1 (the table goes to vs_clients-build_ab unless --name says):
+adds the client `gdsbench-old` (that environment's `python -m gdsbench run`, timed as every client is), and
+`gdsbench-old-threads` that build with a thread a core, and judges this build against them (gdsbench against
+gdsbench-old, gdsbench-threads against gdsbench-old-threads where it runs) instead of the best other client:
+SAME where the median ratio is within 5% or its interval holds 1 (the table goes to vs_clients-build_ab
+unless --name says):
 
     .venv/bin/python benchmarks/vs_clients.py --old /tmp/old/.venv/bin/python --old-name c521c74 \
         --clients gdsbench,gdsbench-old,curl --servers nginx,rclone --depths 1,8 --repeats 6
@@ -99,7 +101,8 @@ SPEED_TARGET, CPU_TARGET = 0.95, 1.0
 MAX_FIXED_SHARE = 0.5  # a client whose fixed costs (its one-range run) take more of its run than this is not judged
 SAME_WITHIN = 0.05  # --old: this build against the old one, as build_ab.py judges
 OLD = "gdsbench-old"  # the client that is the old build (--old)
-OURS = ("gdsbench", THREADS, OLD)  # gdsbench's own clients: never the 'best other' they are judged against
+OLD_THREADS = "gdsbench-old-threads"  # the old build with a thread on every core
+OURS = ("gdsbench", THREADS, OLD, OLD_THREADS)  # gdsbench's own clients: never the 'best other' they are judged against
 OLD_PYTHON = ""  # its environment's Python (--old)
 BUCKET, OBJECT_KEY, ONE_KEY = "bucket", "obj.dat", "one.dat"  # ONE_KEY: one 4 MiB range, s5cmd's one-range run
 ONE_MIB_KEY = "one-mib.dat"  # one 1 MiB range: nfs-cat's one-range run
@@ -247,12 +250,13 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
             each = max(total // qd, bs)  # the one-range run: a range in each process (smb_processes)
             return [*exe, "run", url, "--bs", str(bs), "--procs", str(qd), "--io-size", str(each), "--json"], True
         return [*exe, "run", url, "--bs", str(bs), "--qd", str(qd), "--io-size", str(total), "--json"], True
-    if client == THREADS:
+    if client in (THREADS, OLD_THREADS):
         if qd < CORES:
             return f"fewer requests in flight ({qd}) than cores ({CORES}): the one-thread row is it"
         if url.startswith("smb://"):
             return "SMB: one request in flight per process (the gdsbench row runs --procs)"
-        return [GDSBENCH, "run", url, "--bs", str(bs), "--threads", str(CORES), "--qd", str(qd // CORES),
+        exe = [GDSBENCH] if client == THREADS else [OLD_PYTHON, "-P", "-m", "gdsbench"]
+        return [*exe, "run", url, "--bs", str(bs), "--threads", str(CORES), "--qd", str(qd // CORES),
                 "--io-size", str(expected_bytes(client, url, bs, qd, total)), "--json"], True
     if client == "curl" and url.startswith("nfs://"):
         return "curl does not read NFS"
@@ -338,7 +342,7 @@ def expected_bytes(client: str, url: str, bs: int, qd: int, total: int) -> int:
     at qd in flight (one request in flight each) and in each of gdsbench-threads' threads."""
     if client in ("gdsbench", OLD) and url.startswith("smb://") and qd > 1:
         return qd * max(total // qd, bs)
-    if client == THREADS:
+    if client in (THREADS, OLD_THREADS):
         return max(total, CORES * bs)
     return total
 
@@ -453,7 +457,7 @@ def verdict_text(c: dict | None, name: str) -> str:
         lo, hi = v["interval"]
         return f"({lo:.2f}-{hi:.2f}, {v['interval_is']}): {word}"
 
-    speed_word = ("SAME" if c["same"] else "DIFFERENT") if name == OLD else c["speed"]["verdict"]
+    speed_word = ("SAME" if c["same"] else "DIFFERENT") if name in (OLD, OLD_THREADS) else c["speed"]["verdict"]
     return (f"{c['speed']['median']:.2f} of {name} {part(c['speed'], speed_word)}; "
             f"CPU/GB {c['cpu']['median']:.2f}x {part(c['cpu'], c['cpu']['verdict'])}")
 
@@ -604,8 +608,8 @@ def main() -> int:
     repeats, depths, plan = (2, (8,), QUICK_PLAN) if args.quick else (args.repeats, depths, PLAN)
     out_dir = args.out or os.path.join(root, "results", *(("scratch", "benchmarks") if args.quick else ("benchmarks",)))
     clients = [c for c in args.clients.split(",") if c]
-    if (OLD in clients) != bool(args.old):
-        sys.exit(f"--old and client {OLD} go together: --old PYTHON --clients gdsbench,{OLD},...")
+    if (OLD in clients or OLD_THREADS in clients) != bool(args.old):
+        sys.exit(f"--old and client {OLD} (or {OLD_THREADS}) go together: --old PYTHON --clients gdsbench,{OLD},...")
     chosen = [SERVERS[s] for s in args.servers.split(",") if s]
     work = tempfile.mkdtemp(prefix="gdsbench-vs-clients-")
     folder = os.path.join(work, "served")
@@ -657,9 +661,10 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
     figures = {c: row_figures(runs[c]) for c in clients}
     net = {c: net_figures(runs[c]) for c in clients}
     best = OLD if OLD in clients else best_other(figures)
-    judged = {c: compare(net[c], net[best]) for c in ("gdsbench", THREADS) if best and c in clients}
+    against = {"gdsbench": best, THREADS: OLD_THREADS if OLD_THREADS in clients else best}  # whom each is judged by
+    judged = {c: compare(net[c], net[against[c]]) for c in ("gdsbench", THREADS) if against[c] and c in clients}
     for c in judged:
-        heavy = [x for x in (c, best) if "run_s" in figures[x] and
+        heavy = [x for x in (c, against[c]) if "run_s" in figures[x] and
                  figures[x]["one_range_s"] > MAX_FIXED_SHARE * figures[x]["run_s"]]
         if heavy and judged[c]:
             judged[c]["unjudged"] = (f"not judged: {heavy[0]}'s fixed costs (its one-range run) took "
@@ -676,7 +681,7 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
                            f"{f['client_cores']:.2f}", f"{f['server_cores']:.2f}", busier(f),
                            f"{f['one_range_s']:.2f} s ({f['one_range_s_min']:.2f}-{f['one_range_s_max']:.2f}; "
                            f"{f['one_range_s'] / f['run_s']:.0%})",
-                           verdict_text(judged.get(c), best) if c in judged else ""])
+                           verdict_text(judged.get(c), against[c]) if c in judged else ""])
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
                         "figures": figures, "best_other": best, "judged": judged})
     return out
