@@ -1,5 +1,6 @@
 #include "copy.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -56,6 +57,22 @@ void streamed_fence() {
 #if defined(__SSE2__)
   _mm_sfence();
 #endif
+}
+
+namespace {
+std::atomic<uint64_t> g_landing{0};  // the bytes every Landing of the process holds between them
+}  // namespace
+
+void Landing::start(uint64_t bytes) {
+  bytes_ = bytes;
+  past_cache_ = lands_past_cache(g_landing.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void Landing::end() {
+  if (past_cache_) streamed_fence();
+  g_landing.fetch_sub(bytes_, std::memory_order_relaxed);
+  bytes_ = 0;
+  past_cache_ = false;
 }
 
 }  // namespace gds

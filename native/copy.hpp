@@ -27,6 +27,22 @@ size_t last_level_cache_bytes();
 // Whether requests holding `bytes_in_flight` between them land past the cache (see the top).
 inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight > last_level_cache_bytes() / 2; }
 
+// A read's bytes landing in its request's buffer, counted with every other remote read in flight in this
+// process (every thread's: the threads share the last-level cache), which says whether its pieces stream.
+class Landing {
+ public:
+  // `bytes` start landing (a read's length): its pieces stream where the reads in flight now outgrow the cache.
+  void start(uint64_t bytes);
+  // Its pieces all copied, or dropped: fenced where they streamed (before the request is handed back), and no
+  // longer counted. Once a start; none without one.
+  void end();
+  bool past_cache() const { return past_cache_; }
+
+ private:
+  uint64_t bytes_ = 0;
+  bool past_cache_ = false;
+};
+
 // n bytes to dst with streaming stores (on whole 64-byte lines; the ragged head and tail as memcpy), or
 // memcpy where the CPU has no SSE2. Streaming stores are weakly ordered: streamed_fence() before the bytes
 // are anyone else's. (In copy.cpp, exported: a profile of the stripped module names it, as it names glibc's

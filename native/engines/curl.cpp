@@ -95,27 +95,11 @@ struct Transfer {
   uint64_t sent = 0;                           // of a write's body
   curl_slist* ask_headers = nullptr;           // a write's own (remote::Ask), in place of the signing's
   bool too_long = false;                       // more body than the range asked
-  uint64_t landing = 0;                        // this read's bytes, counted in g_landing while it is in flight
-  bool past_cache = false;                     // the reads in flight outgrow the cache (copy.hpp)
+  Landing landing;                             // a read's bytes, counted while in flight (copy.hpp)
   remote::Answer answer;                       // what this try was answered, as its protocol reads it
   const remote::Endpoint* endpoint = nullptr;  // who reads its answers
   char error[CURL_ERROR_SIZE] = {};
 };
-
-// Bytes the curl engines of this process are reading into their requests' buffers between them,
-// every thread's: whether their copies land past the cache (copy.hpp), which the threads share.
-std::atomic<uint64_t> g_landing{0};
-
-void land(Transfer& t, uint64_t bytes) {
-  t.landing = bytes;
-  t.past_cache = lands_past_cache(g_landing.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-}
-
-void landed(Transfer& t) {
-  if (t.past_cache) streamed_fence();  // its streamed pieces in memory before its request is handed back
-  g_landing.fetch_sub(t.landing, std::memory_order_relaxed);
-  t.landing = 0;
-}
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
@@ -145,7 +129,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     return 0;  // aborts the transfer: the server sent more than was asked
   }
   if (!t->body_ns) t->body_ns = now_ns();  // the answer's first body byte: its time to first byte ends here
-  copy_received(t->request->buf + t->got, data, bytes, t->past_cache);
+  copy_received(t->request->buf + t->got, data, bytes, t->landing.past_cache());
   t->got += bytes;
   return bytes;
 }
@@ -317,7 +301,7 @@ class CurlEngine final : public Engine {
   ~CurlEngine() override {
     for (auto& t : transfers_) {
       if (t.request) curl_multi_remove_handle(multi_, t.easy);
-      landed(t);
+      t.landing.end();
       release(t);
     }
     if (multi_) curl_multi_cleanup(multi_);
@@ -381,7 +365,7 @@ class CurlEngine final : public Engine {
     idle_.pop_back();
     t->request = r;
     t->attempts = 0;
-    if (r->direction == Direction::kRead) land(*t, r->length);
+    if (r->direction == Direction::kRead) t->landing.start(r->length);
     t->issued_ns = r->submit_ns ? r->submit_ns : now_ns();  // the loop stamps its requests; a lone read may not
     start(*t);
   }
@@ -591,7 +575,7 @@ class CurlEngine final : public Engine {
       return nullptr;
     }
     t.request = nullptr;
-    landed(t);
+    t.landing.end();
     idle_.push_back(&t);
     const std::string where = std::string(writing ? " writing " : " reading ") + std::to_string(r->length) +
                               " bytes at offset " + std::to_string(r->offset) + " of " + endpoint_->name +

@@ -225,7 +225,8 @@ class NfsEngine final : public Engine {
 
   void queue(IoRequest* r) override {
     r->result = 0;
-    unsigned pieces = 0;
+    Outstanding& o = outstanding_[r];  // before its pieces are sent: each one's answer finds it
+    if (r->direction == Direction::kRead) o.landing.start(r->length);
     uint64_t at = 0;
     do {  // a request of any length is at least one RPC
       auto* piece = new Piece{this, r, at, uint32_t(std::min<uint64_t>(kMaxRpc, r->length - at))};
@@ -236,10 +237,9 @@ class NfsEngine final : public Engine {
         delete piece;
         throw IoError("libnfs: cannot send a request for " + path_ + " (" + error_of(nfs_) + ")");
       }
-      ++pieces;
+      ++o.pieces;
       at += piece->length;
     } while (at < r->length);
-    outstanding_[r] = pieces;
   }
 
   unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
@@ -268,17 +268,19 @@ class NfsEngine final : public Engine {
     auto* piece = static_cast<Piece*>(opaque);
     NfsEngine* self = piece->engine;
     IoRequest* r = piece->request;
+    auto it = self->outstanding_.find(r);
     if (status < 0) {
       if (self->error_.empty()) self->error_ = data ? static_cast<const char*>(data) : errno_text(status);
       r->result = status;
     } else if (r->result >= 0) {
       if (status > 0 && r->direction == Direction::kRead)
-        copy_received(r->buf + piece->at, static_cast<const char*>(data), size_t(status));
+        copy_received(r->buf + piece->at, static_cast<const char*>(data), size_t(status),
+                      it->second.landing.past_cache());
       r->result += status;
     }
     delete piece;
-    auto it = self->outstanding_.find(r);
-    if (--it->second == 0) {
+    if (--it->second.pieces == 0) {
+      it->second.landing.end();
       self->outstanding_.erase(it);
       self->finished_.push_back(r);
     }
@@ -299,13 +301,19 @@ class NfsEngine final : public Engine {
     if (file_) nfs_close(nfs_, file_);
     nfs_destroy_context(nfs_);  // answers still in flight are dropped with it
     nfs_ = nullptr;
+    for (auto& [r, o] : outstanding_) o.landing.end();
+    outstanding_.clear();
   }
 
   std::string path_, server_, export_;
   struct nfs_context* nfs_ = nullptr;
   struct nfsfh* file_ = nullptr;
   uint64_t size_ = 0;
-  std::map<IoRequest*, unsigned> outstanding_;  // request -> its pieces not yet answered
+  struct Outstanding {
+    unsigned pieces = 0;  // not yet answered
+    Landing landing;      // a read's bytes, counted while in flight (copy.hpp)
+  };
+  std::map<IoRequest*, Outstanding> outstanding_;
   std::deque<IoRequest*> finished_;
   std::string error_;  // the first failed RPC's words, thrown by the next service()
 };
