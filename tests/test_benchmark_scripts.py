@@ -5,6 +5,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 
@@ -183,9 +184,10 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
 
     def fake_timed_process(argv, env, work, server_pid, keep_stdout=True):
         calls.append(argv)
-        if argv[0] == "curl":  # curl's size_download of each transfer, one per range in its config
-            ranges = open(argv[argv.index("-K") + 1]).read().count("range = ")
-            stdout = f"{bs}\n" * ranges
+        if argv[0] in ("curl", "sh"):  # curl's size_download of each transfer, one per range in its config(s)
+            words = argv if argv[0] == "curl" else shlex.split(argv[2])  # curl-procs: one shell starts each curl
+            configs = [words[i + 1] for i, w in enumerate(words) if w == "-K"]
+            stdout = f"{bs}\n" * sum(open(c).read().count("range = ") for c in configs)
         elif "--ioengine=nfs" in argv:  # fio's JSON: its job's bytes read
             asked = int(next(a for a in argv if a.startswith("--io_size=")).split("=")[1])
             stdout = json.dumps({"jobs": [{"read": {"io_bytes": asked}}]})
@@ -226,7 +228,8 @@ def test_vs_clients_times_every_client_by_the_same_function(monkeypatch, tmp_pat
                                   total, obj, 3, str(tmp_path), 1)
     assert len(calls) == 2 * 3 * len(s3_clients)
     for client in s3_clients:
-        one = vs_clients.CORES * bs if client == vs_clients.THREADS else bs  # a range for each of its threads
+        spread = client in (vs_clients.THREADS, vs_clients.PROCS)
+        one = vs_clients.CORES * bs if spread else bs  # a range for each of its threads (processes)
         assert [r["one_range"]["bytes"] for r in runs[client]] == [one] * 3
         assert [r["run"]["bytes"] for r in runs[client]] == [total] * 3
 
