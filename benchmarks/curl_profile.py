@@ -2,7 +2,8 @@
 """Where the curl engine's CPU goes, beside curl's own: both read the same object from nginx over
 loopback, in the same ranges with the same requests in flight (vs_clients' curl command), each
 under `perf record` (cpu-clock samples at FREQUENCY Hz), alternating the TOOLS (gdsbench at its default
-receive buffer and at --recv-buffer 512K, then curl), ...
+receive buffer and at --recv-buffer 512K, then curl; then each with a thread or process on every core, where
+the row has that many requests in flight), ...
 
 Each sample is put in one part by its symbol and library:
 
@@ -46,9 +47,12 @@ FREQUENCY = 4999  # samples a second of CPU (perf's cpu-clock: no hardware count
 OBJECT, READ = GiB, 2 * GiB  # nginx's object (in /dev/shm: no disk), what each run reads (the object twice over)
 ROWS = [(4 * MiB, 1), (4 * MiB, 8), (64 * KiB, 8)]  # (range, in flight)
 # Each tool: its name in the table, the client vs_clients runs, and its extra flags. gdsbench twice: its
-# default receive buffer and the 512 KiB it asked for until libcurl's per-transfer buffer was seen refaulted
+# default receive buffer and the 512 KiB it asked for until libcurl's per-transfer buffer was seen refaulted;
+# then gdsbench and curl each spread over the cores (vs_clients' gdsbench-threads and curl-procs), in the rows
+# that have a request in flight for every core
 TOOLS = {"gdsbench": ("gdsbench", []), "gdsbench --recv-buffer 512K": ("gdsbench", ["--recv-buffer", "512K"]),
-         "curl": ("curl", [])}
+         "curl": ("curl", []), "gdsbench, a thread a core": (vs_clients.THREADS, []),
+         "curl, a process a core": (vs_clients.PROCS, [])}
 PARTS = ["kernel: socket copy", "kernel: the rest", "copy into memory", "libcurl", "the tool", "other"]
 KERNEL_COPIES = ("_copy_to_iter", "copy_user_enhanced_fast_string", "copy_user_generic", "rep_movs_alternative",
                  "copyout", "__copy_user")
@@ -98,7 +102,7 @@ def one_run(tool: str, url: str, bs: int, qd: int, work: str) -> dict:
     read = vs_clients.bytes_read(client, res.stdout, READ)
     if read != READ:
         sys.exit(f"{tool} read {read} bytes of {READ}")
-    parts = samples_by_part(data, "gds-worker-" if client == "gdsbench" else "curl")
+    parts = samples_by_part(data, "gds-worker-" if client.startswith("gdsbench") else "curl")
     gb = READ / 1e9
     return {part: parts[part] / FREQUENCY / gb for part in PARTS} | {"total": sum(parts.values()) / FREQUENCY / gb}
 
@@ -117,7 +121,9 @@ def main() -> int:
     table, raw = [], {"frequency_hz": FREQUENCY, "read_bytes": READ, "rows": []}
     try:
         for bs, qd in ROWS:
-            runs: dict[str, list[dict]] = {tool: [] for tool in TOOLS}
+            runs: dict[str, list[dict]] = {tool: [] for tool in TOOLS  # those that read this row
+                                           if not isinstance(vs_clients.command(TOOLS[tool][0], url, "", bs, qd, READ,
+                                                                                OBJECT, work), str)}
             for _ in range(args.repeats):
                 for tool in runs:
                     runs[tool].append(one_run(tool, url, bs, qd, work))
