@@ -274,9 +274,11 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
                 for p in range(procs)]
         if procs == 1:
             return argv[0], True
-        # each in the background, then each waited for: the shell fails where any of them did
-        script = "".join(f"{shlex.join(a)} & p{i}=$!; " for i, a in enumerate(argv))
-        script += "s=0; " + "".join(f"wait $p{i} || s=1; " for i in range(procs)) + "exit $s"
+        # each in the background, its counts into a file of its own (curls sharing one pipe split each other's
+        # lines where their buffers flush), then each waited for, the shell failing where any of them did
+        outs = [os.path.join(work, f"curl{p}.out") for p in range(procs)]
+        script = "".join(f"{shlex.join(a)} > {shlex.quote(o)} & p{i}=$!; " for i, (a, o) in enumerate(zip(argv, outs)))
+        script += "s=0; " + "".join(f"wait $p{i} || s=1; " for i in range(procs)) + f"cat {shlex.join(outs)}; exit $s"
         return ["sh", "-c", script], True
     if url.startswith("nfs://") and client == "fio-nfs":
         if not os.access(FIO_NFS, os.X_OK):
