@@ -449,7 +449,7 @@ PYBIND11_MODULE(_native, m) {
       [](py::buffer dst, py::buffer src, bool past_cache, size_t times) {
         py::buffer_info to = contiguous(dst, true), from = contiguous(src, false);
         const size_t n = size_t(from.size * from.itemsize);
-        GDS_EXPECT(size_t(to.size * to.itemsize) >= n * times,
+        GDS_EXPECT(n == 0 || size_t(to.size * to.itemsize) / n >= times,
                    "copy_received: the destination is shorter than the source times `times`");
         py::gil_scoped_release release;
         for (size_t i = 0; i < times; ++i)

@@ -69,6 +69,7 @@ void Landing::start(uint64_t bytes) {
 }
 
 void Landing::end() {
+  if (!bytes_) return;
   if (past_cache_) streamed_fence();
   g_landing.fetch_sub(bytes_, std::memory_order_relaxed);
   bytes_ = 0;

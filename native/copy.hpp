@@ -31,10 +31,16 @@ inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight 
 // process (every thread's: the threads share the last-level cache), which says whether its pieces stream.
 class Landing {
  public:
+  Landing() = default;
+  Landing(const Landing&) = delete;  // one count, ended once
+  Landing& operator=(const Landing&) = delete;
+  Landing(Landing&& other) noexcept : bytes_(other.bytes_), past_cache_(other.past_cache_) { other.bytes_ = 0; }
+  ~Landing() { end(); }  // a read dropped unfinished (an engine closed with answers out) is no longer counted
+
   // `bytes` start landing (a read's length): its pieces stream where the reads in flight now outgrow the cache.
   void start(uint64_t bytes);
   // Its pieces all copied, or dropped: fenced where they streamed (before the request is handed back), and no
-  // longer counted. Once a start; none without one.
+  // longer counted. Ending one not started, or ended already, does nothing.
   void end();
   bool past_cache() const { return past_cache_; }
 

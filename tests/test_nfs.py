@@ -100,8 +100,8 @@ def nfs3(tmp_path_factory):
 
 def test_nfs_reads_are_verified_with_requests_in_flight_on_each_thread(gdsbench, nfs):
     # 4 MiB requests go as 1 MiB RPCs together; two threads are two NFSv4 clients, neither taking the other's lease.
-    # 32 MiB in flight in the process: past half the last-level cache on most hosts, so the replies are copied
-    # with streaming stores (copy.hpp)
+    # Up to 32 MiB in flight in the process where the threads' reads overlap: past half a 32 MiB last-level
+    # cache, so there replies are copied with streaming stores (copy.hpp); nothing here checks that they were
     d = run_json(gdsbench, nfs, "--bs", "4M", "--qd", "4", "--threads", "2", "--pattern", "rand", "--io-size", "32M",
                  "--verify")
     assert d["spec"]["engine"] == "nfs" and d["bytes"] == 32 * MiB

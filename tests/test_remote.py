@@ -161,7 +161,8 @@ def test_the_received_copy_lands_every_byte_with_ordinary_and_streaming_stores()
         for at in (0, 1, 15, 16, 17, 33, 48, 63):
             for length in (0, 1, 15, 16, 63, 64, 65, 127, 1000, 4096 + 13, 65_536):
                 for times in (1, 3):
-                    dst = np.zeros(at + length * times + 64, dtype=np.uint8)
+                    raw = np.zeros(at + length * times + 128, dtype=np.uint8)
+                    dst = raw[(-raw.ctypes.data) % 64:][:at + length * times + 64]  # starting on a line
                     _native.copy_received(dst[at:], src[3:3 + length], streaming, times)
                     body = dst[at:at + length * times].reshape(times, length)
                     assert (body == src[3:3 + length]).all(), (streaming, at, length, times)

@@ -301,8 +301,7 @@ class CurlEngine final : public Engine {
   ~CurlEngine() override {
     for (auto& t : transfers_) {
       if (t.request) curl_multi_remove_handle(multi_, t.easy);
-      t.landing.end();
-      release(t);
+      release(t);  // (its Landing ends with it)
     }
     if (multi_) curl_multi_cleanup(multi_);
     if (!upload_.empty()) {  // not completed (a failure, a stop): its parts dropped, the object as it was

@@ -235,6 +235,10 @@ class NfsEngine final : public Engine {
                          : nfs_pread_async(nfs_, file_, r->offset + at, piece->length, landed, piece);
       if (rc != 0) {
         delete piece;
+        if (o.pieces == 0)
+          outstanding_.erase(r);  // nothing sent: nothing will answer (its Landing ends with it)
+        else
+          r->result = -EIO;  // the pieces sent still answer; the request is a failure whatever they say
         throw IoError("libnfs: cannot send a request for " + path_ + " (" + error_of(nfs_) + ")");
       }
       ++o.pieces;
@@ -301,8 +305,7 @@ class NfsEngine final : public Engine {
     if (file_) nfs_close(nfs_, file_);
     nfs_destroy_context(nfs_);  // answers still in flight are dropped with it
     nfs_ = nullptr;
-    for (auto& [r, o] : outstanding_) o.landing.end();
-    outstanding_.clear();
+    outstanding_.clear();  // answers dropped: their Landings end
   }
 
   std::string path_, server_, export_;
