@@ -78,6 +78,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -223,8 +224,9 @@ def timed_process(argv: list[str], env: dict, work: str, server_pid: int | None,
     with open(out_path if keep_stdout else os.devnull, "wb") as out, open(err_path, "wb") as err:
         server0 = cpu_seconds(server_pid) if server_pid else 0.0
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
-        limit = threading.Timer(RUN_LIMIT_S, proc.kill)
+        # a session of its own, so that a run over the limit is killed with every process it started
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
+        limit = threading.Timer(RUN_LIMIT_S, os.killpg, (proc.pid, signal.SIGKILL))
         limit.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
@@ -248,9 +250,9 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
     """The process one client runs to read `total` bytes as `bs` ranges, `qd` in flight, and whether its
     stdout is wanted (its count of bytes); or why this client cannot read this row."""
     s3 = url.startswith("s3://")
+    # -P: the old environment's own gdsbench, not the checkout in the current folder
+    exe = [OLD_PYTHON, "-P", "-m", "gdsbench"] if client in (OLD, OLD_THREADS) else [GDSBENCH]
     if client in ("gdsbench", OLD):
-        # -P: the old environment's own gdsbench, not the checkout in the current folder
-        exe = [GDSBENCH] if client == "gdsbench" else [OLD_PYTHON, "-P", "-m", "gdsbench"]
         if url.startswith("smb://") and qd > 1:  # one request in flight per process: qd processes, each its share
             each = max(total // qd, bs)  # the one-range run: a range in each process (smb_processes)
             return [*exe, "run", url, "--bs", str(bs), "--procs", str(qd), "--io-size", str(each), "--json"], True
@@ -260,7 +262,6 @@ def command(client: str, url: str, endpoint: str, bs: int, qd: int, total: int, 
             return f"fewer requests in flight ({qd}) than cores ({CORES}): the one-thread row is it"
         if url.startswith("smb://"):
             return "SMB: one request in flight per process (the gdsbench row runs --procs)"
-        exe = [GDSBENCH] if client == THREADS else [OLD_PYTHON, "-P", "-m", "gdsbench"]
         return [*exe, "run", url, "--bs", str(bs), "--threads", str(CORES), "--qd", str(qd // CORES),
                 "--io-size", str(expected_bytes(client, url, bs, qd, total)), "--json"], True
     if client in ("curl", PROCS) and url.startswith("nfs://"):
@@ -682,10 +683,13 @@ def main() -> int:
 def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], runs: dict, raw: dict) -> list[list]:
     figures = {c: row_figures(runs[c]) for c in clients}
     net = {c: net_figures(runs[c]) for c in clients}
-    best = OLD if OLD in clients else best_other(figures)
-    # whom each is judged by: a thread a core against its own build's, or another client spread over the cores
-    against = {"gdsbench": best, THREADS: OLD_THREADS if OLD_THREADS in clients else
-               PROCS if "mib_s" in figures.get(PROCS, {}) else best}
+    best = best_other(figures)
+    # whom each is judged by: in an A/B the old build's own (a thread a core against its own, or none), else
+    # the best other client, and a thread a core against curl spread over the cores the same way where it ran
+    if OLD in clients or OLD_THREADS in clients:
+        against = {"gdsbench": OLD if OLD in clients else None, THREADS: OLD_THREADS if OLD_THREADS in clients else None}
+    else:
+        against = {"gdsbench": best, THREADS: PROCS if "mib_s" in figures.get(PROCS, {}) else best}
     judged = {c: compare(net[c], net[against[c]]) for c in ("gdsbench", THREADS) if against[c] and c in clients}
     for c in judged:
         heavy = [x for x in (c, against[c]) if "run_s" in figures[x] and
@@ -707,7 +711,7 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
                            f"{f['one_range_s'] / f['run_s']:.0%})",
                            verdict_text(judged.get(c), against[c]) if c in judged else ""])
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
-                        "figures": figures, "best_other": best, "judged": judged})
+                        "figures": figures, "best_other": best, "judged_against": against, "judged": judged})
     return out
 
 
@@ -743,8 +747,9 @@ def notes(repeats: int, ceiling: dict | None, plan: dict, chosen: list[str]) -> 
         "median over the repeats, and their lowest and highest (min-max, not an interval). Other figures are "
         "medians of the repeats.",
         f"Verdict (as vs_fio's, benchmarks/stats.py): gdsbench against the best other client in the row (highest "
-        f"median MiB/s; gdsbench-threads against {PROCS}, curl spread over the cores the same way, where it ran), "
-        "on the ratios of the repeats run side by side; throughput target >= {SPEED_TARGET}, CPU/GB "
+        f"median MiB/s; gdsbench-threads against {PROCS}, curl spread over the cores the same way, where it ran; "
+        f"in an A/B, --old, each against the old build's own: {OLD}, {OLD_THREADS}), "
+        f"on the ratios of the repeats run side by side; throughput target >= {SPEED_TARGET}, CPU/GB "
         f"target <= {CPU_TARGET}x. The interval is a distribution-free confidence interval for the median ratio "
         f"(order statistics; with {repeats} repeats: {interval_label(repeats)}, for independent values). PASS "
         "when the median meets the target; FAIL when the whole interval misses it (a real gap); NOISE when the "
