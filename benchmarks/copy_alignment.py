@@ -68,9 +68,10 @@ def copy_seconds(src: np.ndarray, dst: np.ndarray, piece: int, skew: int) -> flo
 FOOTPRINTS = (8 * MiB, 16 * MiB, 24 * MiB, 32 * MiB, 64 * MiB)  # bytes the requests in flight hold between them
 PIECE = 16 * KiB  # what libcurl hands its write callback at a time (CURL_MAX_WRITE_SIZE), whatever its buffer
 BODY = 4 * MiB  # a request's
-# where a body's first piece lands: the engine's first piece from nginx is 16 KiB less its 292 bytes of headers,
-# so every later piece starts (16384 - 292) % 64 = 28 bytes into a line; here every piece does
-RAGGED = (16 * KiB - 292) % 64
+# where a body's pieces land: the engine's first piece from nginx is 16 KiB less its 292 bytes of headers, so
+# every later one starts 16 KiB - 292 bytes on (28 bytes into a line; its source, libcurl's buffer, lies far
+# from it modulo a page, as the page-aligned source here does, out of glibc's slow band)
+RAGGED = 16 * KiB - 292
 TIMES = (BODY - RAGGED) // PIECE  # whole pieces a body holds
 COPIED = TOTAL // BODY * TIMES * PIECE  # bytes a footprint row copies
 
@@ -112,7 +113,7 @@ def footprint_main(repeats: int) -> int:
                          "streaming against ordinary, CPU time ratio (interval)"], table)
     notes = [f"Each cell: {repeats} repeats of {COPIED / MiB:.0f} MiB copied as {BODY // MiB} MiB bodies of {PIECE // KiB} KiB "
              "pieces (what libcurl hands the engine's write callback at a time), each piece starting "
-             f"{RAGGED} bytes into a cache line as behind nginx's headers, the bodies landing in turn in the "
+             f"{RAGGED % 64} bytes into a cache line as behind nginx's headers, the bodies landing in turn in the "
              "footprint; rows alternating, the order rotated each repeat; "
              f"intervals: {interval_label(repeats)} for the median, distribution-free. CPU time is the thread's "
              "(time.thread_time), a Python call per body included.",
