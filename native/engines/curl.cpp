@@ -50,7 +50,6 @@ const std::vector<EngineOption> kCurlOptions = {
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -301,7 +300,7 @@ class CurlEngine final : public Engine {
   ~CurlEngine() override {
     for (auto& t : transfers_) {
       if (t.request) curl_multi_remove_handle(multi_, t.easy);
-      release(t);  // (its Landing ends with it)
+      release(t);
     }
     if (multi_) curl_multi_cleanup(multi_);
     if (!upload_.empty()) {  // not completed (a failure, a stop): its parts dropped, the object as it was
