@@ -444,6 +444,9 @@ PYBIND11_MODULE(_native, m) {
       py::arg("buffer"), py::arg("key"),
       "Fill a writable buffer with pattern blocks a write can move anywhere (pattern.hpp's restamp).");
 
+  m.def("last_level_cache_bytes", &gds::last_level_cache_bytes,
+        "The last-level cache's bytes as sysfs gives cpu0's (32 MiB where it does not say): a remote engine's "
+        "reads stream past the cache where those in flight in the process hold more than half of it (copy.hpp).");
   m.def(
       "copy_received",
       [](py::buffer dst, py::buffer src, bool past_cache, size_t times) {

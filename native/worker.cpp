@@ -232,6 +232,7 @@ void Worker::loop() {
   result_.reads_while_copying = transfers.queued_while_copying();
   result_.connections = engine_->connections();
   result_.retries = engine_->retries();
+  result_.streamed_bytes = engine_->streamed_bytes();
 }
 
 }  // namespace gds

@@ -21,6 +21,7 @@ from test_remote import (
     assert_a_remote_dataset_trains_and_predicts,
     assert_a_sweep_records_the_server,
     assert_prepare_on_a_server,
+    assert_streamed_past_the_cache,
     assert_the_pytest_plugin_measures,
     free_port,
     run_json,
@@ -100,12 +101,13 @@ def nfs3(tmp_path_factory):
 
 def test_nfs_reads_are_verified_with_requests_in_flight_on_each_thread(gdsbench, nfs):
     # 4 MiB requests go as 1 MiB RPCs together; two threads are two NFSv4 clients, neither taking the other's lease.
-    # Up to 32 MiB in flight in the process where the threads' reads overlap: past half a 32 MiB last-level
-    # cache, so there replies are copied with streaming stores (copy.hpp); nothing here checks that they were
-    d = run_json(gdsbench, nfs, "--bs", "4M", "--qd", "4", "--threads", "2", "--pattern", "rand", "--io-size", "32M",
+    # 32 MiB in flight on each thread: past half a 32 MiB last-level cache, so replies are copied with
+    # streaming stores (copy.hpp)
+    d = run_json(gdsbench, nfs, "--bs", "4M", "--qd", "8", "--threads", "2", "--pattern", "rand", "--io-size", "64M",
                  "--verify")
-    assert d["spec"]["engine"] == "nfs" and d["bytes"] == 32 * MiB
-    assert d["verified_blocks"] == 8192 and d["verify_mismatches"] == 0
+    assert d["spec"]["engine"] == "nfs" and d["bytes"] == 64 * MiB
+    assert_streamed_past_the_cache(d, 8 * 4 * MiB, 2 * 8 * 4 * MiB)
+    assert d["verified_blocks"] == 16384 and d["verify_mismatches"] == 0
     target = d["environment"]["target"]
     assert target["kind"] == "nfs" and target["size_bytes"] == 8 * MiB and target["export"] == "/exp"
     assert target["server_ip"] == "127.0.0.1" and target["libnfs"]

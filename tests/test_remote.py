@@ -169,12 +169,31 @@ def test_the_received_copy_lands_every_byte_with_ordinary_and_streaming_stores()
                     assert not dst[:at].any() and not dst[at + length * times:].any(), (streaming, at, length, times)
 
 
-def test_requests_that_outgrow_the_cache_land_every_byte(gdsbench, nginx):
+def assert_streamed_past_the_cache(d: dict, one_thread_in_flight: int, all_in_flight: int):
+    """A remote run's reads copied with streaming stores where those in flight outgrew half the
+    last-level cache (copy.hpp's Landing, counted at each read's start): some once one thread's
+    requests alone outgrow it (each thread queues its --qd at once), none where all of them fit."""
+    from gdsbench import _native
+
+    half = _native.last_level_cache_bytes() // 2
+    assert 0 <= d["streamed_bytes"] <= d["bytes"]
+    if one_thread_in_flight > half:
+        assert d["streamed_bytes"] > 0, (d["streamed_bytes"], half)
+    if all_in_flight <= half:
+        assert d["streamed_bytes"] == 0, (d["streamed_bytes"], half)
+
+
+def test_requests_that_outgrow_the_cache_stream_and_land_every_byte(gdsbench, nginx):
     """4 MiB ranges, 8 in flight on each of 2 threads: 64 MiB of reads in the process, past half the
-    last-level cache on most hosts, so the engines copy with streaming stores (copy.hpp); every block checked."""
+    last-level cache on most hosts, so the engines copy with streaming stores (copy.hpp); every block checked.
+    At 64 KiB, one in flight, nothing streams."""
     d = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "4M", "--qd", "8", "--threads", "2", "--io-size", "64M",
                  "--verify")
     assert d["bytes"] == 64 * MiB and d["verified_blocks"] == 64 * MiB // 4096 and d["verify_mismatches"] == 0
+    assert_streamed_past_the_cache(d, 8 * 4 * MiB, 2 * 8 * 4 * MiB)
+    small = run_json(gdsbench, f"{nginx}/bucket/data.dat", "--bs", "64K", "--qd", "1", "--io-size", "1M")
+    assert small["bytes"] == MiB
+    assert_streamed_past_the_cache(small, 64 * KiB, 64 * KiB)
 
 
 @pytest.mark.parametrize("value", ["512", "1M"])

@@ -43,6 +43,7 @@ class ThreadRecord:
     reads_while_copying: int = _per_thread("sum")  # bounce: reads issued while a copy was in flight
     connections: int = _per_thread("sum")  # connections its engine opened (curl)
     retries: int = _per_thread("sum")  # requests its engine tried again (curl --retries), apart from ops
+    streamed_bytes: int = _per_thread("sum")  # of its reads, copied with streaming stores (curl, nfs: copy.hpp)
     fsyncs: int = _per_thread("sum")  # writes: fsync(2) calls (--fsync-every, --fsync-end)
     fsync_latency: _native.LatencyHistogram = _per_thread("merge")
     first_byte_latency: _native.LatencyHistogram = _per_thread("merge")  # to the answer's first byte (curl)
@@ -66,7 +67,7 @@ class ThreadRecord:
         return cls(gpu=-1, latency=_native.LatencyHistogram(), bytes=0, ops=0, first_submit_ns=0, last_complete_ns=0,
                    timeline_bytes=np.zeros(0, np.uint64), cpu_user_s=0.0, cpu_sys_s=0.0, verified_blocks=0,
                    verify_mismatches=0, first_mismatch_offset=0, passes=0, reads_while_copying=0, connections=0,
-                   retries=0, fsyncs=0, fsync_latency=_native.LatencyHistogram(),
+                   retries=0, streamed_bytes=0, fsyncs=0, fsync_latency=_native.LatencyHistogram(),
                    first_byte_latency=_native.LatencyHistogram(), first_pass_bytes=0, first_pass_ops=0,
                    first_pass_last_ns=0, first_pass_latency=_native.LatencyHistogram(),
                    reread_latency=_native.LatencyHistogram(), stonewall_bytes=0, stonewall_ops=0, stonewall_ns=0)

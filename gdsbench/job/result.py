@@ -46,6 +46,9 @@ class Result:
     connections: int = 0  # connections the engine opened (curl): against ops, whether they were kept alive
     first_byte: _native.LatencyHistogram | None = None  # issue to the first byte of each answer (curl), all threads
     retries: int = 0  # requests tried again after a failure (curl --retries), not counted in ops
+    # read bytes the engine copied out of its library's buffers with streaming stores, the reads in flight
+    # past half the last-level cache (curl, nfs: native/copy.hpp)
+    streamed_bytes: int = 0
     fsync: _native.LatencyHistogram | None = None  # writes: each fsync(2), all threads
     first_pass: dict | None = None  # reads of blocks not read before in this run, apart from re-reads (_passes)
     reread: dict | None = None
@@ -103,6 +106,7 @@ class Result:
             connections=total["connections"],
             first_byte=total["first_byte_latency"],
             retries=total["retries"],
+            streamed_bytes=total["streamed_bytes"],
             fsync=total["fsync_latency"],
             **_passes(threads, total),
             procs=run.procs,
@@ -192,6 +196,7 @@ class Result:
             "first_byte_p50_ns": self.first_byte.percentile(50) if self.first_byte_seen else None,
             "first_byte_p99_ns": self.first_byte.percentile(99) if self.first_byte_seen else None,
             "retried_requests": self.retries,  # not "retries": that is --retries's column in a point
+            "streamed_bytes": self.streamed_bytes,
             "fsyncs": self.fsync.count if self.fsync else 0,
             "fsync_p50_ns": self.fsync.percentile(50) if self.fsync and self.fsync.count else None,
             "fsync_max_ns": self.fsync.max if self.fsync and self.fsync.count else None,

@@ -344,6 +344,7 @@ class CurlEngine final : public Engine {
   uint64_t size() const override { return size_; }
   uint64_t connections() const override { return connections_; }
   uint64_t retries() const override { return retries_; }
+  uint64_t streamed_bytes() const override { return streamed_bytes_; }
   // The next object on the kept connections, unlooked at (its size unknown), where the handles
   // ask for it alike: an S3 object after an S3 object, an HTTP one after an HTTP one.
   bool retarget(const Target& target) override {
@@ -573,7 +574,7 @@ class CurlEngine final : public Engine {
       return nullptr;
     }
     t.request = nullptr;
-    t.landing.end();
+    streamed_bytes_ += t.landing.end();
     idle_.push_back(&t);
     const std::string where = std::string(writing ? " writing " : " reading ") + std::to_string(r->length) +
                               " bytes at offset " + std::to_string(r->offset) + " of " + endpoint_->name +
@@ -609,7 +610,7 @@ class CurlEngine final : public Engine {
   CURLM* multi_ = nullptr;
   std::vector<Transfer> transfers_;
   std::vector<Transfer*> idle_;
-  uint64_t size_ = 0, connections_ = 0, retries_ = 0;
+  uint64_t size_ = 0, connections_ = 0, retries_ = 0, streamed_bytes_ = 0;
   Backoffs<Transfer> backing_off_;  // --retries
   std::map<std::string, std::string> facts_;
   const remote::Uploads* uploads_ = nullptr;  // how it writes; nullptr: a reader

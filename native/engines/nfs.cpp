@@ -216,6 +216,7 @@ class NfsEngine final : public Engine {
     return true;
   }
   uint64_t connections() const override { return 1; }
+  uint64_t streamed_bytes() const override { return streamed_bytes_; }
   std::map<std::string, std::string> describe() const override {
     return {{"url", path_},         {"protocol", "nfs"}, {"probe", "GETATTR"},
             {"server_ip", server_}, {"export", export_}, {"libnfs", GDSBENCH_LIBNFS_VERSION}};
@@ -284,7 +285,7 @@ class NfsEngine final : public Engine {
     }
     delete piece;
     if (--it->second.pieces == 0) {
-      it->second.landing.end();
+      self->streamed_bytes_ += it->second.landing.end();
       self->outstanding_.erase(it);
       self->finished_.push_back(r);
     }
@@ -311,7 +312,7 @@ class NfsEngine final : public Engine {
   std::string path_, server_, export_;
   struct nfs_context* nfs_ = nullptr;
   struct nfsfh* file_ = nullptr;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0, streamed_bytes_ = 0;
   struct Outstanding {
     unsigned pieces = 0;  // not yet answered
     Landing landing;      // a read's bytes, counted while in flight (copy.hpp)

@@ -202,7 +202,7 @@ class _Loop:
             # the one Python thread that drives kvikio; its pool threads count in the process's CPU
             cpu_user_s=thread_cpu[0], cpu_sys_s=thread_cpu[1], verified_blocks=self.verified,
             verify_mismatches=len(self.bad), first_mismatch_offset=min(self.bad, default=0),
-            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0, retries=0,
+            passes=-(-self.position // self.nblocks), reads_while_copying=0, connections=0, retries=0, streamed_bytes=0,
             fsyncs=self.fsync_latency.count, fsync_latency=self.fsync_latency,
             first_byte_latency=_native.LatencyHistogram(), first_pass_bytes=self.first_pass_bytes,
             first_pass_ops=self.first_pass_ops, first_pass_last_ns=self.first_pass_last,
