@@ -101,6 +101,30 @@ def test_v3_throughput_leaves_the_first_step_out_as_its_au_does():
     assert row["mib_per_s_v3"] == pytest.approx(16.0 * w.record_bytes / MiB)
 
 
+def test_v3_au_counts_each_steps_compute_as_measured():
+    """v3.0's DLIO times the compute call (statscounter.batch_processed): a step asked for 0.1 s that
+    slept 0.15 counts 0.15 there, 0.1 in DLIO 2.0's rule (au_percent). Same window: step 1 left out."""
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 2})
+    e = epoch([0.15] * 5, [2.0, 0.0, 0.1, 0.0, 0.0])  # each step's compute took 0.15 s
+    e.compute_s = np.full(5, 0.1)  # ... asked for 0.1
+    assert metrics.epoch_au(e) == pytest.approx(0.4 / 0.7)
+    assert metrics.epoch_au(e, measured=True) == pytest.approx(0.6 / 0.7)
+    row = metrics.summarise([AcceleratorRecord(0, "h", [e], latency=_native.LatencyHistogram())], w)
+    assert row["au_percent"] == pytest.approx(100 * 0.4 / 0.7)
+    assert row["au_percent_v3"] == pytest.approx(100 * 0.6 / 0.7)
+
+
+def test_the_line_gives_v3s_au_only_where_it_parts_from_the_time_asked():
+    from gdsbench.reporting.train_report import point_line
+
+    row = {"accelerators": 1, "passed": True, "au_percent": 95.0, "samples_per_s": 1.0, "mib_per_s": 1.0,
+           "read_mib_per_s": 1.0, "step_time_p50_s": 0.1, "step_time_p99_s": 0.1, "wait_p50_s": 0.0, "wait_p99_s": 0.0,
+           "straggler_mean_s": None, "straggler_p99_s": None, "straggler_share": None, "steps_per_epoch": 10}
+    assert "v3.0's rule" not in point_line(row, None)
+    assert "v3.0's rule" not in point_line({**row, "au_percent_v3": 95.04}, None)  # the same, as shown
+    assert "AU  95.0% PASS (v3.0's rule, compute as measured: 97.3%)" in point_line({**row, "au_percent_v3": 97.3}, None)
+
+
 # ---- datasets ----
 
 

@@ -60,9 +60,12 @@ def _throughput(row: dict) -> str:
 def point_line(row: dict, workload) -> str:
     """One emulated count, as it completes."""
     verdict = "PASS" if row["passed"] else "FAIL"
-    predicted = row.get("predicted_au_percent")
+    predicted, v3 = row.get("predicted_au_percent"), row.get("au_percent_v3")
     return (f"{row['accelerators']:>4} accelerators: AU {row['au_percent']:5.1f}% {verdict}"
             + (f" (predicted {predicted:.1f}%)" if predicted is not None else "")
+            # where oversleeping short steps parts the two rules (metrics.py)
+            + (f" (v3.0's rule, compute as measured: {v3:.1f}%)"
+               if v3 is not None and f"{v3:.1f}" != f"{row['au_percent']:.1f}" else "")
             + f" | {row['samples_per_s']:.1f} samples/s, {_throughput(row)}"
             f" | step p50 {_s(row['step_time_p50_s'])} p99 {_s(row['step_time_p99_s'])}"
             f" | wait for data p50 {_s(row['wait_p50_s'])} p99 {_s(row['wait_p99_s'])}"
