@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 
@@ -56,6 +57,15 @@ def write_outputs(name: str, title: str, table: str, notes: list[str], raw: dict
         json.dump({"measured": stamp, "command": command, "host": platform.node(), "provenance": made, **raw}, f,
                   indent=1, default=str)
     return md_path, json_path
+
+
+def kill_session(pid: int) -> None:
+    """SIGKILL every process of the session a child was started in (start_new_session); one already
+    gone (it ended as the time limit came) is nothing to kill."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def drop_caches() -> None:

@@ -91,11 +91,10 @@ def profiled(argv: list[str], perf_data: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
-def one_run(tool: str, url: str, bs: int, qd: int, work: str) -> dict:
-    """One profiled run of one tool (a TOOLS name): CPU-seconds per GB in each part."""
+def one_run(tool: str, argv: list[str], work: str) -> dict:
+    """One profiled run of one tool (a TOOLS name) by its vs_clients command: CPU-seconds per GB in each part."""
     client, extra = TOOLS[tool]
     data = os.path.join(work, "run.perf")
-    argv, _ = vs_clients.command(client, url, "", bs, qd, READ, OBJECT, work)
     res = profiled(argv + extra, data)
     if res.returncode:
         sys.exit(f"{tool} failed: {res.stderr.strip()[-300:]}")
@@ -121,12 +120,16 @@ def main() -> int:
     table, raw = [], {"frequency_hz": FREQUENCY, "read_bytes": READ, "rows": []}
     try:
         for bs, qd in ROWS:
-            runs: dict[str, list[dict]] = {tool: [] for tool in TOOLS  # those that read this row
-                                           if not isinstance(vs_clients.command(TOOLS[tool][0], url, "", bs, qd, READ,
-                                                                                OBJECT, work), str)}
+            commands = {}  # of the tools that read this row, each in a folder of its own (its curl configs)
+            for i, (tool, (client, _)) in enumerate(TOOLS.items()):
+                os.makedirs(folder := os.path.join(work, f"tool{i}"), exist_ok=True)
+                made = vs_clients.command(client, url, "", bs, qd, READ, OBJECT, folder)
+                if not isinstance(made, str):  # a string: why it does not read this row
+                    commands[tool] = (made[0], folder)
+            runs: dict[str, list[dict]] = {tool: [] for tool in commands}
             for _ in range(args.repeats):
-                for tool in runs:
-                    runs[tool].append(one_run(tool, url, bs, qd, work))
+                for tool, (argv, folder) in commands.items():
+                    runs[tool].append(one_run(tool, argv, folder))
             for tool, got in runs.items():
                 cells = {k: median([r[k] for r in got]) for k in ["total", *PARTS]}
                 table.append([f"{bs // KiB} KiB" if bs < MiB else f"{bs // MiB} MiB", qd, tool,

@@ -42,7 +42,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, markdown_table, write_outputs  # noqa: E402
+from common import RESULTS, kill_session, markdown_table, write_outputs  # noqa: E402
 
 import gdsbench  # noqa: E402
 from gdsbench import _native  # noqa: E402
@@ -254,10 +254,7 @@ class Children:
 
     def kill(self) -> None:
         if self.current and self.current.poll() is None:
-            try:
-                os.killpg(self.current.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_session(self.current.pid)
 
 
 def tail(path: str, lines: int) -> list[str]:

@@ -78,7 +78,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -88,7 +87,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))  # tests/hosts.py
 import servers  # noqa: E402
-from common import markdown_table, median, rotated, write_outputs  # noqa: E402
+from common import kill_session, markdown_table, median, rotated, write_outputs  # noqa: E402
 from servers import KEY, S3_ENV, SECRET, cpu_seconds, stop  # noqa: E402
 from stats import interval_label, paired_verdict  # noqa: E402
 
@@ -226,7 +225,7 @@ def timed_process(argv: list[str], env: dict, work: str, server_pid: int | None,
         t0 = time.perf_counter()
         # a session of its own, so that a run over the limit is killed with every process it started
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
-        limit = threading.Timer(RUN_LIMIT_S, os.killpg, (proc.pid, signal.SIGKILL))
+        limit = threading.Timer(RUN_LIMIT_S, kill_session, (proc.pid,))
         limit.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)

@@ -30,6 +30,26 @@ def test_median_interval_uses_the_order_statistics_that_cover_95_percent():
     assert round(stats.interval_coverage(10, 2), 3) == 0.979
 
 
+def test_a_run_over_its_limit_is_killed_with_all_it_started_and_one_gone_is_nothing():
+    """common.kill_session, vs_clients' time limit: the shell and the sleep it started both end."""
+    import subprocess
+    import time
+
+    common = load("common")
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60; wait"], start_new_session=True)
+    common.kill_session(proc.pid)
+    assert proc.wait(timeout=10) == -9
+
+    def left() -> bool:
+        return subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode == 0
+
+    deadline = time.monotonic() + 10
+    while left() and time.monotonic() < deadline:  # the orphaned sleep dies as its signal lands
+        time.sleep(0.05)
+    assert not left()
+    common.kill_session(proc.pid)  # gone (the limit came as it ended): no error
+
+
 def test_an_interval_is_labelled_min_max_or_with_its_confidence():
     stats = load("stats")
     assert stats.interval_label(10) == "97.9% CI"
