@@ -65,7 +65,7 @@ struct Job {
   X(uint64_t, reads_while_copying, 0)   /* bounce: reads issued while a copy was in flight (overlap) */    \
   X(uint64_t, connections, 0)           /* connections its engine opened (curl) */                         \
   X(uint64_t, retries, 0)               /* requests its engine tried again (curl --retries), apart from ops */ \
-  X(uint64_t, streamed_bytes, 0)        /* of its reads, copied with streaming stores (curl, nfs: copy.hpp) */ \
+  X(uint64_t, streamed_bytes, 0)        /* of its reads (ramp too), copied with streaming stores (copy.hpp) */ \
   X(uint64_t, fsyncs, 0) X(LatencyHistogram, fsync_latency, {})  /* writes: fsync(2) calls and their time */ \
   X(LatencyHistogram, first_byte_latency, {})  /* issue to the answer's first byte, where the engine sees it */ \
   /* reads of blocks read for the first time in this run (its first pass) and of blocks read again, apart */ \
