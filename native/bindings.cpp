@@ -445,8 +445,10 @@ PYBIND11_MODULE(_native, m) {
       "Fill a writable buffer with pattern blocks a write can move anywhere (pattern.hpp's restamp).");
 
   m.def("last_level_cache_bytes", &gds::last_level_cache_bytes,
-        "The last-level cache's bytes as sysfs gives cpu0's (32 MiB where it does not say): a remote engine's "
-        "reads stream past the cache where those in flight in the process hold more than half of it (copy.hpp).");
+        "The last-level cache's bytes as sysfs gives cpu0's (32 MiB where it does not say).");
+  m.def("lands_past_cache", &gds::lands_past_cache, py::arg("bytes_in_flight"),
+        "Whether a remote engine's reads, holding bytes_in_flight between them in the process, are copied with "
+        "streaming stores (copy.hpp: an eighth of the last-level cache or more).");
   m.def(
       "copy_received",
       [](py::buffer dst, py::buffer src, bool past_cache, size_t times) {
