@@ -21,7 +21,7 @@ by how many bytes the requests in flight hold: 4 MiB bodies, each as the 16 KiB 
 its write callback, copied into requests taken in turn from that many bytes, with ordinary stores and
 with streaming ones (fenced once a body, as the engine does), alternating;
 the table copy_footprint gives each one's CPU time per GB and streaming's time against ordinary's,
-repeat by repeat (the engine streams where the footprint holds an eighth of the last-level cache or more):
+repeat by repeat (the engine streams where the footprint passes half the last-level cache):
 
     .venv/bin/python benchmarks/copy_alignment.py --footprint   # about a minute
 """
@@ -120,7 +120,7 @@ def footprint_main(repeats: int) -> int:
              "The copy is the curl engine's own (native/copy.hpp's copy_received through _native.copy_received): "
              "ordinary stores (glibc's memcpy) or streaming ones (copy_streaming, on whole lines, one fence a body). "
              "The engine streams where its "
-             "requests in flight hold an eighth of the last-level cache or more, as sysfs gives it "
+             "requests in flight hold more than half the last-level cache, as sysfs gives it "
              "(/sys/devices/system/cpu/cpu0/cache)."]
     path, _ = write_outputs("copy_footprint", "The curl engine's copy by how much its requests in flight hold", md,
                             notes, raw)

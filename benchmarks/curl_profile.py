@@ -145,7 +145,7 @@ def main() -> int:
              f"{READ // GiB} GiB of a {OBJECT // GiB} GiB object nginx serves from /dev/shm; perf's cpu-clock "
              f"samples at {FREQUENCY} Hz, gdsbench's worker threads and curl's process.",
              "'copy into memory': glibc's memcpy/memmove and gdsbench's streaming copy (copy_streaming, where the "
-             "requests in flight hold an eighth of the last-level cache or more), in gdsbench the copy of every byte out of libcurl's "
+             "requests in flight outgrow half the last-level cache), in gdsbench the copy of every byte out of libcurl's "
              "buffer into the request's own buffer, where the data must land; curl writes its bytes to "
              "/dev/null, which keeps none, so it has no such copy.",
              "Parts by symbol: the kernel's copy to user memory (_copy_to_iter and its kin), the rest of the "

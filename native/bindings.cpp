@@ -448,7 +448,7 @@ PYBIND11_MODULE(_native, m) {
         "The last-level cache's bytes as sysfs gives cpu0's (32 MiB where it does not say).");
   m.def("lands_past_cache", &gds::lands_past_cache, py::arg("bytes_in_flight"),
         "Whether a remote engine's reads, holding bytes_in_flight between them in the process, are copied with "
-        "streaming stores (copy.hpp: an eighth of the last-level cache or more).");
+        "streaming stores (copy.hpp: more than half the last-level cache).");
   m.def(
       "copy_received",
       [](py::buffer dst, py::buffer src, bool past_cache, size_t times) {

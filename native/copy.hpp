@@ -8,14 +8,12 @@
 // did not. Below glibc's rep-movsb threshold (2 KiB at the least) it copies with vector loads and
 // stores at full speed whatever the skew, so in that band the piece goes 1 KiB at a time.
 //
-// Past the cache: where the reads in flight (a process's, every thread's) hold an eighth of the last-level
-// cache or more (one 4 MiB range on a 32 MiB L3), every line a piece lands in is first read from memory
+// Past the cache: where the reads in flight (a process's, every thread's) hold more than half the
+// last-level cache (8 x 4 MiB ranges on a 32 MiB L3), every line a piece lands in is first read from memory
 // (write-allocate) and then pushed back out before anything reads it. Streaming (non-temporal) stores skip the read:
 // benchmarks/copy_alignment.py --footprint measures both ways (copy_received, through _native.copy_received).
-// Alone, ordinary stores win up to about a quarter of the cache (8 of 32 MiB there), but the cache is not the
-// copy's alone: the kernel's socket buffers pass through it, and a server on the same host reads its files
-// through it. Reading FTP 4 MiB x 1 from vsftpd on loopback, memcpy cost 0.10 CPU-s/GB and streaming 0.04 (by
-// perf, 2 runs each); an eighth keeps requests of tens of KiB in the cache, where what reads them next finds them.
+// Where the requests fit in the cache, ordinary stores stay there and are faster. (An eighth of the cache was
+// tried: results/benchmarks/vs_clients-copy_threshold_ab.md found no row outside the noise, so half stays.)
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -28,7 +26,7 @@ namespace gds {
 size_t last_level_cache_bytes();
 
 // Whether requests holding `bytes_in_flight` between them land past the cache (see the top).
-inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight >= last_level_cache_bytes() / 8; }
+inline bool lands_past_cache(uint64_t bytes_in_flight) { return bytes_in_flight > last_level_cache_bytes() / 2; }
 
 // A read's bytes landing in its request's buffer, counted with every other remote read in flight in this
 // process (every thread's: the threads share the last-level cache), which says whether its pieces stream.

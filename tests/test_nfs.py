@@ -101,7 +101,7 @@ def nfs3(tmp_path_factory):
 
 def test_nfs_reads_are_verified_with_requests_in_flight_on_each_thread(gdsbench, nfs):
     # 4 MiB requests go as 1 MiB RPCs together; two threads are two NFSv4 clients, neither taking the other's lease.
-    # 32 MiB in flight on each thread: past an eighth of any last-level cache up to 256 MiB, so replies are copied with
+    # 32 MiB in flight on each thread: past half a last-level cache up to 32 MiB, so replies are copied with
     # streaming stores (copy.hpp)
     d = run_json(gdsbench, nfs, "--bs", "4M", "--qd", "8", "--threads", "2", "--pattern", "rand", "--io-size", "64M",
                  "--verify")

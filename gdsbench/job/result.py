@@ -47,7 +47,7 @@ class Result:
     first_byte: _native.LatencyHistogram | None = None  # issue to the first byte of each answer (curl), all threads
     retries: int = 0  # requests tried again after a failure (curl --retries), not counted in ops
     # read bytes the engine copied out of its library's buffers with streaming stores, the reads in flight
-    # past the cache (an eighth of it or more: curl, nfs, native/copy.hpp); over the whole run, its --ramp included
+    # past half the last-level cache (curl, nfs: native/copy.hpp); over the whole run, its --ramp included
     streamed_bytes: int = 0
     fsync: _native.LatencyHistogram | None = None  # writes: each fsync(2), all threads
     first_pass: dict | None = None  # reads of blocks not read before in this run, apart from re-reads (_passes)
