@@ -68,14 +68,12 @@ void Landing::start(uint64_t bytes) {
   past_cache_ = lands_past_cache(g_landing.fetch_add(bytes, std::memory_order_relaxed) + bytes);
 }
 
-uint64_t Landing::end() {
-  if (!bytes_) return 0;
+void Landing::end() {
+  if (!bytes_) return;
   if (past_cache_) streamed_fence();
   g_landing.fetch_sub(bytes_, std::memory_order_relaxed);
-  const uint64_t streamed = past_cache_ ? bytes_ : 0;
   bytes_ = 0;
   past_cache_ = false;
-  return streamed;
 }
 
 }  // namespace gds

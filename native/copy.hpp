@@ -41,9 +41,8 @@ class Landing {
   // `bytes` start landing (a read's length): its pieces stream where the reads in flight now outgrow the cache.
   void start(uint64_t bytes);
   // Its pieces all copied, or dropped: fenced where they streamed (before the request is handed back), and no
-  // longer counted. Returns the bytes it started with where they streamed, else 0 (the engine's streamed_bytes).
-  // Ending one not started, or ended already, does nothing (0).
-  uint64_t end();
+  // longer counted. Ending one not started, or ended already, does nothing.
+  void end();
   bool past_cache() const { return past_cache_; }
 
  private:

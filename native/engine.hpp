@@ -63,7 +63,8 @@ class Engine {
   // Requests it tried again after a failure it may retry (curl's --retries), counted apart from ops.
   virtual uint64_t retries() const { return 0; }
   // Bytes of its reads copied into their buffers with streaming stores, the reads in flight past the cache
-  // (copy.hpp's Landing: the curl and NFS engines copy what their libraries received).
+  // (copy.hpp's Landing: the curl and NFS engines copy what their libraries received); every read it
+  // completed counts, those of a ramp or drained after the measured window too.
   virtual uint64_t streamed_bytes() const { return 0; }
   // What it learned of its target when opening it (a server's address, its protocol), for the record.
   virtual std::map<std::string, std::string> describe() const { return {}; }

@@ -57,8 +57,8 @@ def run_summary(r: Result) -> str:
         lines.append(f"fsync      {calls}, p50 {format_duration(r.fsync.percentile(50))}, max "
                      f"{format_duration(r.fsync.max)} (inside the measured time)")
     if r.streamed_bytes:
-        lines.append(f"copy       {format_size(r.streamed_bytes)} of the reads copied with streaming stores (the reads "
-                     "in flight held more than half the last-level cache)")
+        lines.append(f"copy       {format_size(r.streamed_bytes)} read copied with streaming stores, the reads in flight "
+                     "past half the last-level cache (over the whole run, a --ramp too)")
     if r.retries:
         lines.append(f"retries    {r.retries:,} requests tried again after a failure (--retries), not counted as reads")
     if r.first_pass and r.reread and r.first_byte_seen:  # a remote target: its server's cache cannot be seen

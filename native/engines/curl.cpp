@@ -574,7 +574,8 @@ class CurlEngine final : public Engine {
       return nullptr;
     }
     t.request = nullptr;
-    streamed_bytes_ += t.landing.end();
+    if (t.landing.past_cache()) streamed_bytes_ += t.got;  // what landed so, whatever the answer turns out to be
+    t.landing.end();
     idle_.push_back(&t);
     const std::string where = std::string(writing ? " writing " : " reading ") + std::to_string(r->length) +
                               " bytes at offset " + std::to_string(r->offset) + " of " + endpoint_->name +

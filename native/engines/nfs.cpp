@@ -285,7 +285,8 @@ class NfsEngine final : public Engine {
     }
     delete piece;
     if (--it->second.pieces == 0) {
-      self->streamed_bytes_ += it->second.landing.end();
+      if (it->second.landing.past_cache() && r->result > 0) self->streamed_bytes_ += uint64_t(r->result);
+      it->second.landing.end();
       self->outstanding_.erase(it);
       self->finished_.push_back(r);
     }
