@@ -33,13 +33,8 @@ def test_median_interval_uses_the_order_statistics_that_cover_95_percent():
 def test_a_run_over_its_limit_is_killed_with_all_it_started_and_one_gone_is_nothing():
     """common.kill_session, vs_clients' time limit: the shell and the sleep it started both end."""
     import subprocess
-    import time
 
-    def gone(pid: int) -> bool:  # no such process, or a zombie nobody has reaped yet
-        try:
-            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-        except FileNotFoundError:
-            return True
+    from conftest import alive, wait_until
 
     common = load("common")
     proc = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, text=True,
@@ -47,10 +42,7 @@ def test_a_run_over_its_limit_is_killed_with_all_it_started_and_one_gone_is_noth
     child = int(proc.stdout.readline())  # the shell has started the sleep
     common.kill_session(proc.pid)
     assert proc.wait(timeout=10) == -9
-    deadline = time.monotonic() + 10
-    while not gone(child) and time.monotonic() < deadline:  # the orphaned sleep dies as its signal lands
-        time.sleep(0.05)
-    assert gone(child)
+    wait_until(lambda: not alive(child), "the orphaned sleep killed", timeout=10)  # as its signal lands
     common.kill_session(proc.pid)  # gone (the limit came as it ended): no error
 
 
