@@ -68,12 +68,14 @@ void Landing::start(uint64_t bytes) {
   past_cache_ = lands_past_cache(g_landing.fetch_add(bytes, std::memory_order_relaxed) + bytes);
 }
 
-void Landing::end() {
-  if (!bytes_) return;
-  if (past_cache_) streamed_fence();
+uint64_t Landing::end(uint64_t landed) {
+  if (!bytes_) return 0;
+  const bool streamed = past_cache_;
+  if (streamed) streamed_fence();
   g_landing.fetch_sub(bytes_, std::memory_order_relaxed);
   bytes_ = 0;
   past_cache_ = false;
+  return streamed ? landed : 0;
 }
 
 }  // namespace gds

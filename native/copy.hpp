@@ -41,8 +41,9 @@ class Landing {
   // `bytes` start landing (a read's length): its pieces stream where the reads in flight now outgrow the cache.
   void start(uint64_t bytes);
   // Its pieces all copied, or dropped: fenced where they streamed (before the request is handed back), and no
-  // longer counted. Ending one not started, or ended already, does nothing.
-  void end();
+  // longer counted. Returns `landed` (the bytes that did land) where they streamed, else 0: the engine's
+  // streamed_bytes. Ending one not started, or ended already, does nothing and returns 0.
+  uint64_t end(uint64_t landed = 0);
   bool past_cache() const { return past_cache_; }
 
  private:

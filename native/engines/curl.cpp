@@ -574,8 +574,7 @@ class CurlEngine final : public Engine {
       return nullptr;
     }
     t.request = nullptr;
-    if (t.landing.past_cache()) streamed_bytes_ += t.got;  // what landed so, whatever the answer turns out to be
-    t.landing.end();
+    streamed_bytes_ += t.landing.end(t.got);  // what landed streamed, whatever the answer turns out to be
     idle_.push_back(&t);
     const std::string where = std::string(writing ? " writing " : " reading ") + std::to_string(r->length) +
                               " bytes at offset " + std::to_string(r->offset) + " of " + endpoint_->name +

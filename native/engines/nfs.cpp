@@ -285,8 +285,7 @@ class NfsEngine final : public Engine {
     }
     delete piece;
     if (--it->second.pieces == 0) {
-      if (it->second.landing.past_cache() && r->result > 0) self->streamed_bytes_ += uint64_t(r->result);
-      it->second.landing.end();
+      self->streamed_bytes_ += it->second.landing.end(r->result > 0 ? uint64_t(r->result) : 0);
       self->outstanding_.erase(it);
       self->finished_.push_back(r);
     }
