@@ -153,6 +153,18 @@ def test_a_really_slower_disk_fails_against_a_saved_baseline(gdsbench, tmp_path,
     assert str(baseline) in drop["evidence"]
 
 
+def test_the_slower_tier_counts_what_reached_the_disk(disk_file, throttle):
+    """The throttle's read counter (the benchmarks' disk bytes a run) sees a direct read's bytes, and
+    only those of processes inside it."""
+    path, _ = disk_file
+    before = throttle.read_bytes()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=1M", "count=4", "iflag=direct", "status=none"], check=True)
+    assert throttle.read_bytes() == before  # read outside the cgroup
+    subprocess.run(throttle.wrap(["dd", f"if={path}", "of=/dev/null", "bs=1M", "count=4", "iflag=direct",
+                                  "status=none"]), check=True, timeout=60)
+    assert throttle.read_bytes() - before == 4 * MiB
+
+
 def test_a_directory_gets_a_test_file_that_is_removed_afterwards(gdsbench, tmp_path):
     folder = tmp_path / "mnt"
     folder.mkdir()

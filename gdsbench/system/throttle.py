@@ -38,6 +38,18 @@ class Throttle:
             return cmd
         return ["sh", "-c", f'echo $$ > {self.group}/cgroup.procs && exec "$@"', "sh", *cmd]
 
+    def read_bytes(self) -> int | None:
+        """The bytes the cgroup's processes have read from the disk so far (blkio.throttle.io_service_bytes:
+        what reached the device, page-cache hits not counted); None where unthrottled."""
+        if self.group is None:
+            return None
+        with open(os.path.join(self.group, "blkio.throttle.io_service_bytes")) as f:
+            for line in f:
+                device, op, value = (line.split() + ["", "", ""])[:3]
+                if device == self.device and op == "Read":
+                    return int(value)
+        return 0  # nothing read from the disk yet: the kernel lists a device once it has served one
+
     def close(self) -> None:
         """Remove the cgroup; processes that are still exiting (a run's children) keep it busy a moment."""
         if self.group is None:
