@@ -315,7 +315,8 @@ def plan_jobs(args, io_uring: str) -> tuple[dict, str]:
         "gds": dict(common, mode="gds", threads=t * qd),  # cuFile has no queue depth: threads
         "kvikio": dict(common, mode="kvikio", qd=qd, kvikio_threads=t * 2),
     }
-    note += (f"; gds: {t * qd} threads at QD1; kvikio: {qd} preads in flight on a pool of {t * 2} threads "
+    note += (f"; gds: {t * qd} threads at QD1 (gds batch and gds async: {t} threads x QD{qd}); "
+             f"kvikio: {qd} preads in flight on a pool of {t * 2} threads "
              f"(reads under kvikio's gds_threshold run synchronously inside pread: see 'in flight')")
     return jobs, note
 
@@ -483,6 +484,10 @@ def main() -> int:
                 compat = False
         if compat is not False:  # buffers registered with cuFile (--gds-register), where gds ran at all
             run_mode("gds registered", "gds", compat or None, {"gds_register": True}, large)
+            # cuFile's batch and stream APIs (gdsio -x 6 and -x 5) at the host modes' threads x QD, registered
+            queued = {"threads": args.threads, "qd": args.qd}
+            run_mode("gds batch", "gds", compat or None, dict(queued, engine="cufile-batch"), large)
+            run_mode("gds async", "gds", compat or None, dict(queued, engine="cufile-async"), large)
     if runnable("kvikio"):
         run_mode("kvikio", "kvikio")
         if "error" not in raw["modes"]["kvikio"]:  # it could run here (a failed size is still the comparison's)

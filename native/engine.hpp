@@ -196,6 +196,8 @@ extern const EngineInfo kNullEngine;
 extern const EngineInfo kPsyncEngine;
 extern const EngineInfo kIoUringEngine;
 extern const EngineInfo kCuFileEngine;
+extern const EngineInfo kCuFileBatchEngine;
+extern const EngineInfo kCuFileAsyncEngine;
 extern const EngineInfo kCurlEngine;
 extern const EngineInfo kNfsEngine;
 extern const EngineInfo kSmbEngine;

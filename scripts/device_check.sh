@@ -23,8 +23,8 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 3 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
-# and 10 to pack the logs: 1482 s at worst for all six with carried wheels, about
+# 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 5 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
+# and 10 to pack the logs: 1562 s at worst for all six with carried wheels, about
 # 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
@@ -39,7 +39,8 @@
 #   predict-gds.json    the prediction for the same workload in gds mode
 #   train-parquet-MODE.json  a scaled flux's parquet row groups in bounce, gds and kvikio
 #   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
-#   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds and kvikio mode
+#   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds (cuFile's synchronous,
+#                       batch and stream APIs: gds, gds-batch, gds-async) and kvikio mode
 #   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
 #   kvcache-MODE.json   the KV-cache workload (4 users x 3 requests, llama3.1-8b) in cpu, bounce and gds mode
 #   pytest.log          the GPU-marked tests
@@ -248,11 +249,17 @@ EOF
     step "writes from GPU memory: bounce, gds and kvikio, read back and verified; a checkpoint in each"
     local wfile="$repo/results/scratch/gpu-writes.dat"
     timeout -k 5 15 $python -m gdsbench prepare "$wfile" --size 1G
-    for mode in bounce gds kvikio; do
-      local depth="--qd 8"; [ "$mode" = gds ] && depth="--threads 8"   # cuFileWrite has no queue depth
-      timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write --mode "$mode" --bs 4M $depth --io-size 2G \
+    for mode in bounce gds gds-batch gds-async kvikio; do
+      # cuFileWrite has no queue depth; the batch and stream APIs (--engine cufile-batch, cufile-async) do
+      local how="--mode $mode --qd 8"
+      case $mode in
+        gds) how="--mode gds --threads 8" ;;
+        gds-batch) how="--mode gds --engine cufile-batch --qd 8" ;;
+        gds-async) how="--mode gds --engine cufile-async --qd 8" ;;
+      esac
+      timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write $how --bs 4M --io-size 2G \
         --fsync-end --verify --json > "$out/write-$mode.json"
-      echo "run --rw write --mode $mode: exit $?"
+      echo "run --rw write $how: exit $?"
     done
     rm -f "$wfile"
     for mode in bounce gds kvikio; do

@@ -118,8 +118,28 @@ def test_simulation_never_stands_in_for_kvikio_and_stands_in_for_gds_by_name(pat
                     io_size=os.path.getsize(pattern_file)))
     assert r.spec.engine == "psync" and r.verify_mismatches == 0 and r.verified_blocks > 0
     assert r.data_path.startswith("psync reads into simulated device memory, standing in for cufile [SIMULATED")
-    with pytest.raises(UsageError, match="--engine cufile: not available here|needs the cufile engine"):
-        run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile", bs=MiB))
+
+
+@pytest.mark.parametrize("engine", ["cufile-batch", "cufile-async"])
+def test_the_stand_in_for_cufiles_queued_apis_is_a_queue_and_says_so(pattern_file, engine):
+    """cuFile's batch and stream APIs keep --qd requests in flight: io_uring stands in for both (a
+    queue into the stand-in's "device memory"), named, and the label says which APIs it stands in for."""
+    r = run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine=engine, bs=MiB, qd=8, threads=2,
+                    verify=True, io_size=os.path.getsize(pattern_file)))
+    assert r.spec.engine == "io_uring" and r.verify_mismatches == 0 and r.verified_blocks > 0
+    assert r.data_path.startswith("io_uring reads into simulated device memory, standing in for cufile-batch or "
+                                  "cufile-async [SIMULATED")
+
+
+def test_cufiles_synchronous_api_refuses_a_queue_naming_the_apis_that_have_one(pattern_file):
+    for engine in ("auto", "cufile"):  # auto takes cuFileRead first, as gdsio's -x 0
+        with pytest.raises(UsageError, match="--qd 8: the cufile engine is synchronous .*use --engine cufile-batch "
+                                             "or cufile-async for deeper queues, or more --threads"):
+            run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine=engine, bs=MiB, qd=8))
+    with pytest.raises(UsageError, match="--cufile-batch 16: must be between 0 and --qd \\(8\\)"):
+        JobSpec(path=pattern_file, mode="gds", engine="cufile-batch", qd=8, cufile_batch=16).validate()
+    with pytest.raises(UsageError, match="--cufile-batch is an option of the cufile-batch engine"):
+        JobSpec(path=pattern_file, mode="gds", engine="cufile", cufile_batch=4).validate()
 
 
 def test_simulated_copies_with_null_reads_measure_the_pipeline_alone(pattern_file):
@@ -177,7 +197,7 @@ def test_gpu_modes_without_a_gpu_fail_with_one_line(gdsbench, pattern_file, mode
 
 def test_bad_gpu_options(gdsbench, pattern_file):
     res = gdsbench("run", pattern_file, "--mode", "gds", "--qd", "4")
-    assert res.code == 2 and "no queue depth" in res.err
+    assert res.code == 2 and "cufile-batch or cufile-async" in res.err and "\n" not in res.err.strip()
     res = gdsbench("run", pattern_file, "--mode", "bounce", "--buffered")
     assert res.code == 2 and "cached-bounce" in res.err
     res = gdsbench("run", pattern_file, "--gpu", "x")
@@ -228,6 +248,18 @@ def test_real_gpu_modes_deliver_correct_data(pattern_file, mode, gpu_needs):
     assert "SIMULATED" not in r.data_path
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine,options", [("cufile-batch", {}), ("cufile-batch", {"cufile_batch": 4}),
+                                            ("cufile-async", {})])
+def test_real_gpu_cufile_queued_apis_deliver_correct_data(pattern_file, engine, options, gpu_needs):
+    """cuFile's batch API (one batch of 8, and two of 4 in flight) and stream API, 8 requests in flight."""
+    gpu_needs("gds", verify=True)
+    r = run(JobSpec(path=pattern_file, mode="gds", engine=engine, qd=8, bs=MiB, verify=True,
+                    io_size=os.path.getsize(pattern_file), **options))
+    assert r.spec.engine == engine and r.verify_mismatches == 0
+    assert r.verified_blocks == os.path.getsize(pattern_file) // 4096 and "SIMULATED" not in r.data_path
+
+
 # ---- the rule for gpu-marked tests (tests/conftest.py), proved on a stand-in for a machine's facts ----
 
 pytest_plugins = ["pytester"]
@@ -274,7 +306,7 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
     it has a GPU, under scripts/device_check.sh's variable: each meets an error and fails; only
     kvikio's, whose library is absent, is skipped, naming it."""
     result = _gpu_tests(pytester, monkeypatch, "1", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(failed=6, skipped=2)
+    result.assert_outcomes(failed=9, skipped=2)
     result.stdout.fnmatch_lines(["FAILED *test_real_gpu_modes_deliver_correct_data?gds?*",
                                  "FAILED *test_real_gpu_train_modes_land_correct_samples?bounce?*"], consecutive=False)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]  # the same reason, counted once
@@ -283,12 +315,12 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
 
 def test_a_gpu_test_skips_only_naming_the_absent_gpu_and_fails_where_one_is_declared(pytester, monkeypatch):
     result = _gpu_tests(pytester, monkeypatch, "0", None, *REAL_GPU_TESTS)
-    result.assert_outcomes(skipped=8)
+    result.assert_outcomes(skipped=11)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]
     assert skips and all("absent here: no NVIDIA GPU on the PCI bus" in line for line in skips), skips
     # scripts/device_check.sh declares the GPU present: its absence is then an error, not a skip
     result = _gpu_tests(pytester, monkeypatch, "0", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(errors=8)
+    result.assert_outcomes(errors=11)
     result.stdout.fnmatch_lines(["*GDSBENCH_GPU_REQUIRED=1 declares a GPU present, but it is absent: no NVIDIA GPU*"])
 
 

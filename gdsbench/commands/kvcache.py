@@ -78,7 +78,8 @@ class KVCacheCommand:
         try:
             write_spec = write_job_in(args, "kvcache", "the storage tier is", "probe.kv")
         except UsageError as e:  # kvcache's parallelism is its users' movers, not run's threads
-            raise UsageError(str(e).replace("use --threads", "use --io-threads")) from None
+            raise UsageError(str(e).replace("use --threads", "use --io-threads")
+                             .replace("more --threads", "more --io-threads")) from None
         write_spec = write_spec.replace(fsync_end=True, runtime_ns=0)
         read_spec = write_spec.replace(rw="read", fsync_end=False)
         run = session.KVRun(model, args.users, args.duration, os.path.abspath(args.path), read_spec, write_spec,

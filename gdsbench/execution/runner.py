@@ -44,6 +44,12 @@ def resolve_engine(spec: JobSpec) -> str:
     mode = spec.mode_declaration
     target_kind = kind_of(spec.path or SCRATCH_PATH)  # no PATH: the scratch file
     kind, reads_it = target_kind.OPENED_AS, engines_for(target_kind)  # its word in messages; the engines opening it
+    if spec.engine != "auto" and spec.simulated and mode.stand_ins and spec.engine in mode.engines:
+        stand_in = mode.stand_in_for(spec.engine, ENGINE_INFO)  # a GPU engine asked by name, the simulation's host one
+        if ENGINE_INFO[stand_in]["unavailable"]:
+            raise UsageError(f"--engine {spec.engine} with --gpu-backend sim: its stand-in, {stand_in}, is not "
+                             f"available here: {ENGINE_INFO[stand_in]['unavailable']}")
+        return stand_in
     if spec.engine != "auto":
         reason = ENGINE_INFO[spec.engine]["unavailable"]
         if reason:

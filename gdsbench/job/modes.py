@@ -26,12 +26,21 @@ class Mode:
     many_processes: bool  # may run as several processes (--procs) or MPI ranks
     simulated: bool  # --gpu-backend sim can stand in for its GPU
     worker_threads: bool  # --threads gives it more worker threads
-    depth_note: str | None  # why --qd above 1 means nothing to it, and what to use instead
     requires: tuple[tuple[str, str], ...]  # Python modules it needs, and the package providing each
     landing: str  # where the engine's bytes go, for its data path ("" where the path is found at run time)
     write_source: str  # where a write's bytes come from, for its data path ("" where it does not write yet)
     path_from: str  # who says what path the bytes took: "engine", "cufile-platform" or "kvikio-statistics"
     stand_ins: tuple[str, ...] = ()  # under --gpu-backend sim, the host engines that stand in for its own
+    # (stand_in_for says which: a synchronous engine for the synchronous ones, one with a queue for the others)
+
+    def stand_in_for(self, engine: str, info: dict) -> str:
+        """The stand-in for one of its engines: the first of stand_ins with a queue as that one has or has not."""
+        queued = info[engine]["max_depth"] > 1
+        return next(e for e in self.stand_ins if (info[e]["max_depth"] > 1) == queued)
+
+    def stood_in_by(self, stand_in: str, info: dict) -> list[str]:
+        """Its engines a stand-in stands in for."""
+        return [e for e in self.engines if self.stand_in_for(e, info) == stand_in]
 
 
 _HOST_ENGINES = ("io_uring", "psync", "curl", "nfs", "smb", "null")  # auto: the first that is here and opens the target's kind
@@ -42,27 +51,29 @@ _STAGED_WRITE = ("from GPU memory, copied first by cudaMemcpyAsync to pinned hos
 
 MODES: dict[str, Mode] = {m.name: m for m in (
     Mode("cpu", "host memory", _HOST_ENGINES, direct=True, cache_choice=True, other_cache_mode=None, gpu=False,
-         staged=False, **_NATIVE, simulated=False, worker_threads=True, depth_note=None, requires=(),
+         staged=False, **_NATIVE, simulated=False, worker_threads=True, requires=(),
          landing="into host memory", write_source="from host memory", path_from="engine"),
     Mode("bounce", "O_DIRECT into pinned memory, then copied to the GPU", _HOST_ENGINES, direct=True,
          cache_choice=False, other_cache_mode="cached-bounce", gpu=True, staged=True, **_NATIVE, simulated=True,
-         worker_threads=True, depth_note=None, requires=(),
+         worker_threads=True, requires=(),
          landing="into pinned host memory, then cudaMemcpyAsync to GPU memory", write_source=_STAGED_WRITE,
          path_from="engine"),
     Mode("cached-bounce", "page-cache reads, then copied", _HOST_ENGINES, direct=False, cache_choice=False,
          other_cache_mode="bounce", gpu=True, staged=True, **_NATIVE, simulated=True, worker_threads=True,
-         depth_note=None, requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
+         requires=(), landing="into pinned host memory, then cudaMemcpyAsync to GPU memory",
          write_source=_STAGED_WRITE, path_from="engine"),
-    Mode("gds", "cuFile into GPU memory", ("cufile",), direct=True, cache_choice=False,
+    # cuFile's three APIs, as gdsio's transfer types: synchronous (-x 0; depth from --threads), batch (-x 6)
+    # and stream (-x 5), the last two with a queue (--qd).
+    Mode("gds", "cuFile into GPU memory", ("cufile", "cufile-batch", "cufile-async"), direct=True, cache_choice=False,
          other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=True, worker_threads=True,
-         depth_note="cuFile's synchronous reads have no queue depth; use --threads, or --mode kvikio", requires=(),
-         landing="", write_source="", path_from="cufile-platform",
+         requires=(), landing="", write_source="", path_from="cufile-platform",
          # The stand-in's "device memory" is host memory, which pread and pwrite reach as cuFile reaches a GPU's:
          # what this tests is gdsbench's side (slots, stamping writes in device memory, checks), not cuFile.
-         stand_ins=("psync",)),
+         # psync stands in for the synchronous API, io_uring (a queue) for the batch and stream APIs.
+         stand_ins=("psync", "io_uring")),
     Mode("kvikio", "kvikio's own reads", ("kvikio",), direct=True, cache_choice=True, other_cache_mode=None, gpu=True,
          staged=False, native_loop=False, own_open_flags=True, many_processes=False, simulated=False,
-         worker_threads=False, depth_note=None, requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")),
+         worker_threads=False, requires=(("kvikio", "kvikio-cu13"), ("cupy", "cupy-cuda13x")),
          landing="", write_source="", path_from="kvikio-statistics"),
 )}
 

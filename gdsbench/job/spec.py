@@ -67,8 +67,8 @@ class _JobOptions:
         "kvikio)", choices=ENGINES,
     )
     bs: int = option(MiB, "size", "--bs", "block size of each read or write", low=1, high=_native.MAX_BS)
-    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null; psync is always 1); "
-                     "each engine has its own maximum", low=1)
+    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null, cufile-batch, cufile-async; "
+                     "psync and cufile are always 1); each engine has its own maximum", low=1)
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
     rw: str = option("read", "choice", "--rw", "read or write, as fio's rw= spells it (randread and randwrite set --pattern "
@@ -201,8 +201,6 @@ class _JobOptions:
             how = "reads with O_DIRECT" if mode.direct else "reads through the page cache"
             other = "page-cache reads" if mode.direct else "O_DIRECT"
             raise IncompatibleOptions(f"--mode {self.mode} {how}; for {other} use --mode {mode.other_cache_mode}")
-        if mode.depth_note and self.qd > 1:
-            raise IncompatibleOptions(f"--qd {self.qd}: {mode.depth_note}")
         if not mode.worker_threads and self.threads > 1:
             raise IncompatibleOptions(f"--threads {self.threads}: --mode {self.mode} reads with its own pool; "
                                       "use --kvikio-threads")
@@ -215,8 +213,10 @@ class _JobOptions:
         engine = ENGINE_INFO[mode.engines[0] if self.engine == "auto" else self.engine]  # auto: what it picks first
         if self.qd > engine["max_depth"]:
             if engine["max_depth"] == 1:
+                deeper = [e for e in mode.engines if ENGINE_INFO[e]["max_depth"] >= self.qd
+                          and ENGINE_INFO[e]["opens"] == engine["opens"]] or ["io_uring"]
                 raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine is synchronous (queue depth 1); "
-                                          "use --engine io_uring for deeper queues, or more --threads")
+                                          f"use --engine {' or '.join(deeper)} for deeper queues, or more --threads")
             raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
                                       f"{engine['max_depth']}")
         if self.engine != "auto" and self.direction not in ENGINE_INFO[self.engine]["directions"]:

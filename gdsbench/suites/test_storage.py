@@ -3,6 +3,7 @@
 import pytest
 
 from gdsbench.job.modes import MODES
+from gdsbench.job.spec import ENGINE_INFO
 
 pytestmark = pytest.mark.gdsbench(runtime="5s", ramp="500ms")
 
@@ -19,7 +20,8 @@ def test_sequential(storage_bench, bs):
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_mode_1m(storage_bench, mode):
-    depth = {"qd": 8} if MODES[mode].depth_note is None else {"threads": 8}  # gds: depth from threads
+    synchronous = ENGINE_INFO[MODES[mode].engines[0]]["max_depth"] == 1
+    depth = {"threads": 8} if synchronous else {"qd": 8}  # gds's first engine (cuFileRead): depth from threads
     storage_bench(bs="1M", pattern="seq", mode=mode, **depth)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from gdsbench.job.spec import JobSpec
+from gdsbench.job.spec import ENGINE_INFO, JobSpec
 from gdsbench.system import gpu, nvfs
 from gdsbench.system.targets import Target, is_local
 
@@ -74,7 +74,8 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
     if spec.simulated and mode.stand_ins:
-        return f"{spec.engine} {moves.replace('GPU', 'simulated device')}, standing in for {mode.engines[0]}{sim}"
+        stood_in = " or ".join(mode.stood_in_by(spec.engine, ENGINE_INFO))
+        return f"{spec.engine} {moves.replace('GPU', 'simulated device')}, standing in for {stood_in}{sim}"
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
         return f"cuFile {moves}, {_through_cufile(gpu.status(), target, seen)}"
     if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted

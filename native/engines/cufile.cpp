@@ -1,20 +1,47 @@
-// cufile: cuFileRead into device memory and cuFileWrite from it (GPUDirect
-// Storage), one at a time per thread as psync does; concurrency comes from
-// threads, since cuFile's synchronous API has no queue depth. Whether the read really went
-// GPUDirect or through cuFile's compatibility mode (POSIX reads and a bounce
-// inside libcufile) is decided by the platform, and recorded by the Python
-// layer from nvidia-fs and cufile.json. Run on an H200 in compatibility mode only
-// (results/device/); never yet with nvidia-fs. cuFileWrite has never run on a GPU.
+// cufile, cufile-batch, cufile-async: cuFile's three ways of moving bytes between a file and GPU
+// memory (GPUDirect Storage), as gdsio's transfer types name them:
+//   cufile        cuFileRead / cuFileWrite (gdsio -x 0): synchronous, one request a thread at a time
+//                 as psync does; concurrency from threads; --gds-register registers the buffers
+//   cufile-batch  cuFileBatchIOSubmit / cuFileBatchIOGetStatus (gdsio -x 6): up to --cufile-batch
+//                 requests submitted together, several batches in flight up to --qd
+//   cufile-async  cuFileReadAsync / cuFileWriteAsync on CUDA streams (gdsio -x 5): a stream per request
+//                 in flight, its end marked by an event
+// The batch and stream engines always register their buffers (cuFile's fast path; unregistered
+// buffers go through cuFile's own bounce buffers). Whether the bytes really went GPUDirect or through
+// cuFile's compatibility mode (POSIX reads and a bounce inside libcufile) is decided by the platform,
+// and recorded by the Python layer from nvidia-fs and cufile.json.
+// cuFileRead ran on an H200 in compatibility mode only (results/device/); never yet with nvidia-fs.
+// cuFileWrite, the batch and the stream engines have never run on a GPU.
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
+#include <vector>
 
 #include "../engine.hpp"
 #include "../error.hpp"
 
 namespace gds {
+namespace {
+constexpr unsigned kCuFileQueue = 256;  // the batch and stream engines' deepest queue a thread
+constexpr unsigned kMaxBatch = 128;     // cufile.json's max_batch_io_size default: cuFileBatchIOSetUp's largest
 constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadWrite,
                                      /*gpu_buffers=*/true};
+constexpr Capabilities kCuFileQueuedCan = {Opens::kLocalFile, /*supports_direct=*/true, kCuFileQueue, kReadWrite,
+                                           /*gpu_buffers=*/true};
+const char* const kCuFileAbout = "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)";
+const char* const kBatchAbout =
+    "cuFile's batch API into / from GPU memory: cuFileBatchIOSubmit, cuFileBatchIOGetStatus (--mode gds; gdsio -x 6)";
+const char* const kAsyncAbout =
+    "cuFile's stream API into / from GPU memory: cuFileReadAsync on a CUDA stream per request (--mode gds; gdsio -x 5)";
+}  // namespace
+
 const std::vector<EngineOption> kCuFileOptions = {
     {"gds_register", "bool", "register the GPU buffers with cuFile (gds)", 0, 0, 1, /*at_most_depth=*/false}};
+const std::vector<EngineOption> kCuFileBatchOptions = {
+    {"cufile_batch", "int",
+     "requests submitted together in one cuFileBatchIOSubmit (cufile-batch; 0: --qd, at most 128); "
+     "batches stay in flight up to --qd",
+     0, 0, kMaxBatch, /*at_most_depth=*/true}};
 }  // namespace gds
 
 #ifdef GDSBENCH_HAVE_CUDA
@@ -23,10 +50,10 @@ const std::vector<EngineOption> kCuFileOptions = {
 namespace gds {
 namespace {
 
-class CuFileEngine final : public SynchronousEngine {
+// The file under cuFile: opened, its cuFile handle registered, and the GPU buffers registered where asked.
+class CuFileTarget {
  public:
-  CuFileEngine(const Target& target, bool register_buffers)
-      : file_(target), api_(gpu::CuFileApi::get()), register_buffers_(register_buffers) {
+  explicit CuFileTarget(const Target& target) : file_(target), api_(gpu::CuFileApi::get()) {
     CUfileDescr_t descr{};
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     descr.handle.fd = file_.fd();
@@ -35,45 +62,290 @@ class CuFileEngine final : public SynchronousEngine {
       throw InputError("--mode gds: cuFileHandleRegister failed: " + gpu::CuFileApi::error_text(status) +
                        " (the file must be opened with O_DIRECT on a filesystem cuFile supports)");
   }
-  ~CuFileEngine() override {
+  ~CuFileTarget() {
     if (registered_) api_.cuFileBufDeregister(registered_);
     api_.cuFileHandleDeregister(handle_);
   }
-  uint64_t size() const override { return file_.size(); }
-  int sync() override { return file_.sync(); }
-  void register_buffer(void* base, size_t length) override {
-    if (!register_buffers_) return;
+  CuFileTarget(const CuFileTarget&) = delete;
+  CuFileTarget& operator=(const CuFileTarget&) = delete;
+
+  void register_buffer(void* base, size_t length, const char* asked_by) {
     CUfileError_t status = api_.cuFileBufRegister(base, length, 0);
     if (status.err != CU_FILE_SUCCESS)
-      throw InputError("--gds-register: cuFileBufRegister failed: " + gpu::CuFileApi::error_text(status));
+      throw InputError(std::string(asked_by) + ": cuFileBufRegister failed: " + gpu::CuFileApi::error_text(status));
     registered_ = base;
   }
-
- private:
-  int64_t transfer(const IoRequest& r) override {
-    // A registered buffer is addressed by its base and an offset into it.
-    char* base = registered_ ? static_cast<char*>(registered_) : r.buf;
-    const bool write = r.direction == Direction::kWrite;
-    ssize_t n = write ? api_.cuFileWrite(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base))
-                      : api_.cuFileRead(handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
-    if (n < -1)
-      throw IoError(std::string(write ? "cuFileWrite of " : "cuFileRead of ") + std::to_string(r.length) +
-                    " bytes at offset " + std::to_string(r.offset) + ": " + cufileop_status_error(CUfileOpError(-n)));
-    return n == -1 ? -errno : n;
+  // A registered buffer is addressed by its base and an offset into it.
+  char* base_of(const IoRequest& r) const { return registered_ ? static_cast<char*>(registered_) : r.buf; }
+  std::string failed(const IoRequest& r, const char* api, int64_t status) const {
+    return std::string(api) + " of " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) +
+           ": " + cufileop_status_error(CUfileOpError(-status));
   }
 
   LocalFile file_;  // declared first, so closed last: after the handle is deregistered
   gpu::CuFileApi& api_;
-  const bool register_buffers_;  // --gds-register
   CUfileHandle_t handle_ = nullptr;
   void* registered_ = nullptr;
 };
+
+class CuFileEngine final : public SynchronousEngine {
+ public:
+  CuFileEngine(const Target& target, bool register_buffers) : cufile_(target), register_buffers_(register_buffers) {}
+  uint64_t size() const override { return cufile_.file_.size(); }
+  int sync() override { return cufile_.file_.sync(); }
+  void register_buffer(void* base, size_t length) override {
+    if (register_buffers_) cufile_.register_buffer(base, length, "--gds-register");
+  }
+
+ private:
+  int64_t transfer(const IoRequest& r) override {
+    char* base = cufile_.base_of(r);
+    const bool write = r.direction == Direction::kWrite;
+    auto& api = cufile_.api_;
+    ssize_t n = write ? api.cuFileWrite(cufile_.handle_, base, r.length, off_t(r.offset), off_t(r.buf - base))
+                      : api.cuFileRead(cufile_.handle_, base, r.length, off_t(r.offset), off_t(r.buf - base));
+    if (n < -1) throw IoError(cufile_.failed(r, write ? "cuFileWrite" : "cuFileRead", n));
+    return n == -1 ? -errno : n;
+  }
+
+  CuFileTarget cufile_;
+  const bool register_buffers_;  // --gds-register
+};
+
+// The batch API: what is queued goes out in batches of up to `batch` requests, one submission per
+// batch handle at a time (cuFile's rule), so several handles keep --qd in flight.
+class CuFileBatchEngine final : public Engine {
+ public:
+  CuFileBatchEngine(const Target& target, unsigned depth, unsigned batch)
+      : cufile_(target), batch_(std::min(batch ? batch : depth, kMaxBatch)) {
+    if (const std::string why = cufile_.api_.batch_missing(); !why.empty())
+      throw InputError("--engine cufile-batch: " + why);
+    handles_.resize((depth + batch_ - 1) / batch_);
+    for (auto& h : handles_) {
+      CUfileError_t status = cufile_.api_.cuFileBatchIOSetUp(&h.id, batch_);
+      if (status.err != CU_FILE_SUCCESS)
+        throw InputError("--engine cufile-batch: cuFileBatchIOSetUp(" + std::to_string(batch_) + ") failed: " +
+                         gpu::CuFileApi::error_text(status) + " (cufile.json's max_batch_io_size caps --cufile-batch)");
+    }
+    params_.resize(batch_);
+    events_.resize(kCuFileQueue);
+  }
+  ~CuFileBatchEngine() override {
+    for (auto& h : handles_) {
+      if (!h.id) continue;
+      if (h.outstanding) cufile_.api_.cuFileBatchIOCancel(h.id);  // an engine closed with reads out
+      cufile_.api_.cuFileBatchIODestroy(h.id);
+    }
+  }
+  uint64_t size() const override { return cufile_.file_.size(); }
+  int sync() override { return cufile_.file_.sync(); }
+  void register_buffer(void* base, size_t length) override { cufile_.register_buffer(base, length, "cufile-batch"); }
+
+  void queue(IoRequest* r) override {
+    queued_.push_back(r);
+    if (queued_.size() >= batch_) submit(false);
+  }
+
+  unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
+    submit(true);
+    unsigned got = 0;
+    while (got < max) {
+      for (auto& h : handles_)
+        if (h.outstanding && got < max) got += collect(h, 0, done + got, max - got);
+      if (got >= min || !busy()) break;
+      for (auto& h : handles_)  // nothing yet: wait a moment on one batch, then look at them all again
+        if (h.outstanding) {
+          got += collect(h, 1, done + got, max - got);
+          break;
+        }
+      if (got >= min) break;
+    }
+    return got;
+  }
+
+ private:
+  struct Batch {
+    CUfileBatchHandle_t id = nullptr;
+    unsigned outstanding = 0;  // submitted, not yet collected: the handle takes no new submission until 0
+  };
+
+  bool busy() const {
+    for (const auto& h : handles_)
+      if (h.outstanding) return true;
+    return false;
+  }
+
+  // Submits full batches (and, with `partial`, what is left) on the handles that are free.
+  void submit(bool partial) {
+    for (auto& h : handles_) {
+      if (queued_.empty() || (!partial && queued_.size() < batch_)) return;
+      if (h.outstanding) continue;
+      const unsigned n = std::min<unsigned>(batch_, unsigned(queued_.size()));
+      for (unsigned i = 0; i < n; ++i) {
+        IoRequest* r = queued_[i];
+        CUfileIOParams_t& p = params_[i];
+        p = CUfileIOParams_t{};
+        p.mode = CUFILE_BATCH;
+        char* base = cufile_.base_of(*r);
+        p.u.batch.devPtr_base = base;
+        p.u.batch.devPtr_offset = off_t(r->buf - base);
+        p.u.batch.file_offset = off_t(r->offset);
+        p.u.batch.size = r->length;
+        p.fh = cufile_.handle_;
+        p.opcode = r->direction == Direction::kWrite ? CUFILE_WRITE : CUFILE_READ;
+        p.cookie = r;
+      }
+      CUfileError_t status = cufile_.api_.cuFileBatchIOSubmit(h.id, n, params_.data(), 0);
+      if (status.err != CU_FILE_SUCCESS)
+        throw IoError("cuFileBatchIOSubmit of " + std::to_string(n) +
+                      " requests: " + gpu::CuFileApi::error_text(status));
+      h.outstanding = n;
+      queued_.erase(queued_.begin(), queued_.begin() + n);
+    }
+  }
+
+  // The requests of h that have finished (waiting up to a millisecond for `min` of them).
+  unsigned collect(Batch& h, unsigned min, IoRequest** done, unsigned max) {
+    unsigned nr = std::min(max, h.outstanding);
+    timespec wait{0, min ? 1000000L : 0L};
+    CUfileError_t status = cufile_.api_.cuFileBatchIOGetStatus(h.id, min, &nr, events_.data(), &wait);
+    if (status.err != CU_FILE_SUCCESS) throw IoError("cuFileBatchIOGetStatus: " + gpu::CuFileApi::error_text(status));
+    for (unsigned i = 0; i < nr; ++i) {
+      auto* r = static_cast<IoRequest*>(events_[i].cookie);
+      const auto ret = static_cast<int64_t>(events_[i].ret);  // bytes moved, or a negative error
+      const char* api = r->direction == Direction::kWrite ? "a batch write" : "a batch read";
+      if (ret < 0) throw IoError(cufile_.failed(*r, api, ret));
+      if (events_[i].status != CUFILE_COMPLETE)  // failed, canceled, timed out or refused, with no error number
+        throw IoError(std::string(api) + " of " + std::to_string(r->length) + " bytes at offset " +
+                      std::to_string(r->offset) + " ended with cuFile status " +
+                      std::to_string(int(events_[i].status)) + " (cufile.h's CUfileStatus_t)");
+      r->result = ret;
+      done[i] = r;
+    }
+    h.outstanding -= nr;
+    return nr;
+  }
+
+  CuFileTarget cufile_;
+  const unsigned batch_;
+  std::vector<Batch> handles_;
+  std::vector<IoRequest*> queued_;
+  std::vector<CUfileIOParams_t> params_;
+  std::vector<CUfileIOEvents_t> events_;
+};
+
+// The stream API: each request in flight on a CUDA stream of its own (one stream would run them one
+// after another), cuFile reading its sizes and offsets through pointers that live until it ends.
+class CuFileAsyncEngine final : public Engine {
+ public:
+  explicit CuFileAsyncEngine(const Target& target) : cufile_(target), cuda_(gpu::CudaRuntime::get()) {
+    if (const std::string why = cufile_.api_.async_missing(); !why.empty())
+      throw InputError("--engine cufile-async: " + why);
+  }
+  ~CuFileAsyncEngine() override {
+    for (auto& io : ios_) {
+      if (io.stream) cuda_.cudaStreamSynchronize(io.stream);  // cuFile still holds this one's pointers
+      if (io.done) cuda_.cudaEventDestroy(io.done);
+      if (io.stream) cuda_.cudaStreamDestroy(io.stream);
+    }
+  }
+  uint64_t size() const override { return cufile_.file_.size(); }
+  int sync() override { return cufile_.file_.sync(); }
+  void register_buffer(void* base, size_t length) override { cufile_.register_buffer(base, length, "cufile-async"); }
+
+  void queue(IoRequest* r) override {
+    if (r->slot >= ios_.size()) grow(r->slot + 1);
+    InFlight& io = ios_[r->slot];
+    io.request = r;
+    char* base = cufile_.base_of(*r);
+    io.size = r->length;
+    io.file_offset = off_t(r->offset);
+    io.buf_offset = off_t(r->buf - base);
+    io.moved = 0;
+    const bool write = r->direction == Direction::kWrite;
+    auto& api = cufile_.api_;
+    CUfileError_t status = write ? api.cuFileWriteAsync(cufile_.handle_, base, &io.size, &io.file_offset,
+                                                        &io.buf_offset, &io.moved, io.stream)
+                                 : api.cuFileReadAsync(cufile_.handle_, base, &io.size, &io.file_offset, &io.buf_offset,
+                                                       &io.moved, io.stream);
+    if (status.err != CU_FILE_SUCCESS)
+      throw IoError(std::string(write ? "cuFileWriteAsync: " : "cuFileReadAsync: ") +
+                    gpu::CuFileApi::error_text(status));
+    cuda_.check(cuda_.cudaEventRecord(io.done, io.stream), "cudaEventRecord after cuFileReadAsync");
+    in_flight_.push_back(&io);
+  }
+
+  unsigned reap(unsigned min, IoRequest** done, unsigned max) override {
+    unsigned got = 0;
+    while (!in_flight_.empty() && got < max) {
+      for (size_t i = 0; i < in_flight_.size() && got < max;) {
+        InFlight& io = *in_flight_[i];
+        const cudaError_t state = cuda_.cudaEventQuery(io.done);
+        if (state == cudaErrorNotReady) {
+          ++i;
+          continue;
+        }
+        cuda_.check(state, "the stream of a cuFile request");
+        done[got++] = finish(io);
+        in_flight_.erase(in_flight_.begin() + long(i));
+      }
+      if (got >= min || in_flight_.empty()) break;
+      cuda_.check(cuda_.cudaEventSynchronize(in_flight_.front()->done), "waiting for a cuFile request");
+    }
+    return got;
+  }
+
+ private:
+  struct InFlight {
+    IoRequest* request = nullptr;
+    size_t size = 0;  // cuFile reads these four when the stream reaches the request, not at the call
+    off_t file_offset = 0;
+    off_t buf_offset = 0;
+    ssize_t moved = 0;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+  };
+
+  void grow(size_t n) {
+    if (!in_flight_.empty()) throw IoError("cufile-async: a request slot past --qd while requests are in flight");
+    const size_t from = ios_.size();
+    ios_.resize(n);
+    for (size_t i = from; i < n; ++i) {
+      cuda_.check(cuda_.cudaStreamCreateWithFlags(&ios_[i].stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      cuda_.check(cuda_.cudaEventCreateWithFlags(&ios_[i].done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
+  }
+
+  IoRequest* finish(const InFlight& io) {
+    IoRequest* r = io.request;
+    if (io.moved < -1)
+      throw IoError(
+          cufile_.failed(*r, r->direction == Direction::kWrite ? "cuFileWriteAsync" : "cuFileReadAsync", io.moved));
+    r->result = io.moved == -1 ? -EIO : io.moved;  // -1: a filesystem error, its errno set on another thread
+    return r;
+  }
+
+  CuFileTarget cufile_;
+  gpu::CudaRuntime& cuda_;
+  std::vector<InFlight> ios_;  // by request slot: a slot's pointers stay put while cuFile holds them
+  std::vector<InFlight*> in_flight_;
+};
+
+std::string batch_unavailable() {
+  const std::string why = gpu::CuFileApi::probe();
+  return why.empty() ? gpu::CuFileApi::get().batch_missing() : why;
+}
+
+std::string async_unavailable() {
+  const std::string why = gpu::CuFileApi::probe();
+  return why.empty() ? gpu::CuFileApi::get().async_missing() : why;
+}
 
 }  // namespace
 
 const EngineInfo kCuFileEngine = {
     "cufile",
-    "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)",
+    kCuFileAbout,
     kCuFileCan,
     [](const Target& target, unsigned, const OptionValues& options) -> std::unique_ptr<Engine> {
       return std::make_unique<CuFileEngine>(target, kCuFileEngine.option(options, "gds_register") != 0);
@@ -81,20 +353,43 @@ const EngineInfo kCuFileEngine = {
     [] { return gpu::CuFileApi::probe(); },
     kCuFileOptions};
 
+const EngineInfo kCuFileBatchEngine = {
+    "cufile-batch",
+    kBatchAbout,
+    kCuFileQueuedCan,
+    [](const Target& target, unsigned depth, const OptionValues& options) -> std::unique_ptr<Engine> {
+      return std::make_unique<CuFileBatchEngine>(target, depth,
+                                                 unsigned(kCuFileBatchEngine.option(options, "cufile_batch")));
+    },
+    batch_unavailable,
+    kCuFileBatchOptions};
+
+const EngineInfo kCuFileAsyncEngine = {
+    "cufile-async",
+    kAsyncAbout,
+    kCuFileQueuedCan,
+    [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
+      return std::make_unique<CuFileAsyncEngine>(target);
+    },
+    async_unavailable,
+    {}};
+
 }  // namespace gds
 
 #else
 
 namespace gds {
-const EngineInfo kCuFileEngine = {
-    "cufile",
-    "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)",
-    kCuFileCan,
-    [](const Target&, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
-      throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
-    },
-    [] { return std::string("built without CUDA headers"); },
-    kCuFileOptions};
+namespace {
+std::unique_ptr<Engine> no_cuda(const Target&, unsigned, const OptionValues&) {
+  throw InputError("--mode gds: this build of gdsbench has no GPU support (CUDA headers not found at build time)");
+}
+std::string no_cuda_reason() { return "built without CUDA headers"; }
+}  // namespace
+
+const EngineInfo kCuFileEngine = {"cufile", kCuFileAbout, kCuFileCan, no_cuda, no_cuda_reason, kCuFileOptions};
+const EngineInfo kCuFileBatchEngine = {"cufile-batch", kBatchAbout,    kCuFileQueuedCan,
+                                       no_cuda,        no_cuda_reason, kCuFileBatchOptions};
+const EngineInfo kCuFileAsyncEngine = {"cufile-async", kAsyncAbout, kCuFileQueuedCan, no_cuda, no_cuda_reason, {}};
 }  // namespace gds
 
 #endif

@@ -4,8 +4,9 @@
 namespace gds {
 
 const std::vector<EngineInfo>& engines() {
-  static const std::vector<EngineInfo> all = {kNullEngine, kPsyncEngine, kIoUringEngine, kCuFileEngine,
-                                              kCurlEngine, kNfsEngine,   kSmbEngine};
+  static const std::vector<EngineInfo> all = {kNullEngine,   kPsyncEngine,       kIoUringEngine,
+                                              kCuFileEngine, kCuFileBatchEngine, kCuFileAsyncEngine,
+                                              kCurlEngine,   kNfsEngine,         kSmbEngine};
   return all;
 }
 

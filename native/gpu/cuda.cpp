@@ -100,7 +100,14 @@ std::vector<std::string> library_candidates(const std::string& library) {
   return out;
 }
 
+// A symbol only newer libraries have: left null where this one lacks it.
+template <typename F>
+void bind_optional(void* handle, F& fn, const char* name) {
+  fn = reinterpret_cast<F>(::dlsym(handle, name));
+}
+
 #define GDS_BIND(lib, name) bind(handle, name, #name, lib)
+#define GDS_BIND_OPTIONAL(name) bind_optional(handle, name, #name)
 
 CudaRuntime::CudaRuntime() {
   void* handle = open_library("cudart", &path);
@@ -156,6 +163,13 @@ CuFileApi::CuFileApi() {
   GDS_BIND("cufile", cuFileBufDeregister);
   GDS_BIND("cufile", cuFileRead);
   GDS_BIND("cufile", cuFileWrite);
+  GDS_BIND_OPTIONAL(cuFileBatchIOSetUp);
+  GDS_BIND_OPTIONAL(cuFileBatchIOSubmit);
+  GDS_BIND_OPTIONAL(cuFileBatchIOGetStatus);
+  GDS_BIND_OPTIONAL(cuFileBatchIOCancel);
+  GDS_BIND_OPTIONAL(cuFileBatchIODestroy);
+  GDS_BIND_OPTIONAL(cuFileReadAsync);
+  GDS_BIND_OPTIONAL(cuFileWriteAsync);
   CUfileError_t status = cuFileDriverOpen();
   if (status.err != CU_FILE_SUCCESS)
     throw InputError("cuFileDriverOpen failed: " + error_text(status) +
@@ -167,6 +181,18 @@ std::string CuFileApi::error_text(CUfileError_t status) {
   if (status.err == CU_FILE_CUDA_DRIVER_ERROR)
     text += " (CUDA driver error " + std::to_string(int(status.cu_err)) + ")";
   return text;
+}
+
+std::string CuFileApi::batch_missing() const {
+  if (cuFileBatchIOSetUp && cuFileBatchIOSubmit && cuFileBatchIOGetStatus && cuFileBatchIOCancel &&
+      cuFileBatchIODestroy)
+    return "";
+  return path + " has no batch API (cuFileBatchIOSubmit: libcufile from CUDA 12.0 on)";
+}
+
+std::string CuFileApi::async_missing() const {
+  if (cuFileReadAsync && cuFileWriteAsync) return "";
+  return path + " has no stream API (cuFileReadAsync: libcufile from CUDA 12.2 on)";
 }
 
 CuFileApi& CuFileApi::get() {

@@ -67,6 +67,17 @@ class CuFileApi {
   GDS_SHIM_FN(cuFileBufDeregister);
   GDS_SHIM_FN(cuFileRead);
   GDS_SHIM_FN(cuFileWrite);
+  // The batch API (gdsio -x 6) and the stream API (gdsio -x 5): null where this libcufile lacks them
+  // (batch_missing() and async_missing() say so), so the synchronous API still runs there.
+  GDS_SHIM_FN(cuFileBatchIOSetUp);
+  GDS_SHIM_FN(cuFileBatchIOSubmit);
+  GDS_SHIM_FN(cuFileBatchIOGetStatus);
+  GDS_SHIM_FN(cuFileBatchIOCancel);
+  GDS_SHIM_FN(cuFileBatchIODestroy);
+  GDS_SHIM_FN(cuFileReadAsync);
+  GDS_SHIM_FN(cuFileWriteAsync);
+  std::string batch_missing() const;  // "" where the batch API is there, else why not
+  std::string async_missing() const;
 
   static std::string error_text(CUfileError_t status);
 
