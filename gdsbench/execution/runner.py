@@ -44,22 +44,26 @@ def resolve_engine(spec: JobSpec) -> str:
     mode = spec.mode_declaration
     target_kind = kind_of(spec.path or SCRATCH_PATH)  # no PATH: the scratch file
     kind, reads_it = target_kind.OPENED_AS, engines_for(target_kind)  # its word in messages; the engines opening it
-    if spec.engine != "auto" and spec.simulated and mode.stand_ins and spec.engine in mode.engines:
-        stand_in = mode.stand_in_for(spec.engine, ENGINE_INFO)  # a GPU engine asked by name, the simulation's host one
-        if ENGINE_INFO[stand_in]["unavailable"]:
-            raise UsageError(f"--engine {spec.engine} with --gpu-backend sim: its stand-in, {stand_in}, is not "
-                             f"available here: {ENGINE_INFO[stand_in]['unavailable']}")
-        return stand_in
     if spec.engine != "auto":
-        reason = ENGINE_INFO[spec.engine]["unavailable"]
-        if reason:
-            raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
-                             if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         opens = ENGINE_INFO[spec.engine]["opens"]
         if spec.engine not in reads_it and opens_target(spec.engine):
             raise UsageError(f"--engine {spec.engine}: it reads a {' or a '.join(opens)}, and PATH {spec.path} is a "
                              f"{kind}; use --engine auto")
-        return spec.engine
+        # a GPU engine asked by name under the simulation: the host engine standing in for it
+        engine = mode.stand_in_for(spec.engine, ENGINE_INFO) if spec.simulated and spec.engine in mode.engines \
+            and mode.stand_ins else spec.engine
+        reason = ENGINE_INFO[engine]["unavailable"]
+        if reason and engine != spec.engine:
+            raise UsageError(f"--engine {spec.engine} with --gpu-backend sim: its stand-in, {engine}, is not "
+                             f"available here: {reason}")
+        if reason:
+            raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
+                             if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
+        own = spec.foreign_option((engine,)) if engine != spec.engine else None
+        if own:  # the stand-in would ignore it, while the record said it was set
+            raise IncompatibleOptions(f"{own.flag}: the CPU stand-in for the {spec.engine} engine ({engine}) has no "
+                                      f"such setting; drop it with --gpu-backend sim")
+        return engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
     readers = [e for e in engines if e in reads_it]
     if not readers:

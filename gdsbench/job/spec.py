@@ -214,9 +214,11 @@ class _JobOptions:
         if self.qd > engine["max_depth"]:
             if engine["max_depth"] == 1:
                 deeper = [e for e in mode.engines if ENGINE_INFO[e]["max_depth"] >= self.qd
-                          and ENGINE_INFO[e]["opens"] == engine["opens"]] or ["io_uring"]
+                          and ENGINE_INFO[e]["opens"] == engine["opens"]]
+                use = f"use --engine {' or '.join(deeper)} for deeper queues, or more --threads" if deeper else \
+                    "use more --threads"
                 raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine is synchronous (queue depth 1); "
-                                          f"use --engine {' or '.join(deeper)} for deeper queues, or more --threads")
+                                          + use)
             raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine takes a queue depth from 1 to "
                                       f"{engine['max_depth']}")
         if self.engine != "auto" and self.direction not in ENGINE_INFO[self.engine]["directions"]:

@@ -6,6 +6,7 @@
 //                 requests submitted together, several batches in flight up to --qd
 //   cufile-async  cuFileReadAsync / cuFileWriteAsync on CUDA streams (gdsio -x 5): a stream per request
 //                 in flight, its end marked by an event
+// A write's bytes are in GPU memory before any of them is called (ReadSlots stamps them synchronously).
 // The batch and stream engines always register their buffers (cuFile's fast path; unregistered
 // buffers go through cuFile's own bounce buffers). Whether the bytes really went GPUDirect or through
 // cuFile's compatibility mode (POSIX reads and a bounce inside libcufile) is decided by the platform,
@@ -23,7 +24,7 @@
 namespace gds {
 namespace {
 constexpr unsigned kCuFileQueue = 256;  // the batch and stream engines' deepest queue a thread
-constexpr unsigned kMaxBatch = 128;     // cufile.json's max_batch_io_size default: cuFileBatchIOSetUp's largest
+constexpr unsigned kMaxBatch = 128;     // cufile.json's properties.io_batchsize default: a batch's largest
 constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadWrite,
                                      /*gpu_buffers=*/true};
 constexpr Capabilities kCuFileQueuedCan = {Opens::kLocalFile, /*supports_direct=*/true, kCuFileQueue, kReadWrite,
@@ -39,8 +40,8 @@ const std::vector<EngineOption> kCuFileOptions = {
     {"gds_register", "bool", "register the GPU buffers with cuFile (gds)", 0, 0, 1, /*at_most_depth=*/false}};
 const std::vector<EngineOption> kCuFileBatchOptions = {
     {"cufile_batch", "int",
-     "requests submitted together in one cuFileBatchIOSubmit (cufile-batch; 0: --qd, at most 128); "
-     "batches stay in flight up to --qd",
+     "requests submitted together in one cuFileBatchIOSubmit (cufile-batch; 0: a quarter of --qd, rounded up, so "
+     "four batches overlap; at most cufile.json's io_batchsize, 128 by default); batches stay in flight up to --qd",
      0, 0, kMaxBatch, /*at_most_depth=*/true}};
 }  // namespace gds
 
@@ -81,6 +82,9 @@ class CuFileTarget {
     return std::string(api) + " of " + std::to_string(r.length) + " bytes at offset " + std::to_string(r.offset) +
            ": " + cufileop_status_error(CUfileOpError(-status));
   }
+  // A negative result under CUFILEOP_BASE_ERR is -errno (the request's own failure, reported as any engine's);
+  // from there on it is cuFile's error, which ends the run.
+  static bool is_cufile_error(int64_t status) { return status < 0 && -status >= CUFILEOP_BASE_ERR; }
 
   LocalFile file_;  // declared first, so closed last: after the handle is deregistered
   gpu::CuFileApi& api_;
@@ -112,31 +116,30 @@ class CuFileEngine final : public SynchronousEngine {
   const bool register_buffers_;  // --gds-register
 };
 
-// The batch API: what is queued goes out in batches of up to `batch` requests, one submission per
-// batch handle at a time (cuFile's rule), so several handles keep --qd in flight.
+// The batch API: what is queued goes out in batches of up to `batch` requests. A handle takes a new batch
+// only once its last one is all collected (kvikio's rule for a batch handle), so several handles keep
+// --qd in flight: by default batches of a quarter of --qd, four overlapping.
 class CuFileBatchEngine final : public Engine {
  public:
   CuFileBatchEngine(const Target& target, unsigned depth, unsigned batch)
-      : cufile_(target), batch_(std::min(batch ? batch : depth, kMaxBatch)) {
+      : cufile_(target), batch_(std::min(batch ? batch : (depth + 3) / 4, largest_batch(cufile_.api_))) {
     if (const std::string why = cufile_.api_.batch_missing(); !why.empty())
       throw InputError("--engine cufile-batch: " + why);
     handles_.resize((depth + batch_ - 1) / batch_);
+    params_.resize(batch_);
+    events_.resize(batch_);
     for (auto& h : handles_) {
       CUfileError_t status = cufile_.api_.cuFileBatchIOSetUp(&h.id, batch_);
-      if (status.err != CU_FILE_SUCCESS)
-        throw InputError("--engine cufile-batch: cuFileBatchIOSetUp(" + std::to_string(batch_) + ") failed: " +
-                         gpu::CuFileApi::error_text(status) + " (cufile.json's max_batch_io_size caps --cufile-batch)");
-    }
-    params_.resize(batch_);
-    events_.resize(kCuFileQueue);
-  }
-  ~CuFileBatchEngine() override {
-    for (auto& h : handles_) {
-      if (!h.id) continue;
-      if (h.outstanding) cufile_.api_.cuFileBatchIOCancel(h.id);  // an engine closed with reads out
-      cufile_.api_.cuFileBatchIODestroy(h.id);
+      if (status.err != CU_FILE_SUCCESS) {
+        h.id = nullptr;
+        close_handles();  // the destructor does not run for a constructor that throws
+        throw InputError("--engine cufile-batch: cuFileBatchIOSetUp(" + std::to_string(batch_) +
+                         ") failed: " + gpu::CuFileApi::error_text(status) +
+                         " (cufile.json's properties.io_batchsize caps --cufile-batch)");
+      }
     }
   }
+  ~CuFileBatchEngine() override { close_handles(); }
   uint64_t size() const override { return cufile_.file_.size(); }
   int sync() override { return cufile_.file_.sync(); }
   void register_buffer(void* base, size_t length) override { cufile_.register_buffer(base, length, "cufile-batch"); }
@@ -151,14 +154,14 @@ class CuFileBatchEngine final : public Engine {
     unsigned got = 0;
     while (got < max) {
       for (auto& h : handles_)
-        if (h.outstanding && got < max) got += collect(h, 0, done + got, max - got);
-      if (got >= min || !busy()) break;
-      for (auto& h : handles_)  // nothing yet: wait a moment on one batch, then look at them all again
-        if (h.outstanding) {
-          got += collect(h, 1, done + got, max - got);
-          break;
-        }
-      if (got >= min) break;
+        if (h.outstanding && got < max) got += collect(h, 0, &kNoWait, done + got, max - got);
+      if (got >= min || busy() == 0 || got >= max) break;
+      // Not enough yet: wait on the oldest batch, until one of its requests ends where it is the only one
+      // out, else a moment (another batch may end first), then look at them all again.
+      Batch* oldest = nullptr;
+      for (auto& h : handles_)
+        if (h.outstanding && (!oldest || h.submitted < oldest->submitted)) oldest = &h;
+      got += collect(*oldest, 1, busy() == 1 ? nullptr : &kMoment, done + got, max - got);
     }
     return got;
   }
@@ -167,12 +170,42 @@ class CuFileBatchEngine final : public Engine {
   struct Batch {
     CUfileBatchHandle_t id = nullptr;
     unsigned outstanding = 0;  // submitted, not yet collected: the handle takes no new submission until 0
+    uint64_t submitted = 0;    // its submission's number: the oldest is waited on
   };
+  static constexpr timespec kNoWait{0, 0};
+  static constexpr timespec kMoment{0, 100000};  // 100 us
 
-  bool busy() const {
-    for (const auto& h : handles_)
-      if (h.outstanding) return true;
-    return false;
+  // cuFileBatchIOSetUp's largest batch: the driver's (cufile.json's properties.io_batchsize), else its default.
+  static unsigned largest_batch(gpu::CuFileApi& api) {
+    CUfileDrvProps_t props{};
+    if (api.cuFileDriverGetProperties(&props).err == CU_FILE_SUCCESS && props.max_batch_io_size > 0)
+      return std::min(props.max_batch_io_size, kCuFileQueue);
+    return kMaxBatch;
+  }
+
+  unsigned busy() const {
+    unsigned n = 0;
+    for (const auto& h : handles_) n += h.outstanding ? 1 : 0;
+    return n;
+  }
+
+  // Requests still out are canceled and collected before their handle goes: their DMA must not outlive the
+  // GPU buffers, which are freed after the engine.
+  void close_handles() noexcept {
+    for (auto& h : handles_) {
+      if (!h.id) continue;
+      if (h.outstanding && cufile_.api_.cuFileBatchIOCancel(h.id).err == CU_FILE_SUCCESS) {
+        for (int tries = 0; h.outstanding && tries < 10000; ++tries) {  // about a second at the most
+          unsigned nr = h.outstanding;
+          timespec wait = kMoment;
+          if (cufile_.api_.cuFileBatchIOGetStatus(h.id, 0, &nr, events_.data(), &wait).err != CU_FILE_SUCCESS) break;
+          h.outstanding -= std::min(nr, h.outstanding);
+          if (nr == 0) ::nanosleep(&kMoment, nullptr);
+        }
+      }
+      cufile_.api_.cuFileBatchIODestroy(h.id);
+      h.id = nullptr;
+    }
   }
 
   // Submits full batches (and, with `partial`, what is left) on the handles that are free.
@@ -200,26 +233,27 @@ class CuFileBatchEngine final : public Engine {
         throw IoError("cuFileBatchIOSubmit of " + std::to_string(n) +
                       " requests: " + gpu::CuFileApi::error_text(status));
       h.outstanding = n;
+      h.submitted = ++submissions_;
       queued_.erase(queued_.begin(), queued_.begin() + n);
     }
   }
 
-  // The requests of h that have finished (waiting up to a millisecond for `min` of them).
-  unsigned collect(Batch& h, unsigned min, IoRequest** done, unsigned max) {
+  // The requests of h that have ended, waiting for `min` of them at most `wait` (nullptr: until they have).
+  unsigned collect(Batch& h, unsigned min, const timespec* wait, IoRequest** done, unsigned max) {
     unsigned nr = std::min(max, h.outstanding);
-    timespec wait{0, min ? 1000000L : 0L};
-    CUfileError_t status = cufile_.api_.cuFileBatchIOGetStatus(h.id, min, &nr, events_.data(), &wait);
+    timespec limit = wait ? *wait : timespec{};
+    CUfileError_t status = cufile_.api_.cuFileBatchIOGetStatus(h.id, min, &nr, events_.data(), wait ? &limit : nullptr);
     if (status.err != CU_FILE_SUCCESS) throw IoError("cuFileBatchIOGetStatus: " + gpu::CuFileApi::error_text(status));
     for (unsigned i = 0; i < nr; ++i) {
       auto* r = static_cast<IoRequest*>(events_[i].cookie);
-      const auto ret = static_cast<int64_t>(events_[i].ret);  // bytes moved, or a negative error
+      const auto ret = static_cast<int64_t>(events_[i].ret);  // bytes moved, -errno, or cuFile's error
       const char* api = r->direction == Direction::kWrite ? "a batch write" : "a batch read";
-      if (ret < 0) throw IoError(cufile_.failed(*r, api, ret));
-      if (events_[i].status != CUFILE_COMPLETE)  // failed, canceled, timed out or refused, with no error number
+      if (CuFileTarget::is_cufile_error(ret)) throw IoError(cufile_.failed(*r, api, ret));
+      if (ret >= 0 && events_[i].status != CUFILE_COMPLETE)  // canceled, timed out or refused: no error number
         throw IoError(std::string(api) + " of " + std::to_string(r->length) + " bytes at offset " +
                       std::to_string(r->offset) + " ended with cuFile status " +
                       std::to_string(int(events_[i].status)) + " (cufile.h's CUfileStatus_t)");
-      r->result = ret;
+      r->result = ret;  // bytes moved, or -errno (the loop reports it as any engine's)
       done[i] = r;
     }
     h.outstanding -= nr;
@@ -230,31 +264,40 @@ class CuFileBatchEngine final : public Engine {
   const unsigned batch_;
   std::vector<Batch> handles_;
   std::vector<IoRequest*> queued_;
+  uint64_t submissions_ = 0;
   std::vector<CUfileIOParams_t> params_;
   std::vector<CUfileIOEvents_t> events_;
 };
 
 // The stream API: each request in flight on a CUDA stream of its own (one stream would run them one
-// after another), cuFile reading its sizes and offsets through pointers that live until it ends.
+// after another), cuFile reading its sizes and offsets through pointers that live until it ends. The
+// streams are not registered with cuFileStreamRegister (allowed; registering saves cuFile some setup a
+// request).
 class CuFileAsyncEngine final : public Engine {
  public:
-  explicit CuFileAsyncEngine(const Target& target) : cufile_(target), cuda_(gpu::CudaRuntime::get()) {
+  CuFileAsyncEngine(const Target& target, unsigned depth)
+      : cufile_(target), cuda_(gpu::CudaRuntime::get()), ios_(depth) {
     if (const std::string why = cufile_.api_.async_missing(); !why.empty())
       throw InputError("--engine cufile-async: " + why);
-  }
-  ~CuFileAsyncEngine() override {
-    for (auto& io : ios_) {
-      if (io.stream) cuda_.cudaStreamSynchronize(io.stream);  // cuFile still holds this one's pointers
-      if (io.done) cuda_.cudaEventDestroy(io.done);
-      if (io.stream) cuda_.cudaStreamDestroy(io.stream);
+    try {  // every stream and event now, outside the measured window
+      for (auto& io : ios_) {
+        cuda_.check(cuda_.cudaStreamCreateWithFlags(&io.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        cuda_.check(cuda_.cudaEventCreateWithFlags(&io.done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+      }
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
     }
   }
+  ~CuFileAsyncEngine() override { release(); }
   uint64_t size() const override { return cufile_.file_.size(); }
   int sync() override { return cufile_.file_.sync(); }
   void register_buffer(void* base, size_t length) override { cufile_.register_buffer(base, length, "cufile-async"); }
 
   void queue(IoRequest* r) override {
-    if (r->slot >= ios_.size()) grow(r->slot + 1);
+    if (r->slot >= ios_.size())
+      throw IoError("cufile-async: request slot " + std::to_string(r->slot) + " past --qd " +
+                    std::to_string(ios_.size()));
     InFlight& io = ios_[r->slot];
     io.request = r;
     char* base = cufile_.base_of(*r);
@@ -306,13 +349,13 @@ class CuFileAsyncEngine final : public Engine {
     cudaEvent_t done = nullptr;
   };
 
-  void grow(size_t n) {
-    if (!in_flight_.empty()) throw IoError("cufile-async: a request slot past --qd while requests are in flight");
-    const size_t from = ios_.size();
-    ios_.resize(n);
-    for (size_t i = from; i < n; ++i) {
-      cuda_.check(cuda_.cudaStreamCreateWithFlags(&ios_[i].stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-      cuda_.check(cuda_.cudaEventCreateWithFlags(&ios_[i].done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  void release() noexcept {
+    for (auto& io : ios_) {
+      if (io.stream) cuda_.cudaStreamSynchronize(io.stream);  // cuFile may still hold this one's pointers
+      if (io.done) cuda_.cudaEventDestroy(io.done);
+      if (io.stream) cuda_.cudaStreamDestroy(io.stream);
+      io.done = nullptr;
+      io.stream = nullptr;
     }
   }
 
@@ -327,7 +370,7 @@ class CuFileAsyncEngine final : public Engine {
 
   CuFileTarget cufile_;
   gpu::CudaRuntime& cuda_;
-  std::vector<InFlight> ios_;  // by request slot: a slot's pointers stay put while cuFile holds them
+  std::vector<InFlight> ios_;  // by request slot (--qd of them): a slot's pointers stay put while cuFile holds them
   std::vector<InFlight*> in_flight_;
 };
 
@@ -368,8 +411,8 @@ const EngineInfo kCuFileAsyncEngine = {
     "cufile-async",
     kAsyncAbout,
     kCuFileQueuedCan,
-    [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
-      return std::make_unique<CuFileAsyncEngine>(target);
+    [](const Target& target, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
+      return std::make_unique<CuFileAsyncEngine>(target, depth);
     },
     async_unavailable,
     {}};

@@ -132,6 +132,9 @@ class CudaDevice final : public Device {
   void put_rows(void* device_dst, const void* host_src, size_t width, size_t pitch, size_t height) override {
     rt_.check(rt_.cudaMemcpy2D(device_dst, pitch, host_src, pitch, width, height, cudaMemcpyHostToDevice),
               "cudaMemcpy2D (host to GPU)");
+    // From pageable memory the copy may return before its bytes reach the GPU; a write's stamps must be
+    // there before cuFile reads the buffer (from a stream of its own, or none that CUDA orders after this).
+    rt_.check(rt_.cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after cudaMemcpy2D");
   }
 
  private:
