@@ -143,6 +143,8 @@ def test_cufiles_synchronous_api_refuses_a_queue_naming_the_apis_that_have_one(p
     with pytest.raises(UsageError, match="--cufile-batch: the CPU stand-in for the cufile-batch engine \\(io_uring\\) "
                                          "has no such setting"):
         run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile-batch", qd=8, cufile_batch=4))
+    with pytest.raises(UsageError, match="--gds-register is an option of the cufile engine.*drop it under --gpu-backend sim"):
+        run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", gds_register=True))
 
 
 def test_simulated_copies_with_null_reads_measure_the_pipeline_alone(pattern_file):

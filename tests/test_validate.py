@@ -162,7 +162,7 @@ def test_the_slower_tier_counts_what_reached_the_disk(disk_file, throttle):
     assert throttle.read_bytes() == before  # read outside the cgroup
     subprocess.run(throttle.wrap(["dd", f"if={path}", "of=/dev/null", "bs=1M", "count=4", "iflag=direct",
                                   "status=none"]), check=True, timeout=60)
-    assert throttle.read_bytes() - before == 4 * MiB
+    assert 4 * MiB <= throttle.read_bytes() - before < 5 * MiB  # dd's own pages, were they evicted, count too
 
 
 def test_a_directory_gets_a_test_file_that_is_removed_afterwards(gdsbench, tmp_path):

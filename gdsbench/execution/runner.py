@@ -62,7 +62,7 @@ def resolve_engine(spec: JobSpec) -> str:
         own = spec.foreign_option((engine,)) if engine != spec.engine else None
         if own:  # the stand-in would ignore it, while the record said it was set
             raise IncompatibleOptions(f"{own.flag}: the CPU stand-in for the {spec.engine} engine ({engine}) has no "
-                                      f"such setting; drop it with --gpu-backend sim")
+                                      f"such setting; drop it under --gpu-backend sim")
         return engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
     readers = [e for e in engines if e in reads_it]
@@ -83,7 +83,9 @@ def resolve_engine(spec: JobSpec) -> str:
     foreign = spec.foreign_option((engine,))
     if foreign:
         opens = ENGINE_INFO[foreign.engine]["opens"]
-        fix = f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
+        fix = "drop it under --gpu-backend sim (the CPU stand-in has no such setting)" \
+            if spec.simulated and foreign.engine in mode.engines else \
+            f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
             f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
         raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
                                   f"its {kind} with {engine}; {fix}")

@@ -213,8 +213,9 @@ class _JobOptions:
         engine = ENGINE_INFO[mode.engines[0] if self.engine == "auto" else self.engine]  # auto: what it picks first
         if self.qd > engine["max_depth"]:
             if engine["max_depth"] == 1:
+                here = not engine["unavailable"]  # where this one runs, only those that run beside it
                 deeper = [e for e in mode.engines if ENGINE_INFO[e]["max_depth"] >= self.qd
-                          and ENGINE_INFO[e]["opens"] == engine["opens"]]
+                          and ENGINE_INFO[e]["opens"] == engine["opens"] and not (here and ENGINE_INFO[e]["unavailable"])]
                 use = f"use --engine {' or '.join(deeper)} for deeper queues, or more --threads" if deeper else \
                     "use more --threads"
                 raise IncompatibleOptions(f"--qd {self.qd}: the {engine['name']} engine is synchronous (queue depth 1); "
