@@ -486,8 +486,8 @@ def main() -> int:
             run_mode("gds registered", "gds", compat or None, {"gds_register": True}, large)
             # cuFile's batch and stream APIs (gdsio -x 6 and -x 5) at the host modes' threads x QD, registered
             queued = {"threads": args.threads, "qd": args.qd}
-            run_mode("gds batch", "gds", compat or None, dict(queued, engine="cufile-batch"), large)
-            run_mode("gds async", "gds", compat or None, dict(queued, engine="cufile-async"), large)
+            run_mode("gds batch", "gds", compat or None, dict(queued, engine="cufile_batch"), large)
+            run_mode("gds async", "gds", compat or None, dict(queued, engine="cufile_async"), large)
     if runnable("kvikio"):
         run_mode("kvikio", "kvikio")
         if "error" not in raw["modes"]["kvikio"]:  # it could run here (a failed size is still the comparison's)

@@ -250,12 +250,12 @@ EOF
     local wfile="$repo/results/scratch/gpu-writes.dat"
     timeout -k 5 15 $python -m gdsbench prepare "$wfile" --size 1G
     for mode in bounce gds gds-batch gds-async kvikio; do
-      # cuFileWrite has no queue depth; the batch and stream APIs (--engine cufile-batch, cufile-async) do
+      # cuFileWrite has no queue depth; the batch and stream APIs (--engine cufile_batch, cufile_async) do
       local how="--mode $mode --qd 8"
       case $mode in
         gds) how="--mode gds --threads 8" ;;
-        gds-batch) how="--mode gds --engine cufile-batch --qd 8" ;;
-        gds-async) how="--mode gds --engine cufile-async --qd 8" ;;
+        gds-batch) how="--mode gds --engine cufile_batch --qd 8" ;;
+        gds-async) how="--mode gds --engine cufile_async --qd 8" ;;
       esac
       timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write $how --bs 4M --io-size 2G \
         --fsync-end --verify --json > "$out/write-$mode.json"

@@ -120,29 +120,29 @@ def test_simulation_never_stands_in_for_kvikio_and_stands_in_for_gds_by_name(pat
     assert r.data_path.startswith("psync reads into simulated device memory, standing in for cufile [SIMULATED")
 
 
-@pytest.mark.parametrize("engine", ["cufile-batch", "cufile-async"])
+@pytest.mark.parametrize("engine", ["cufile_batch", "cufile_async"])
 def test_the_stand_in_for_cufiles_queued_apis_is_a_queue_and_says_so(pattern_file, engine):
     """cuFile's batch and stream APIs keep --qd requests in flight: io_uring stands in for both (a
     queue into the stand-in's "device memory"), named, and the label says which APIs it stands in for."""
     r = run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine=engine, bs=MiB, qd=8, threads=2,
                     verify=True, io_size=os.path.getsize(pattern_file)))
     assert r.spec.engine == "io_uring" and r.verify_mismatches == 0 and r.verified_blocks > 0
-    assert r.data_path.startswith("io_uring reads into simulated device memory, standing in for cufile-batch or "
-                                  "cufile-async [SIMULATED")
+    assert r.data_path.startswith("io_uring reads into simulated device memory, standing in for cufile_batch or "
+                                  "cufile_async [SIMULATED")
 
 
 def test_cufiles_synchronous_api_refuses_a_queue_naming_the_apis_that_have_one(pattern_file):
     for engine in ("auto", "cufile"):  # auto takes cuFileRead first, as gdsio's -x 0
-        with pytest.raises(UsageError, match="--qd 8: the cufile engine is synchronous .*use --engine cufile-batch "
-                                             "or cufile-async for deeper queues, or more --threads"):
+        with pytest.raises(UsageError, match="--qd 8: the cufile engine is synchronous .*use --engine cufile_batch "
+                                             "or cufile_async for deeper queues, or more --threads"):
             run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine=engine, bs=MiB, qd=8))
-    with pytest.raises(UsageError, match="--cufile-batch 16: must be between 0 and --qd \\(8\\)"):
-        JobSpec(path=pattern_file, mode="gds", engine="cufile-batch", qd=8, cufile_batch=16).validate()
-    with pytest.raises(UsageError, match="--cufile-batch is an option of the cufile-batch engine"):
-        JobSpec(path=pattern_file, mode="gds", engine="cufile", cufile_batch=4).validate()
-    with pytest.raises(UsageError, match="--cufile-batch: the CPU stand-in for the cufile-batch engine \\(io_uring\\) "
+    with pytest.raises(UsageError, match="--cufile-batch-size 16: must be between 0 and --qd \\(8\\)"):
+        JobSpec(path=pattern_file, mode="gds", engine="cufile_batch", qd=8, cufile_batch_size=16).validate()
+    with pytest.raises(UsageError, match="--cufile-batch-size is an option of the cufile_batch engine"):
+        JobSpec(path=pattern_file, mode="gds", engine="cufile", cufile_batch_size=4).validate()
+    with pytest.raises(UsageError, match="--cufile-batch-size: the CPU stand-in for the cufile_batch engine \\(io_uring\\) "
                                          "has no such setting"):
-        run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile-batch", qd=8, cufile_batch=4))
+        run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile_batch", qd=8, cufile_batch_size=4))
     with pytest.raises(UsageError, match="--gds-register is an option of the cufile engine.*drop it under --gpu-backend sim"):
         run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", gds_register=True))
 
@@ -202,7 +202,7 @@ def test_gpu_modes_without_a_gpu_fail_with_one_line(gdsbench, pattern_file, mode
 
 def test_bad_gpu_options(gdsbench, pattern_file):
     res = gdsbench("run", pattern_file, "--mode", "gds", "--qd", "4")
-    assert res.code == 2 and "cufile-batch or cufile-async" in res.err and "\n" not in res.err.strip()
+    assert res.code == 2 and "cufile_batch or cufile_async" in res.err and "\n" not in res.err.strip()
     res = gdsbench("run", pattern_file, "--mode", "bounce", "--buffered")
     assert res.code == 2 and "cached-bounce" in res.err
     res = gdsbench("run", pattern_file, "--gpu", "x")
@@ -254,8 +254,8 @@ def test_real_gpu_modes_deliver_correct_data(pattern_file, mode, gpu_needs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("engine,options", [("cufile-batch", {}), ("cufile-batch", {"cufile_batch": 4}),
-                                            ("cufile-async", {})])
+@pytest.mark.parametrize("engine,options", [("cufile_batch", {}), ("cufile_batch", {"cufile_batch_size": 4}),
+                                            ("cufile_async", {})])
 def test_real_gpu_cufile_queued_apis_deliver_correct_data(pattern_file, engine, options, gpu_needs):
     """cuFile's batch API (one batch of 8, and two of 4 in flight) and stream API, 8 requests in flight."""
     gpu_needs("gds", verify=True)

@@ -148,7 +148,7 @@ def test_the_storage_tier_reads_into_device_memory_on_the_cpu_stand_in(kvcache, 
     (["--engine", "null"], ["--engine null", "psync or io_uring"]),
     (["--mode", "kvikio"], ["--mode kvikio"]),
     (["--host-mem", "100T"], ["--host-mem 100 TiB", "more than the memory available", "lower one of them"]),
-    (["--mode", "gds", "--gpu-backend", "sim", "--qd", "8"], ["--qd 8", "cufile-batch or cufile-async",
+    (["--mode", "gds", "--gpu-backend", "sim", "--qd", "8"], ["--qd 8", "cufile_batch or cufile_async",
                                                               "more --io-threads"]),
 ])
 def test_bad_input_is_one_line(kvcache, tmp_path, args, fragments):

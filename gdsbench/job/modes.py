@@ -64,7 +64,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
          write_source=_STAGED_WRITE, path_from="engine"),
     # cuFile's three APIs, as gdsio's transfer types: synchronous (-x 0; depth from --threads), batch (-x 6)
     # and stream (-x 5), the last two with a queue (--qd).
-    Mode("gds", "cuFile into GPU memory", ("cufile", "cufile-batch", "cufile-async"), direct=True, cache_choice=False,
+    Mode("gds", "cuFile into GPU memory", ("cufile", "cufile_batch", "cufile_async"), direct=True, cache_choice=False,
          other_cache_mode="cached-bounce", gpu=True, staged=False, **_NATIVE, simulated=True, worker_threads=True,
          requires=(), landing="", write_source="", path_from="cufile-platform",
          # The stand-in's "device memory" is host memory, which pread and pwrite reach as cuFile reaches a GPU's:

@@ -67,7 +67,7 @@ class _JobOptions:
         "kvikio)", choices=ENGINES,
     )
     bs: int = option(MiB, "size", "--bs", "block size of each read or write", low=1, high=_native.MAX_BS)
-    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null, cufile-batch, cufile-async; "
+    qd: int = option(1, "int", "--qd", "requests in flight per thread (io_uring, curl, null, cufile_batch, cufile_async; "
                      "psync and cufile are always 1); each engine has its own maximum", low=1)
     threads: int = option(1, "int", "--threads", "worker threads, each with its own descriptor and slice of the region",
                           low=1, high=_native.MAX_THREADS)
