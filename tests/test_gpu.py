@@ -140,8 +140,9 @@ def test_cufiles_synchronous_api_refuses_a_queue_naming_the_apis_that_have_one(p
         JobSpec(path=pattern_file, mode="gds", engine="cufile_batch", qd=8, cufile_batch_size=16).validate()
     with pytest.raises(UsageError, match="--cufile-batch-size is an option of the cufile_batch engine"):
         JobSpec(path=pattern_file, mode="gds", engine="cufile", cufile_batch_size=4).validate()
-    with pytest.raises(UsageError, match="--cufile-batch-size: the CPU stand-in for the cufile_batch engine \\(io_uring\\) "
-                                         "has no such setting"):
+    with pytest.raises(UsageError, match="--cufile-batch-size is an option of the cufile_batch engine, and this job "
+                                         "reads its local file with io_uring; drop it under --gpu-backend sim \\(the "
+                                         "CPU stand-in has no such setting\\)"):
         run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", engine="cufile_batch", qd=8, cufile_batch_size=4))
     with pytest.raises(UsageError, match="--gds-register is an option of the cufile engine.*drop it under --gpu-backend sim"):
         run(JobSpec(path=pattern_file, mode="gds", gpu_backend="sim", gds_register=True))

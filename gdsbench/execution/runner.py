@@ -59,10 +59,7 @@ def resolve_engine(spec: JobSpec) -> str:
         if reason:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
-        own = spec.foreign_option((engine,)) if engine != spec.engine else None
-        if own:  # the stand-in would ignore it, while the record said it was set
-            raise IncompatibleOptions(f"{own.flag}: the CPU stand-in for the {spec.engine} engine ({engine}) has no "
-                                      f"such setting; drop it under --gpu-backend sim")
+        refuse_foreign_option(spec, engine, kind, reads_it)  # a stand-in would ignore its GPU engine's own
         return engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
     readers = [e for e in engines if e in reads_it]
@@ -80,15 +77,7 @@ def resolve_engine(spec: JobSpec) -> str:
         raise UsageError(f"--mode {spec.mode} needs the {first} engine, not available here: "
                          f"{ENGINE_INFO[first]['unavailable']}")
     engine = usable[0]
-    foreign = spec.foreign_option((engine,))
-    if foreign:
-        opens = ENGINE_INFO[foreign.engine]["opens"]
-        fix = "drop it under --gpu-backend sim (the CPU stand-in has no such setting)" \
-            if spec.simulated and foreign.engine in mode.engines else \
-            f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
-            f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
-        raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
-                                  f"its {kind} with {engine}; {fix}")
+    refuse_foreign_option(spec, engine, kind, reads_it)
     depth = ENGINE_INFO[engine]["max_depth"]
     if spec.qd > depth and engine == readers[0]:
         raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {depth}")
@@ -97,6 +86,21 @@ def resolve_engine(spec: JobSpec) -> str:
         raise UsageError(f"--qd {spec.qd}: {readers[0]} is not available here ({why}) and {engine} has queue "
                          f"depth {depth}; use --threads")
     return engine
+
+
+def refuse_foreign_option(spec: JobSpec, engine: str, kind: str, reads_it) -> None:
+    """IncompatibleOptions where the job sets another engine's option than the one it resolved to (which would
+    ignore it while the record said it was set): a GPU engine's under the simulation, or one auto did not pick."""
+    foreign = spec.foreign_option((engine,))
+    if not foreign:
+        return
+    opens = ENGINE_INFO[foreign.engine]["opens"]
+    fix = "drop it under --gpu-backend sim (the CPU stand-in has no such setting)" \
+        if spec.simulated and foreign.engine in spec.mode_declaration.engines else \
+        f"use --engine {foreign.engine}" if foreign.engine in reads_it else \
+        f"drop it (the {foreign.engine} engine reads a {' or a '.join(opens)})"
+    raise IncompatibleOptions(f"{foreign.flag} is an option of the {foreign.engine} engine, and this job reads "
+                              f"its {kind} with {engine}; {fix}")
 
 
 def resolve_direct(spec: JobSpec, target: Target | None) -> bool:
