@@ -125,11 +125,6 @@ class CuFileAsyncEngine final : public Engine {
   std::vector<InFlight*> in_flight_;
 };
 
-std::string async_unavailable() {
-  const std::string why = gpu::CuFileApi::probe();
-  return why.empty() ? gpu::CuFileApi::get().async_missing() : why;
-}
-
 }  // namespace
 
 const EngineInfo kCuFileAsyncEngine = {
@@ -139,7 +134,7 @@ const EngineInfo kCuFileAsyncEngine = {
     [](const Target& target, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
       return std::make_unique<CuFileAsyncEngine>(target, depth);
     },
-    async_unavailable,
+    [] { return cufile_unavailable(&gpu::CuFileApi::async_missing); },
     {}};
 
 }  // namespace gds

@@ -180,11 +180,6 @@ class CuFileBatchEngine final : public Engine {
   std::vector<CUfileIOEvents_t> events_;
 };
 
-std::string batch_unavailable() {
-  const std::string why = gpu::CuFileApi::probe();
-  return why.empty() ? gpu::CuFileApi::get().batch_missing() : why;
-}
-
 }  // namespace
 
 const EngineInfo kCuFileBatchEngine = {
@@ -195,7 +190,7 @@ const EngineInfo kCuFileBatchEngine = {
       return std::make_unique<CuFileBatchEngine>(target, depth,
                                                  unsigned(kCuFileBatchEngine.option(options, "cufile_batch_size")));
     },
-    batch_unavailable,
+    [] { return cufile_unavailable(&gpu::CuFileApi::batch_missing); },
     kCuFileBatchOptions};
 
 }  // namespace gds

@@ -72,6 +72,13 @@ class CuFileTarget {
   void* registered_ = nullptr;
 };
 
+// Why an engine needing one of cuFile's newer APIs cannot run here ("" when it can): cuFile itself, then
+// that API (`missing`: CuFileApi::batch_missing or async_missing).
+inline std::string cufile_unavailable(std::string (gpu::CuFileApi::*missing)() const) {
+  const std::string why = gpu::CuFileApi::probe();
+  return why.empty() ? (gpu::CuFileApi::get().*missing)() : why;
+}
+
 }  // namespace gds
 
 #endif
