@@ -47,6 +47,7 @@ so a row taken on a busy host is not judged.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -169,10 +170,11 @@ class Dlio:
     def __init__(self, venv: str, root: str, case: Case):
         if case.dataset:  # the files are the other case's: DLIO must make the same ones (or it regenerates them)
             other = CASES[case.dataset]
-            same = ("dlio_workload", "fmt", "files", "samples_per_file", "record", "stdev", "batch", "read_threads",
-                    "prefetch", "compute", "dlio")
-            if any(getattr(case, f) != getattr(other, f) for f in same):
-                raise SystemExit(f"case {case.name} shares {other.name}'s dataset but not its DLIO parameters")
+            tier_only = dataclasses.replace(other, name=case.name, counts=case.counts, throttle_mib=case.throttle_mib,
+                                            why_counts=case.why_counts, dataset=case.dataset)
+            if case != tier_only:
+                raise SystemExit(f"case {case.name} shares {other.name}'s dataset but differs in more than its tier "
+                                 "and counts")
         self.venv, self.case = venv, case
         self.data = os.path.join(root, case.dataset or case.name, "dataset")
         self.out = os.path.join(root, case.name, "dlio-out")
