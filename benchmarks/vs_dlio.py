@@ -245,7 +245,22 @@ class Dlio:
         m = json.load(open(os.path.join(run, "summary.json")))["metric"]
         return {"au": float(m["train_au_mean_percentage"]), "mib_per_s": float(m["train_io_mean_MB_per_second"]),
                 "samples_per_s": float(m["train_throughput_mean_samples_per_second"]), "wall_s": wall, "cpu_s": cpu,
-                "other_cores": other, "disk_bytes": disk, "out": run}
+                "other_cores": other, "disk_bytes": disk, **self.waits(run, ranks), "out": run}
+
+    @staticmethod
+    def waits(run: str, ranks: int) -> dict:
+        """Step 1's wait for its batch and the later steps' waits summed, each a mean over ranks, from each
+        rank's per-step loads (N_output.json, epoch 1); None where this DLIO does not write them."""
+        first, later = [], []
+        for rank in range(ranks):
+            try:
+                load = json.load(open(os.path.join(run, f"{rank}_output.json")))["1"]["load"]
+            except (OSError, KeyError, ValueError):
+                return {"first_wait_s": None, "later_waits_s": None}
+            steps = [x for block in (load.values() if isinstance(load, dict) else [load]) for x in block]
+            first.append(steps[0])
+            later.append(sum(steps[1:]))
+        return {"first_wait_s": median(first), "later_waits_s": median(later)}
 
 
 def gdsbench(case: Case, data: str, results: str, throttle: Throttle, ranks: int) -> dict:
@@ -262,13 +277,34 @@ def gdsbench(case: Case, data: str, results: str, throttle: Throttle, ranks: int
     # each reference's own rules: v3.0's throughput window and its compute as measured
     mib = row["mib_per_s_v3"] if case.dlio == 3 else row["mib_per_s"]
     au = row["au_percent_v3"] if case.dlio == 3 else row["au_percent"]
+    later = row["wait_mean_s"] * (row["steps_per_epoch"] - 1) if row["wait_mean_s"] is not None else None
     return {"au": au, "mib_per_s": mib, "wall_s": wall, "cpu_s": cpu, "other_cores": other, "disk_bytes": disk,
+            "first_wait_s": row["first_wait_s"], "later_waits_s": later,
             "raw": {k: row[k] for k in ("au_percent", "au_percent_v3", "mib_per_s", "mib_per_s_v3", "read_mib_per_s",
                                         "samples_per_s", "steps_per_epoch", "cached_fraction", "straggler_mean_s", "wait_p99_s")}}
 
 
 def spread(values: list[float]) -> float:
     return (max(values) - min(values)) if values else float("nan")
+
+
+def where_waits(runs: list[dict]) -> str:
+    """Where a tool's runs waited for data: each run's total and how much of it fell in step 1, which AU's
+    window leaves out (a steady total split differently from run to run moves AU, not the storage)."""
+    known = [x for x in runs if x.get("first_wait_s") is not None]
+    if not known:
+        return ""
+    totals = [x["first_wait_s"] + x["later_waits_s"] for x in known]
+    firsts = [x["first_wait_s"] for x in known]
+    return (f"; its waits for data total {min(totals):.0f}-{max(totals):.0f} s a run, of which step 1 (outside "
+            f"AU's window) {min(firsts):.0f}-{max(firsts):.0f} s")
+
+
+def waits_cell(runs: list[dict]) -> str:
+    known = [x for x in runs if x.get("first_wait_s") is not None]
+    if not known:
+        return "-"
+    return f"{median([x['first_wait_s'] for x in known]):.1f} / {median([x['later_waits_s'] for x in known]):.1f}"
 
 
 def judge(d: list[dict], g: list[dict]) -> tuple[str, str]:
@@ -282,7 +318,7 @@ def judge(d: list[dict], g: list[dict]) -> tuple[str, str]:
     if busy > BUSY_CORES:
         return "BUSY", f"other processes kept {busy:.2f} cores busy during a run: not judged"
     if own > 2 * AU_POINTS or own_mb > 2 * THROUGHPUT:
-        return "NOISE", f"DLIO's own runs spread by {own:.1f} points of AU and {own_mb:.0%} of throughput"
+        return "NOISE", f"DLIO's own runs spread by {own:.1f} points of AU and {own_mb:.0%} of throughput" + where_waits(d)
     ok = abs(g_au - d_au) <= AU_POINTS and abs(g_mb / d_mb - 1) <= THROUGHPUT
     return ("PASS" if ok else "FAIL"), ""
 
@@ -331,10 +367,11 @@ def main() -> int:
                              f"{median([x['cpu_s'] for x in d]):.0f} / {median([x['cpu_s'] for x in g]):.0f}",
                              f"{median([x['disk_bytes'] for x in d]) / GiB:.1f} / "
                              f"{median([x['disk_bytes'] for x in g]) / GiB:.1f}",
+                             f"{waits_cell(d)} | {waits_cell(g)}",
                              f"{max(x['other_cores'] for x in d + g):.2f}", verdict + (f": {why}" if why else "")])
     table = markdown_table(["workload", "accelerators", "DLIO AU % (range)", "gdsbench AU % (range)",
                             "AU difference (points)", "DLIO MiB/s", "gdsbench MiB/s", "ratio", "CPU-s DLIO / gdsbench",
-                            "disk GiB a run DLIO / gdsbench",
+                            "disk GiB a run DLIO / gdsbench", "wait s, step 1 / later steps: DLIO | gdsbench",
                             "other load (cores)", "verdict"], rows)
     notes = [f"{c.name}: {'DLIO 2.0' if c.dlio == 2 else 'v3.0 DLIO'}'s {c.dlio_workload} ({c.fmt}) scaled: "
              f"{c.files} files x {c.samples_per_file} samples of "
@@ -355,7 +392,11 @@ def main() -> int:
               "do not, so the row is not judged",
               "CPU-s: the whole process tree of each run (DLIO: mpirun, its ranks and their data-loader workers)",
               "disk GiB a run: what the run's processes read from the disk (the throttle's blkio counters, page-cache "
-              "hits not counted): the load each tool put on the storage for the same epoch"]
+              "hits not counted): the load each tool put on the storage for the same epoch",
+              "wait s: an accelerator's waits for its batch, step 1's and the later steps' summed (medians of the runs; "
+              "each run a mean over accelerators; DLIO's from its per-step loads, N_output.json, where it writes them): "
+              "AU and v3.0's throughput leave step 1 out, so a wait moved into step 1 raises both while the storage "
+              "gave the same"]
     reference = venvs[versions[-1]]  # the table names the DLIO of its newest case (one version a run, as run)
     title = "gdsbench train against " + " and ".join("DLIO 2.0" if v == 2 else "v3.0's DLIO" for v in versions)
     md, _ = write_outputs(args.name, title, table, notes, raw, tools=("dlio", "mpi"),

@@ -560,6 +560,22 @@ def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):
     assert not [a for a in argv if a.startswith("--config-dir")] and "++workload.dataset.record_length_stdev=0" in argv
 
 
+def test_vs_dlio_says_where_dlio_waited_when_its_runs_spread(tmp_path):
+    """DLIO writes each rank's per-step loads (N_output.json, epoch "1", by block): step 1's and the
+    later ones' summed, a median over ranks; a NOISE row names each run's total and step 1's share."""
+    vs_dlio = load("vs_dlio")
+    for rank, loads in enumerate(([70.0, 3.0, 0.0], [72.0, 3.0, 1.0])):
+        (tmp_path / f"{rank}_output.json").write_text(json.dumps({"1": {"load": {"block1": loads}}}))
+    assert vs_dlio.Dlio.waits(str(tmp_path), 2) == {"first_wait_s": 71.0, "later_waits_s": 3.5}
+    assert vs_dlio.Dlio.waits(str(tmp_path / "none"), 1) == {"first_wait_s": None, "later_waits_s": None}
+    run = {"au": 0.0, "mib_per_s": 50.0, "other_cores": 0.0}
+    d = [dict(run, au=a, first_wait_s=f, later_waits_s=75 - f) for a, f in ((99.9, 75.0), (57.5, 40.0), (80.5, 62.0))]
+    g = [dict(run, au=100.0, first_wait_s=62.0, later_waits_s=0.1)] * 3
+    verdict, why = vs_dlio.judge(d, g)
+    assert verdict == "NOISE" and why.endswith("total 75-75 s a run, of which step 1 (outside AU's window) 40-75 s")
+    assert vs_dlio.waits_cell(d) == "62.0 / 13.0" and vs_dlio.waits_cell([run]) == "-"
+
+
 def test_vs_clients_reads_a_range_size_its_plan_does_not_give_as_much_as_its_largest():
     vs_clients = load("vs_clients")
     MiB = 1 << 20

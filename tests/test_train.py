@@ -101,6 +101,17 @@ def test_v3_throughput_leaves_the_first_step_out_as_its_au_does():
     assert row["mib_per_s_v3"] == pytest.approx(16.0 * w.record_bytes / MiB)
 
 
+def test_first_steps_wait_is_reported_apart_from_the_later_waits():
+    """A loader that reads the epoch ahead waits in step 1, which AU and the wait percentiles leave out:
+    first_wait_s shows it (2 s here), the later waits stay the steps after it."""
+    w = workloads.with_overrides(workloads.BUILT_IN["unet3d"], {"batch": 2})
+    e = epoch([0.1] * 5, [2.0, 0.0, 0.1, 0.0, 0.0])
+    row = metrics.summarise([AcceleratorRecord(0, "h", [e], latency=_native.LatencyHistogram())], w)
+    assert row["first_wait_s"] == pytest.approx(2.0)
+    assert row["wait_mean_s"] * (row["steps_per_epoch"] - 1) == pytest.approx(0.1)
+    assert row["au_percent"] == pytest.approx(100.0 * 0.4 / 0.5)
+
+
 def test_v3_au_counts_each_steps_compute_as_measured():
     """v3.0's DLIO times the compute call (statscounter.batch_processed): a step asked for 0.1 s that
     slept 0.15 counts 0.15 there, 0.1 in DLIO 2.0's rule (au_percent). Same window: step 1 left out."""

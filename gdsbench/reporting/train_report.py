@@ -69,6 +69,7 @@ def point_line(row: dict, workload) -> str:
             + f" | {row['samples_per_s']:.1f} samples/s, {_throughput(row)}"
             f" | step p50 {_s(row['step_time_p50_s'])} p99 {_s(row['step_time_p99_s'])}"
             f" | wait for data p50 {_s(row['wait_p50_s'])} p99 {_s(row['wait_p99_s'])}"
+            + (f", step 1 {_s(row['first_wait_s'])} (outside AU)" if row.get("first_wait_s") is not None else "")
             + (f" | stragglers: mean {_s(row['straggler_mean_s'])}, p99 {_s(row['straggler_p99_s'])}"
                f" ({row['straggler_share']:.1%} of the time)" if row.get("straggler_share") is not None
                else " | stragglers: - (one accelerator: no barrier)")

@@ -109,6 +109,7 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
     later = [e for r in records for e in r.epochs]  # steps after the first, every accelerator and epoch
     step_time = np.concatenate([(e.released_ns - e.step_start_ns)[1:] for e in later]) / 1e9
     wait = np.concatenate([(e.loaded_ns - e.step_start_ns)[1:] for e in later]) / 1e9
+    first_wait = np.array([(e.loaded_ns[0] - e.step_start_ns[0]) / 1e9 for e in later if len(e.loaded_ns)])
     straggle = np.concatenate([np.max([r.epochs[k].barrier_wait_ns[1:] for r in records], axis=0)
                                for k in range(epochs)]) / 1e9 if n > 1 else np.zeros(0)
     wall = float(np.max(seconds, axis=0).sum()) if seconds.size else 0.0  # the slowest accelerator's, each epoch
@@ -142,6 +143,9 @@ def summarise(records: list[AcceleratorRecord], workload: Workload) -> dict:
         **{f"step_time_{k}_s": v for k, v in _percentiles(step_time).items()},
         **{f"wait_{k}_s": v for k, v in _percentiles(wait).items()},
         "wait_mean_s": float(wait.mean()) if wait.size else None,
+        # the first step's wait, which AU and the waits above leave out: where a loader reads most of a small
+        # epoch ahead, most of the epoch's waiting is here, unseen by AU
+        "first_wait_s": float(first_wait.mean()) if first_wait.size else None,
         # one accelerator has no barrier to wait at: None, shown as "-"
         "straggler_mean_s": float(straggle.mean()) if straggle.size else None,
         **{f"straggler_{k}_s": v for k, v in _percentiles(straggle).items()},
