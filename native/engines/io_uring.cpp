@@ -185,7 +185,7 @@ class IoUringEngine final : public Engine {
     if (fstat(file_.fd(), &st) != 0) return;  // (LocalFile opened it: not expected)
     const dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
     const std::string block = "/sys/dev/block/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
-    for (const std::string queue :
+    for (const std::string& queue :
          {block + "/queue/io_poll", block + "/../queue/io_poll"}) {  // a partition: its disk's
       std::ifstream in(queue);
       int polled = 0;
