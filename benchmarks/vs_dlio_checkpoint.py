@@ -37,17 +37,26 @@ at cbe2001, benchmarks/dlio_v3_setup.sh's venv; table vs_dlio_checkpoint_v3). It
 checkpoint code writes each file's raw tensor bytes (no torch.save framing)
 through a streaming backend: mlpstorage's StreamingCheckpointing where the
 mlpstorage package is installed, else DLIO's own SimpleStreamingCheckpointing.
-mlpstorage is not on PyPI, so here it is the latter: 32 MiB buffered writes and
-an fsync at the end of each file, 32 MiB buffered reads. gdsbench runs the same
-(--buffered --bs 32M --qd 1, fsync'd, --no-verify: that code checks nothing):
+mlpstorage is not on PyPI: by default (--backend simple) DLIO runs the latter,
+32 MiB buffered writes and an fsync at the end of each file, 32 MiB buffered
+reads, and gdsbench runs the same (--buffered --bs 32M --qd 1, fsync'd,
+--no-verify: that code checks nothing). --backend streaming puts the setup's
+copy of mlpstorage's package on DLIO's PYTHONPATH, as a v3.0 submission runs
+(random data from dgen-py through a pool of 4 shared-memory buffers, 32 MiB
+writes each followed by fadvise DONTNEED, an fsync at the end; each file read
+back by 4 threads, a quarter each, in 128 MiB preads), and gdsbench reads with
+--read-bs 128M --read-qd 4 (table vs_dlio_checkpoint_v3_streaming). Each tool's
+files of one checkpoint are also cut into 32 MiB chunks and hashed: how many are
+unique says how much of what it wrote a deduplicating store could skip.
 
     bash benchmarks/dlio_v3_setup.sh /tmp/dlio3-venv
-    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio 3 --dlio-venv /tmp/dlio3-venv
+    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio 3 --dlio-venv /tmp/dlio3-venv [--backend streaming]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -70,6 +79,7 @@ DLIO_VERSION = ("import importlib.metadata as m; "
                 "print('dlio_benchmark', m.version('dlio_benchmark'), 'torch', m.version('torch'))")
 CHECKPOINTS = 2
 GIB = 1 << 30
+CHUNK = 32 << 20  # DLIO 3.0's write size (both backends) and SimpleStreamingCheckpointing's read size
 
 # DLIO's hydra configuration for llama3-8b as mlcommons/storage v2.0 gives it, written here from
 # gdsbench's own model table (gdsbench/checkpoint/models.py) with the scaled shape
@@ -103,15 +113,19 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_dlio(venv: str, config: str, folder: str, out: str, write: int, read: int, ranks: int) -> dict:
+def run_dlio(venv: str, config: str, folder: str, out: str, write: int, read: int, ranks: int,
+             pythonpath: str = "") -> dict:
     """One DLIO run (write-only or read-only); every rank's stats, and the CPU its processes used. DLIO makes the
-    data-parallel count the ranks mpirun starts."""
+    data-parallel count the ranks mpirun starts; `pythonpath` (mpirun passes it on with -x) is where DLIO finds
+    mlpstorage's package, if anywhere."""
     argv = [os.path.join(venv, "bin", "mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
+            *(["-x", "PYTHONPATH"] if pythonpath else []),
             os.path.join(venv, "bin", "dlio_benchmark"), f"--config-dir={config}", "workload=llama3_8b",
             f"++workload.checkpoint.checkpoint_folder={folder}", f"++workload.checkpoint.num_checkpoints_write={write}",
             f"++workload.checkpoint.num_checkpoints_read={read}", f"++hydra.run.dir={out}"]
     cpu0 = children_cpu()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, DFTRACER_ENABLE="0"), cwd=out)
+    env = dict(os.environ, DFTRACER_ENABLE="0", **({"PYTHONPATH": pythonpath} if pythonpath else {}))
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=out)
     if proc.returncode:
         sys.exit(f"DLIO failed ({proc.returncode}): {proc.stderr[-1500:]}")
     stats = []
@@ -134,8 +148,11 @@ def dlio_figures(write_run: dict, read_run: dict) -> dict[str, list[float]]:
 
 # gdsbench's conditions, each DLIO's. 2.0: through the page cache (torch.save and torch.load), no fsync (its
 # fsync setting never reaches the code). 3.0 (SimpleStreamingCheckpointing): 32 MiB buffered writes, one fsync
-# a file, 32 MiB buffered reads, nothing checked.
-GDSBENCH_FLAGS = {"2": ["--buffered", "--no-fsync"], "3": ["--buffered", "--bs", "32M", "--qd", "1", "--no-verify"]}
+# a file, 32 MiB buffered reads, nothing checked. 3.0 with mlpstorage's StreamingCheckpointing: the same writes
+# (each followed by fadvise DONTNEED, which gdsbench does not do), reads 4 at once of 128 MiB.
+GDSBENCH_FLAGS = {"2": ["--buffered", "--no-fsync"], "3": ["--buffered", "--bs", "32M", "--qd", "1", "--no-verify"],
+                  "3-streaming": ["--buffered", "--bs", "32M", "--qd", "1", "--read-bs", "128M", "--read-qd", "4",
+                                  "--no-verify"]}
 # what each row of the table measured, said beside its figures
 CONDITIONS = {
     "2": {"write": "through the page cache, no fsync (gdsbench --buffered --no-fsync, as DLIO 2.0's code writes): "
@@ -145,6 +162,11 @@ CONDITIONS = {
                    "--bs 32M --qd 1)",
           "read": "page cache dropped before reading; 32 MiB buffered reads, one at a time, unchecked (gdsbench "
                   "--no-verify)"},
+    "3-streaming": {
+        "write": "32 MiB buffered writes, each file fsync'd before its rank's time ends; DLIO's each followed by "
+                 "fadvise DONTNEED, gdsbench's not (gdsbench --buffered --bs 32M --qd 1)",
+        "read": "page cache dropped before reading; 4 buffered reads of 128 MiB at once a file, unchecked (DLIO: 4 "
+                "threads a quarter each; gdsbench --read-bs 128M --read-qd 4 --no-verify)"},
 }
 CPU_CONDITIONS = "all processes, start to exit: launcher, every rank's start-up, write and read runs"
 
@@ -161,12 +183,26 @@ def run_gdsbench(folder: str, results: str, shape: dict, flags: list[str]) -> tu
             children_cpu() - cpu0)
 
 
-def layout_rows(venv: str, config: str, work: str, model: models.Model, framing: int) -> list[list]:
+def unique_chunks(folder: str) -> dict[str, int]:
+    """The files of one checkpoint folder cut into 32 MiB chunks (a file's last may be shorter), hashed: how many
+    chunks, and how many distinct. What a store that deduplicates whole chunks would have to keep."""
+    seen, chunks = set(), 0
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            while piece := f.read(CHUNK):
+                seen.add(hashlib.blake2b(piece, digest_size=16).digest())
+                chunks += 1
+    return {"chunks": chunks, "unique": len(seen)}
+
+
+def layout_rows(venv: str, config: str, work: str, model: models.Model, framing: int,
+                pythonpath: str = "") -> tuple[list[list], dict[str, int]]:
     """DLIO's files of one checkpoint against gdsbench's, by name and size: DLIO's the tensor bytes plus under
-    `framing` bytes (torch.save's zip framing; 3.0 writes none, framing 1)."""
+    `framing` bytes (torch.save's zip framing; 3.0 writes none, framing 1); and its chunks' uniqueness."""
     folder, out = os.path.join(work, "layout"), os.path.join(work, "layout-out")
     os.makedirs(out)
-    run_dlio(venv, config, folder, out, 1, 0, model.ranks)
+    run_dlio(venv, config, folder, out, 1, 0, model.ranks, pythonpath)
+    uniqueness = unique_chunks(os.path.join(folder, "global_epoch1_step1"))
     dlio = {name: os.path.getsize(os.path.join(folder, "global_epoch1_step1", name))
             for name in os.listdir(os.path.join(folder, "global_epoch1_step1"))}
     ours = {f.name: f for r in range(model.ranks) for f in models.rank_files(model, r)}
@@ -177,10 +213,9 @@ def layout_rows(venv: str, config: str, work: str, model: models.Model, framing:
         rows.append([name, d if d is not None else "missing", g.tensor_bytes if g else "missing", g.size if g else "-",
                      f"{d - g.tensor_bytes:+,}" if d is not None and g else "-", "SAME" if same else "DIFFERENT"])
     shutil.rmtree(folder)
-    return rows
+    return rows, uniqueness
 
 
-CHUNK = 32 << 20  # DLIO 3.0's SimpleStreamingCheckpointing's write and read size
 READ_COST_BYTES = 2 * GIB
 
 
@@ -225,6 +260,10 @@ def main() -> int:
     ap.add_argument("--dlio", choices=("2", "3"), default="2", help="DLIO 2.0 (MLPerf Storage v2.0's engine) or "
                     "3.0 (v3.0's fork, cbe2001); table vs_dlio_checkpoint or vs_dlio_checkpoint_v3")
     ap.add_argument("--dlio-venv", help="the DLIO venv (default /tmp/dlio-ckpt-venv; /tmp/dlio3-venv with --dlio 3)")
+    ap.add_argument("--backend", choices=("simple", "streaming"), default="simple",
+                    help="with --dlio 3: DLIO's own SimpleStreamingCheckpointing (mlpstorage absent), or mlpstorage's "
+                         "StreamingCheckpointing, as a v3.0 submission runs (the setup's DLIO_VENV/mlpstorage on "
+                         "DLIO's PYTHONPATH; table vs_dlio_checkpoint_v3_streaming)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ranks", type=int, default=8, help="ranks, each tool's data-parallel count (default 8, "
                     "llama3-8b's); the checkpoint's bytes stay the same, split among them (table name -ranksN)")
@@ -234,7 +273,15 @@ def main() -> int:
                     "of 1024, 1 repeat; the table goes to results/scratch/benchmarks unless --out says otherwise")
     args = ap.parse_args()
     args.dlio_venv = args.dlio_venv or ("/tmp/dlio3-venv" if args.dlio == "3" else "/tmp/dlio-ckpt-venv")
-    flags, framing = GDSBENCH_FLAGS[args.dlio], 64 * 1024 if args.dlio == "2" else 1
+    if args.backend == "streaming" and args.dlio != "3":
+        sys.exit("--backend streaming: mlpstorage's StreamingCheckpointing is DLIO 3.0's; add --dlio 3")
+    streaming = args.backend == "streaming"
+    variant = "3-streaming" if streaming else args.dlio
+    pythonpath = os.path.join(args.dlio_venv, "mlpstorage") if streaming else ""
+    if streaming and not os.path.isfile(os.path.join(pythonpath, ".commit")):
+        sys.exit(f"--backend streaming: no mlpstorage package at {pythonpath}; run `bash benchmarks/dlio_v3_setup.sh "
+                 f"{args.dlio_venv}` (it needs the fork's mirror: fetch github:russfellows/mlc-storage)")
+    flags, framing = GDSBENCH_FLAGS[variant], 64 * 1024 if args.dlio == "2" else 1
     shape = dict(QUICK_SHAPE if args.quick else SHAPE, dp=args.ranks)
     if args.quick:
         args.repeats = 1
@@ -247,7 +294,8 @@ def main() -> int:
         f.write(CONFIG)
     with open(os.path.join(config, "workload", "llama3_8b.yaml"), "w") as f:
         f.write(workload_yaml(model))
-    layout = layout_rows(args.dlio_venv, config, args.work, model, framing)
+    layout, dlio_chunks = layout_rows(args.dlio_venv, config, args.work, model, framing, pythonpath)
+    chunks = {"dlio": dlio_chunks}
     runs = {"dlio": [], "gdsbench": []}
     for i in range(args.repeats):  # D G D G ...: drift falls on both alike
         folder = tempfile.mkdtemp(dir=args.work)
@@ -255,19 +303,21 @@ def main() -> int:
         os.makedirs(out_w)
         os.makedirs(out_r)
         drop_caches()
-        w = run_dlio(args.dlio_venv, config, folder, out_w, CHECKPOINTS, 0, model.ranks)
+        w = run_dlio(args.dlio_venv, config, folder, out_w, CHECKPOINTS, 0, model.ranks, pythonpath)
         drop_caches()
-        r = run_dlio(args.dlio_venv, config, folder, out_r, 0, CHECKPOINTS, model.ranks)
+        r = run_dlio(args.dlio_venv, config, folder, out_r, 0, CHECKPOINTS, model.ranks, pythonpath)
         runs["dlio"].append({"throughput": dlio_figures(w, r), "cpu_s": w["cpu_s"] + r["cpu_s"]})
         shutil.rmtree(folder)
         drop_caches()
         figures, cpu = run_gdsbench(os.path.join(args.work, f"gdsbench-{i}"), os.path.join(args.work, "runs"), shape,
                                     flags)
         runs["gdsbench"].append({"throughput": figures, "cpu_s": cpu})
+        if "gdsbench" not in chunks:  # after its timed runs: hashing reads the files back
+            chunks["gdsbench"] = unique_chunks(os.path.join(args.work, f"gdsbench-{i}", "global_epoch1_step1"))
         shutil.rmtree(os.path.join(args.work, f"gdsbench-{i}"))
         print(f"repeat {i + 1}: DLIO {runs['dlio'][-1]}, gdsbench {runs['gdsbench'][-1]}", flush=True)
-    header, rows, cpu = table(runs, CONDITIONS[args.dlio])
-    costs = read_costs(args.work) if args.dlio == "3" else {}
+    header, rows, cpu = table(runs, CONDITIONS[variant])
+    costs = read_costs(args.work) if variant == "3" else {}  # SimpleStreamingCheckpointing's f.read
     same = sum(1 for r in layout if r[-1] == "SAME")
     checkpoint_gib = sum(f.size for r in range(model.ranks) for f in models.rank_files(model, r)) / GIB
     layers = f"{shape['layers']} layer" + ("s" if shape["layers"] != 1 else "")
@@ -281,7 +331,15 @@ def main() -> int:
              "32 MiB buffered writes (zeros) and one fsync before the file is closed, inside the rank's time; 32 MiB "
              "buffered reads, one at a time, the bytes not checked. mlpstorage's StreamingCheckpointing, which an "
              "MLPerf v3.0 submission runs, differs (incompressible data, fadvise DONTNEED after each 32 MiB write, "
-             "4 reader threads per file each reading a quarter in 128 MiB preads): not compared here."}[args.dlio]
+             "4 reader threads per file each reading a quarter in 128 MiB preads): `--backend streaming` compares "
+             "it (table vs_dlio_checkpoint_v3_streaming).",
+        "3-streaming": f"gdsbench ran `{' '.join(flags)}`, as DLIO 3.0 moves each file through mlpstorage's "
+             "StreamingCheckpointing (mlpstorage_py at the setup's commit, on DLIO's PYTHONPATH), what an MLPerf "
+             "v3.0 submission runs: random data from dgen-py through a pool of 4 shared-memory buffers, 32 MiB "
+             "buffered writes each followed by fadvise DONTNEED (gdsbench has no such call: its pages stay until "
+             "the fsync), one fsync before the file is closed, inside the rank's time; reads: 4 threads a file, "
+             "each a quarter of it in 128 MiB preads after fadvise RANDOM (gdsbench: 4 reads of 128 MiB in flight "
+             "in order through io_uring, readahead left on), the bytes not checked."}[variant]
     sizes = {"2": "within torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes",
              "3": "equal to gdsbench's tensor bytes (3.0 writes raw bytes, no framing)"}[args.dlio]
     notes = [f"Conditions: llama3-8b scaled to {layers} and a vocabulary of {shape['vocab']} "
@@ -299,7 +357,12 @@ def main() -> int:
              f"{cpu['gdsbench']:.0f} CPU-s, median per repeat (this machine has {os.cpu_count()} cores for {model.ranks} ranks). "
              "Each is every process of the tool's runs, start to exit: the launcher (mpirun for DLIO), every rank's "
              "start-up (Python and its imports, torch's for DLIO; DLIO starts its ranks twice, once to write and "
-             "once to read), and both phases; not the reads' and writes' CPU alone."]
+             "once to read), and both phases; not the reads' and writes' CPU alone.",
+             "Data: each tool's files of one checkpoint cut into 32 MiB chunks (a file's last one shorter) and "
+             "hashed (BLAKE2b), after the timed runs: "
+             + "; ".join(f"{tool} {c['unique']} of {c['chunks']} chunks unique" for tool, c in chunks.items())
+             + ". A store that deduplicates whole chunks keeps only the unique ones: where a tool's are fewer, the "
+             "storage had less to store than the bytes its figure counts."]
     if args.dlio == "2":
         notes += ["Why writes can differ: DLIO's ranks torch.save their tensors, which pickles them and computes the zip "
              "format's CRC-32 over every byte on the CPU; gdsbench's ranks write the bytes with pwrite from a native "
@@ -312,11 +375,15 @@ def main() -> int:
                   "and unmapped when dropped. gdsbench reads into buffers it keeps. The same two ways in one Python "
                   f"process, a 2 GiB file read in 32 MiB pieces, page cache dropped before each, {len(costs[next(iter(costs))])} "
                   "alternated runs, medians:\n\n" + markdown_table(["how", "read", "CPU-s"], cost_rows)]
-    name = "vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "") + (f"-ranks{args.ranks}" if args.ranks != 8 else "")
-    md, _ = write_outputs(name, f"gdsbench checkpoint against DLIO {args.dlio}.0's checkpoint workload",
+    name = ("vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "") + ("_streaming" if streaming else "")
+            + (f"-ranks{args.ranks}" if args.ranks != 8 else ""))
+    md, _ = write_outputs(name, f"gdsbench checkpoint against DLIO {args.dlio}.0's checkpoint workload"
+                          + (" through mlpstorage's StreamingCheckpointing" if streaming else ""),
                           markdown_table(header, rows), notes,
                           {"layout": layout, "runs": runs, "cpu_s": cpu, "shape": shape, "read_costs": costs,
-                           "gdsbench_flags": flags}, tools=("dlio", "mpi"),
+                           "gdsbench_flags": flags, "backend": args.backend, "chunks": chunks,
+                           **({"mlpstorage_commit": open(os.path.join(pythonpath, ".commit")).read().strip()}
+                              if streaming else {})}, tools=("dlio", "mpi"),
                           commands={"dlio": [f"{args.dlio_venv}/bin/python", "-c", DLIO_VERSION],
                                     "mpi": [f"{args.dlio_venv}/bin/mpirun", "--version"]},
                           **({"directory": args.out} if args.out else {}))

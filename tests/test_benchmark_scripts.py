@@ -411,6 +411,19 @@ def test_vs_dlio_checkpoint_table_states_its_conditions_and_what_its_cpu_include
     assert cpu == {"dlio": 140.0, "gdsbench": 40.0}
 
 
+def test_vs_dlio_checkpoint_counts_unique_chunks_and_reads_as_streaming_checkpointing_does(tmp_path):
+    """A chunk repeated anywhere in the checkpoint's files counts once, a short last chunk is a chunk; the
+    streaming backend's gdsbench reads 4 of 128 MiB at once where the simple one reads 32 MiB at a time."""
+    script = load("vs_dlio_checkpoint")
+    a, b = os.urandom(script.CHUNK), os.urandom(script.CHUNK)
+    (tmp_path / "one").write_bytes(a + b + b"tail")
+    (tmp_path / "two").write_bytes(b + a)
+    assert script.unique_chunks(str(tmp_path)) == {"chunks": 5, "unique": 3}
+    streaming = script.GDSBENCH_FLAGS["3-streaming"]
+    assert streaming[streaming.index("--read-bs") + 1] == "128M" and streaming[streaming.index("--read-qd") + 1] == "4"
+    assert "--no-fsync" not in streaming and "DONTNEED" in script.CONDITIONS["3-streaming"]["write"]
+
+
 def test_vs_kvcache_reads_gdsbench_kvcache_s_figures_as_it_says(tmp_path):
     """The rows vs_kvcache compares, from a real (tiny) gdsbench kvcache run: the storage tier's own
     operations and engine times, nothing of the host tier."""
