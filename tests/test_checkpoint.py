@@ -68,6 +68,11 @@ def test_checkpoints_are_written_then_read_back_checked_and_reported_as_mlperf_d
     assert manifest["complete"] is True and len(manifest["files"]) == 2
     (run,) = (tmp_path / "res").iterdir()
     assert (run / "report" / "report.html").exists() and json.loads((run / "run.json").read_text())["status"] == "complete"
+    # every file its own bytes (pattern.file_seed): block 0 of two ranks' files, of two checkpoints, all differ
+    firsts = {(tmp_path / "ck" / step / name).read_bytes()[:4096]
+              for step in ("global_epoch1_step1", "global_epoch1_step2")
+              for name in ("zero_pp_rank_0_mp_rank_0_model_states.pt", "zero_pp_rank_1_mp_rank_0_model_states.pt")}
+    assert len(firsts) == 4
     again = gdsbench("report", run, "--out", tmp_path / "page")  # `gdsbench report` knows a checkpoint run's page
     assert again.code == 0 and (tmp_path / "page" / "report.html").exists(), again.err
     assert again.out.startswith("answer: write: ") and "read: " in again.out  # the means, as checkpoint said them

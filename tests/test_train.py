@@ -159,6 +159,8 @@ def test_each_accelerator_gets_its_own_share_shuffled_by_epoch():
 def test_prepare_writes_the_shape_and_a_manifest(dataset_dir, gdsbench):
     d = open_dataset(dataset_dir)
     assert d.samples == 120 and d.patterned and len(d.paths) == 120
+    # each file its own bytes (pattern.file_seed), as DLIO's are: no store could keep one copy of them all
+    assert len({open(p, "rb").read(4096) for p in d.paths[:10]}) == 10
     assert abs(d.length.mean() - 64 * KiB) < 16 * KiB
     r = gdsbench("prepare", dataset_dir, "--files", "120", *SMALL[:-2], "--record-bytes", "128K")
     assert r.code == 2 and "another shape" in r.err

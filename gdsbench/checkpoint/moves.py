@@ -9,6 +9,7 @@ import re
 from gdsbench.execution.loops import run_part
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
+from gdsbench.system import pattern
 
 
 def as_read_flags(error: UsageError) -> UsageError:
@@ -18,7 +19,10 @@ def as_read_flags(error: UsageError) -> UsageError:
 
 def move_whole(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify: bool) -> tuple[int, int, int | None]:
     """Write (or read, and check if asked) the whole of one file: its body in --bs transfers, the
-    rest in one. Returns (blocks checked, bad blocks, first bad offset)."""
+    rest in one, a write with the file's own payload (pattern.file_seed). Returns (blocks checked, bad
+    blocks, first bad offset)."""
+    if write:
+        spec = spec.replace(seed=pattern.file_seed(spec.seed, path))
     checked = bad = 0
     first = None
     body = size // spec.bs * spec.bs

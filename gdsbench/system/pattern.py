@@ -4,6 +4,7 @@ land. The native core calls check_device for --verify in those modes."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -47,6 +48,16 @@ def restamp(xp: Any, data, file_offset: int) -> None:
     words[:, WORDS - 1] += term(at, 1) + term(seed, 2) - term(words[:, 1], 1) - term(words[:, 2], 2)
     words[:, 1] = at
     words[:, 2] = seed
+
+
+def file_seed(seed: int, name: str) -> int:
+    """The payload seed of one of many files written with `seed`: its own, from its name. With one seed,
+    block k of every file would be the same bytes (a block's words come from the seed and its offset), so
+    a store that deduplicates would keep one copy of a dataset's or a checkpoint's files and read or write
+    less than the bytes measured; files made by DLIO or a real job are all different. A check needs no
+    seed (native/pattern.hpp), so files written either way read back as correct."""
+    digest = hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 def has_pattern(path: str, offset: int) -> bool:

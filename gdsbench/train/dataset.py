@@ -24,6 +24,7 @@ import numpy as np
 
 from gdsbench.job.errors import GdsbenchError, UsageError
 from gdsbench.job.units import format_size
+from gdsbench.system import pattern
 from gdsbench.system.environment import meminfo
 from gdsbench.system.folders import Folder, LocalFolder, folder_for
 from gdsbench.system.prepare import BLOCK, is_signed, write_with
@@ -209,7 +210,8 @@ def _write_file(plan: Plan, i: int) -> None:
     w, path = plan.workload, plan.folder.path(_file_name(plan.workload, i))
     size = int(plan.sizes[i].sum())
     if not w.file_format.row_groups:
-        plan.folder.write_pattern(path, size, w.seed, f"file {os.path.basename(path)}")
+        plan.folder.write_pattern(path, size, pattern.file_seed(w.seed, os.path.basename(path)),
+                                  f"file {os.path.basename(path)}")
         return
     rng = np.random.default_rng([w.seed, i])
     write_with(path, size, lambda tmp: parquet.write(tmp, w.columns, w.samples_per_file, w.row_group, rng),
