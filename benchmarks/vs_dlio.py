@@ -249,7 +249,7 @@ class Dlio:
 
     @staticmethod
     def waits(run: str, ranks: int) -> dict:
-        """Step 1's wait for its batch and the later steps' waits summed, each a mean over ranks, from each
+        """Step 1's wait for its batch and the later steps' waits summed, each a median over ranks, from each
         rank's per-step loads (N_output.json, epoch 1); None where this DLIO does not write them."""
         first, later = [], []
         for rank in range(ranks):
@@ -367,11 +367,12 @@ def main() -> int:
                              f"{median([x['cpu_s'] for x in d]):.0f} / {median([x['cpu_s'] for x in g]):.0f}",
                              f"{median([x['disk_bytes'] for x in d]) / GiB:.1f} / "
                              f"{median([x['disk_bytes'] for x in g]) / GiB:.1f}",
-                             f"{waits_cell(d)} | {waits_cell(g)}",
+                             waits_cell(d), waits_cell(g),
                              f"{max(x['other_cores'] for x in d + g):.2f}", verdict + (f": {why}" if why else "")])
     table = markdown_table(["workload", "accelerators", "DLIO AU % (range)", "gdsbench AU % (range)",
                             "AU difference (points)", "DLIO MiB/s", "gdsbench MiB/s", "ratio", "CPU-s DLIO / gdsbench",
-                            "disk GiB a run DLIO / gdsbench", "wait s, step 1 / later steps: DLIO | gdsbench",
+                            "disk GiB a run DLIO / gdsbench", "DLIO wait s, step 1 / later steps",
+                            "gdsbench wait s, step 1 / later steps",
                             "other load (cores)", "verdict"], rows)
     notes = [f"{c.name}: {'DLIO 2.0' if c.dlio == 2 else 'v3.0 DLIO'}'s {c.dlio_workload} ({c.fmt}) scaled: "
              f"{c.files} files x {c.samples_per_file} samples of "
@@ -394,7 +395,8 @@ def main() -> int:
               "disk GiB a run: what the run's processes read from the disk (the throttle's blkio counters, page-cache "
               "hits not counted): the load each tool put on the storage for the same epoch",
               "wait s: an accelerator's waits for its batch, step 1's and the later steps' summed (medians of the runs; "
-              "each run a mean over accelerators; DLIO's from its per-step loads, N_output.json, where it writes them): "
+              "each run's DLIO figure a median over its ranks, gdsbench's a mean over accelerators; "
+              "DLIO's from its per-step loads, N_output.json, where it writes them): "
               "AU and v3.0's throughput leave step 1 out, so a wait moved into step 1 raises both while the storage "
               "gave the same"]
     reference = venvs[versions[-1]]  # the table names the DLIO of its newest case (one version a run, as run)

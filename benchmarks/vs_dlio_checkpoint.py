@@ -70,6 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import drop_caches, markdown_table, median, write_outputs  # noqa: E402
 
 from gdsbench.checkpoint import models  # noqa: E402
+from gdsbench.checkpoint.on_disk import MANIFEST  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GDSBENCH = os.path.join(os.path.dirname(sys.executable), "gdsbench")
@@ -187,7 +188,7 @@ def unique_chunks(folder: str) -> dict[str, int]:
     """The files of one checkpoint folder cut into 32 MiB chunks (a file's last may be shorter), hashed: how many
     chunks, and how many distinct. What a store that deduplicates whole chunks would have to keep."""
     seen, chunks = set(), 0
-    for name in sorted(os.listdir(folder)):
+    for name in sorted(set(os.listdir(folder)) - {MANIFEST}):  # the checkpoint's files, not gdsbench's manifest
         with open(os.path.join(folder, name), "rb") as f:
             while piece := f.read(CHUNK):
                 seen.add(hashlib.blake2b(piece, digest_size=16).digest())
@@ -295,6 +296,9 @@ def main() -> int:
     with open(os.path.join(config, "workload", "llama3_8b.yaml"), "w") as f:
         f.write(workload_yaml(model))
     layout, dlio_chunks = layout_rows(args.dlio_venv, config, args.work, model, framing, pythonpath)
+    if streaming and dlio_chunks["unique"] <= 2:  # zeros: DLIO fell back to its own backend on an ImportError
+        sys.exit(f"--backend streaming: DLIO wrote {dlio_chunks['unique']} distinct 32 MiB chunks, zeros: it fell back "
+                 f"to SimpleStreamingCheckpointing (mlpstorage_py at {pythonpath} did not import in its ranks)")
     chunks = {"dlio": dlio_chunks}
     runs = {"dlio": [], "gdsbench": []}
     for i in range(args.repeats):  # D G D G ...: drift falls on both alike

@@ -418,6 +418,7 @@ def test_vs_dlio_checkpoint_counts_unique_chunks_and_reads_as_streaming_checkpoi
     a, b = os.urandom(script.CHUNK), os.urandom(script.CHUNK)
     (tmp_path / "one").write_bytes(a + b + b"tail")
     (tmp_path / "two").write_bytes(b + a)
+    (tmp_path / script.MANIFEST).write_text("{}")  # gdsbench's manifest is not the checkpoint's
     assert script.unique_chunks(str(tmp_path)) == {"chunks": 5, "unique": 3}
     streaming = script.GDSBENCH_FLAGS["3-streaming"]
     assert streaming[streaming.index("--read-bs") + 1] == "128M" and streaming[streaming.index("--read-qd") + 1] == "4"

@@ -55,7 +55,7 @@ class _Loop:
         if self.writing:  # pattern blocks a write moves to where it lands (restamp), made once
             for i, buffer in enumerate(self.buffers):
                 host = np.empty(spec.bs, dtype=np.uint8)
-                _native.pattern_fill_reusable(host, i * spec.bs + spec.seed)
+                _native.pattern_fill_reusable(host, (i * spec.bs + spec.seed) % 2**64)  # a file's seed may be any 64 bits
                 buffer[...] = cupy.asarray(host)
         self.fsync_latency = _native.LatencyHistogram()
         self.written = 0  # writes collected, for --fsync-every
