@@ -4,17 +4,15 @@ inside the rank's time (a fixed cost a file, small beside a large file's)."""
 
 from __future__ import annotations
 
-import re
-
 from gdsbench.execution.loops import run_part
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, renamed_flags
 from gdsbench.job.spec import JobSpec
 from gdsbench.system import pattern
 
 
 def as_read_flags(error: UsageError) -> UsageError:
     """A refusal of the read job's --bs or --qd, named as the user gave them (--read-bs, --read-qd)."""
-    return type(error)(re.sub(r"--(bs|qd)\b", r"--read-\1", str(error)))
+    return renamed_flags(error, {"--bs": "--read-bs", "--qd": "--read-qd"})
 
 
 def move_whole(spec: JobSpec, path: str, size: int, write: bool, fsync: bool, verify: bool) -> tuple[int, int, int | None]:

@@ -10,7 +10,7 @@ from gdsbench.commands.options import (
     size_arg,
     write_job_in,
 )
-from gdsbench.job.errors import UsageError
+from gdsbench.job.errors import UsageError, renamed_flags
 
 JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
 
@@ -78,8 +78,7 @@ class KVCacheCommand:
         try:
             write_spec = write_job_in(args, "kvcache", "the storage tier is", "probe.kv")
         except UsageError as e:  # kvcache's parallelism is its users' movers, not run's threads
-            raise UsageError(str(e).replace("use --threads", "use --io-threads")
-                             .replace("more --threads", "more --io-threads")) from None
+            raise renamed_flags(e, {"--threads": "--io-threads"}) from None
         write_spec = write_spec.replace(fsync_end=True, runtime_ns=0)
         read_spec = write_spec.replace(rw="read", fsync_end=False)
         run = session.KVRun(model, args.users, args.duration, os.path.abspath(args.path), read_spec, write_spec,

@@ -4,6 +4,7 @@ Every message is one line that names the parameter at fault and the fix. The
 native core raises the same classes (its bindings translate C++ exceptions).
 """
 
+import re
 import reprlib
 
 # how much of a user's value an error quotes: enough to recognise it, one line whatever the input
@@ -50,6 +51,13 @@ class TargetMissing(UsageError):
 class IncompatibleOptions(UsageError):
     """Options that make no sense together (psync with QD>1). A sweep skips such
     points with a note instead of failing."""
+
+
+def renamed_flags(error: UsageError, renames: dict[str, str]) -> UsageError:
+    """The same refusal of a job a command made, naming its flags as that command spells them
+    (checkpoint's read job: --read-bs for --bs; kvcache's movers: --io-threads for --threads)."""
+    flag = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, renames)) + r")\b")
+    return type(error)(flag.sub(lambda m: renames[m.group(1)], str(error)))
 
 
 class IoFailure(GdsbenchError):
