@@ -183,7 +183,7 @@ std::unique_ptr<gds::Engine> open_alone(const std::string& engine, const std::st
                                         const gds::OptionValues& options) {
   const gds::EngineInfo& info = gds::engine_by_name(engine);
   py::gil_scoped_release release;
-  return info.open(gds::Target{path, false, gds::Direction::kRead, 0, {}}, 1, options);
+  return info.open(gds::Target{path, false, false, gds::Direction::kRead, 0, {}}, 1, options);
 }
 
 // What an engine finds when it opens a target: its size, and what it learned of it
@@ -237,6 +237,7 @@ py::list engines_list() {
     d["about"] = e.about;
     d["opens"] = gds::opens_name(e.can.opens);
     d["supports_direct"] = e.can.supports_direct;
+    d["supports_uncached"] = e.can.supports_uncached;
     d["max_depth"] = e.can.max_depth;
     d["gpu_buffers"] = e.can.gpu_buffers;
     py::list directions;

@@ -44,8 +44,9 @@ struct IoRequest {
 
 // What an engine is handed to open.
 struct Target {
-  std::string path;     // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
-  bool direct = false;  // O_DIRECT
+  std::string path;       // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
+  bool direct = false;    // O_DIRECT
+  bool uncached = false;  // buffered, its pages not kept (RWF_DONTCACHE): Capabilities::supports_uncached
   Direction direction = Direction::kRead;
   // A write that makes a new object of this many bytes, never one that is there (curl: S3's
   // If-None-Match), rather than writing into one it looks at first; 0: the target is there.
@@ -98,10 +99,14 @@ class LocalFile {
   int fd() const { return fd_; }
   uint64_t size() const { return size_; }
   int sync() const;  // fsync(2): 0, or -errno
+  // The flags each read or write asks with (preadv2's, io_uring's rw_flags): RWF_DONTCACHE where
+  // the target is uncached, else none.
+  int rw_flags() const { return rw_flags_; }
 
  private:
   int fd_ = -1;
   uint64_t size_ = 0;
+  int rw_flags_ = 0;
 };
 
 // An engine whose requests finish inside queue() (pread, cuFileRead): depth 1,
@@ -136,11 +141,12 @@ enum class Opens { kNothing, kLocalFile, kUrl, kNfsFile, kSmbFile };
 const char* opens_name(Opens o);  // "nothing", "local file", "url", "nfs file", "smb file": as ENGINE_INFO says
 
 struct Capabilities {
-  Opens opens;           // kNothing: reads nothing (null)
-  bool supports_direct;  // honours O_DIRECT
-  unsigned max_depth;    // largest queue depth (1: concurrency only from threads)
-  unsigned directions;   // Direction values it does, or-ed
-  bool gpu_buffers;      // reads into and writes from GPU memory itself (--mode gds)
+  Opens opens;             // kNothing: reads nothing (null)
+  bool supports_direct;    // honours O_DIRECT
+  bool supports_uncached;  // honours Target::uncached (fio's uncached: psync, io_uring)
+  unsigned max_depth;      // largest queue depth (1: concurrency only from threads)
+  unsigned directions;     // Direction values it does, or-ed
+  bool gpu_buffers;        // reads into and writes from GPU memory itself (--mode gds)
   bool does(Direction d) const { return directions & unsigned(d); }
   // Whether it makes a target new (Target::create_size): an object or a file on a server
   // (curl: one PUT or upload; nfs and smb: a file they create); a local file is prepare's.

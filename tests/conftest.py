@@ -41,6 +41,19 @@ def own_pattern_file(tmp_path) -> str:
     return path
 
 
+def does_uncached(path: str) -> bool:
+    """Whether the kernel and path's filesystem take RWF_DONTCACHE (--uncached: Linux 6.14+ on ext4,
+    xfs or btrfs), asked of a one-byte read as gdsbench asks it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(1)], 0, 0x80)  # RWF_DONTCACHE
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class CliResult:
     def __init__(self, code: int, out: str, err: str):
         self.code, self.out, self.err = code, out, err

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import mpirun, needs_mpi
+from conftest import does_uncached, mpirun, needs_mpi
 from test_bad_input import assert_one_line_error
 
 from gdsbench.checkpoint import dlio_yaml as checkpoint_yaml
@@ -209,6 +209,22 @@ def test_files_are_read_back_in_transfers_of_their_own_where_asked(gdsbench, tmp
         assert_one_line_error(res, flags[-2])
         assert "--verify" not in res.err and "--offset" not in res.err  # checkpoint has neither
     assert not list((tmp_path / "ck2").glob("global_epoch*"))  # refused before any checkpoint is written
+
+
+def test_uncached_checkpoints_write_and_read_through_the_page_cache_keeping_nothing(gdsbench, tmp_path):
+    """--uncached (fio's uncached=1, RWF_DONTCACHE): each file written and read back buffered, its
+    pages dropped once written or copied, as v3.0's StreamingCheckpointing drops each write's."""
+    if not does_uncached(__file__):  # the filesystem the tests' files are on
+        pytest.skip("this kernel or filesystem does not do RWF_DONTCACHE (Linux 6.14+ on ext4, xfs or btrfs)")
+    res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--uncached", "--results",
+                   tmp_path / "res")
+    assert res.code == 0, res.err
+    assert "uncached page-cache writes" in res.out and "uncached page-cache reads" in res.out
+    (run,) = (tmp_path / "res").iterdir()
+    job = json.loads((run / "run.json").read_text())["job"]
+    assert job["uncached"] and not job["direct"]
+    rows = [json.loads(line) for line in (run / "points.jsonl").read_text().splitlines()]
+    assert next(r for r in rows if r["phase"] == "read")["verify_mismatches"] == 0
 
 
 def test_buffers_beyond_the_memory_available_are_refused_naming_the_flags(tmp_path, monkeypatch):

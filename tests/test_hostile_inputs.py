@@ -224,6 +224,12 @@ def test_fio_s_keywords_are_its_system_values(tmp_path):
     assert f"numjobs=$ncpus: $ncpus is {cpus} here" in " ".join(t.notes)
 
 
+def test_fio_s_uncached_is_the_job_s_uncached(tmp_path):
+    t = fio_job.translate(fio(tmp_path, "[j]\nrw=write\nioengine=pvsync2\nuncached=1\n"))
+    assert t.flags == ["--rw", "write", "--engine", "psync", "--uncached"]
+    assert "uncached=0 -> off, as by default" in fio_job.translate(fio(tmp_path, "[j]\nrw=read\nuncached=0\n")).mapped
+
+
 def test_fio_s_io_uring_options_are_io_uring_s_own(tmp_path):
     t = fio_job.translate(fio(tmp_path, "[j]\nrw=read\nioengine=io_uring\nfixedbufs\nregisterfiles=1\nhipri=0\n"
                                         "sqthread_poll=1\nsqthread_poll_cpu=1\niodepth=8\niodepth_batch_submit=4\n"

@@ -7,11 +7,13 @@ import threading
 import time
 
 import pytest
-from conftest import device_read_bytes, wait_for_workers, wait_until
+from conftest import device_read_bytes, does_uncached, wait_for_workers, wait_until
 from test_bad_input import assert_one_line_error
 
 from gdsbench import JobSpec, VerifyFailure, _native, run
 from gdsbench._native import PATTERN_BLOCK
+from gdsbench.system.pagecache import cached_fraction, evict
+from gdsbench.system.prepare import prepare
 
 MiB = 1024 * 1024
 ENGINES = ["psync", "io_uring"]
@@ -202,6 +204,44 @@ def test_hipri_says_why_it_cannot_poll_here(gdsbench, pattern_file):
     if res.code == 0:
         pytest.skip("this machine's disk polls: the refusal cannot be shown here")
     assert_one_line_error(res, "--hipri:", "drop --hipri")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_uncached_reads_keep_no_pages_and_writes_land(engine, own_pattern_file):
+    """fio's uncached=1: buffered I/O whose pages the kernel drops once a read has copied them. The
+    file's pages are measured (mincore) before and after, beside a buffered read that keeps them."""
+    if not does_uncached(own_pattern_file):
+        pytest.skip("this kernel or filesystem does not do RWF_DONTCACHE (Linux 6.14+ on ext4, xfs or btrfs)")
+    size = os.path.getsize(own_pattern_file)
+    w = run(JobSpec(path=own_pattern_file, engine=engine, rw="write", bs=64 * 1024, uncached=True, io_size=size,
+                    fsync_end=True))
+    assert w.bytes == size and w.spec.uncached and not w.spec.uses_o_direct
+    assert w.data_path == f"{engine} uncached page-cache writes from host memory"
+    for uncached, most_cached in ((True, 0.25), (False, 1.0)):  # (readahead's last window may stay a moment)
+        evict(own_pattern_file, 0, size)
+        r = run(JobSpec(path=own_pattern_file, engine=engine, bs=64 * 1024, uncached=uncached, direct=False,
+                        verify=True, io_size=size))
+        assert r.verify_mismatches == 0 and r.verified_blocks == size // PATTERN_BLOCK  # what was written, read back
+        kept = cached_fraction(own_pattern_file, 0, size)
+        assert kept <= most_cached and (uncached or kept > 0.9), (uncached, kept)
+
+
+def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_file):
+    for args, words in ((["--uncached", "--direct"], "--uncached with --direct"),
+                        (["--uncached", "--engine", "null"], "--uncached: the null engine does not do uncached"),
+                        (["--uncached", "--mode", "gds", "--gpu-backend", "sim"], "--uncached: --mode gds reads with "
+                                                                                  "O_DIRECT"),
+                        (["--uncached", "--warm"], "--warm with --uncached")):
+        assert_one_line_error(gdsbench("run", pattern_file, *args, "--io-size", "1M"), words)
+    if not os.path.isdir("/dev/shm"):
+        return
+    on_tmpfs = os.path.join("/dev/shm", f"gdsbench-test-{os.getpid()}.dat")
+    prepare(on_tmpfs, MiB)
+    try:  # tmpfs keeps every page by nature: refused on every kernel, before the run
+        assert_one_line_error(gdsbench("run", on_tmpfs, "--uncached", "--engine", "psync", "--io-size", "1M"),
+                              "--uncached: " + on_tmpfs + ": its filesystem, or this kernel")
+    finally:
+        os.unlink(on_tmpfs)
 
 
 def test_io_uring_options_are_refused_with_another_engine(gdsbench, pattern_file):

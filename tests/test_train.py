@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import mpirun, needs_mpi, wait_until
+from conftest import does_uncached, mpirun, needs_mpi, wait_until
 from test_gpu import fake_kvikio_modules
 
 from gdsbench import _native
@@ -610,12 +610,14 @@ def test_a_folder_that_does_not_fit_the_workload_s_format_is_refused(tmp_path, g
 
 
 def test_train_reads_a_dlio_tfrecord_folder_as_tf_data_does(tmp_path, gdsbench):
-    """Buffered and O_DIRECT alike: records at unaligned offsets are read in whole blocks and only
-    their bytes counted."""
+    """Buffered, O_DIRECT and uncached alike: records at unaligned offsets are read in whole blocks
+    and only their bytes counted. Uncached reads keep no pages, so a dataset under 5x RAM needs no
+    --allow-cached (where the kernel and filesystem do RWF_DONTCACHE)."""
     root = dlio_tfrecord_folder(tmp_path / "tf", files=8, records=64)
     args = ["--workload", "resnet50", "--batch", "16", "--read-threads", "4", "--compute-time", "5ms",
             "--files", "8", "--samples-per-file", "64", "--record-bytes", "20000"]
-    for cache in (["--buffered", "--allow-cached"], []):
+    uncached = [["--uncached"]] if does_uncached(next(str(p) for p in root.rglob("*.tfrecord"))) else []
+    for cache in (["--buffered", "--allow-cached"], [], *uncached):
         r = gdsbench("train", root, *args, "--accelerators", "2", *cache, "--results", tmp_path / "res", "--json")
         assert r.code == 0, r.err
         row = json.loads(r.out)[0]

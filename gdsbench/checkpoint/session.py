@@ -92,7 +92,7 @@ class CheckpointRun:
                 "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
                 "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
-                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "gpu_backend")}
+                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu_backend")}
                 | {"read_bs": read.bs, "read_qd": read.qd},
                 "data_path": {phase: self.data_path(phase) for phase in PHASES}}
 

@@ -15,7 +15,7 @@ from gdsbench.commands.options import (
 from gdsbench.commands.pages import Saved, measured
 from gdsbench.job.errors import UsageError
 
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how each file is written and read
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend")  # how each file is written and read
 
 
 def scale_arg(text: str) -> float:

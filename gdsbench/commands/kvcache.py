@@ -12,7 +12,8 @@ from gdsbench.commands.options import (
 )
 from gdsbench.job.errors import UsageError, renamed_flags
 
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "gpu", "gpu_backend")  # how the storage tier is read and written
+# how the storage tier is read and written
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend")
 
 
 class KVCacheCommand:

@@ -25,7 +25,8 @@ ENGINE_NOTES = {"libaio": "libaio -> io_uring: gdsbench's asynchronous engine, a
                           "interface)",
                 "sync": "sync -> psync: pread/pwrite at an offset, where sync seeks then reads",
                 "vsync": "vsync -> psync: one buffer per call", "pvsync": "pvsync -> psync: one buffer per call",
-                "pvsync2": "pvsync2 -> psync: one buffer per call, no per-call flags"}
+                "pvsync2": "pvsync2 -> psync: one buffer per call; of its per-call flags, uncached=1's "
+                           "RWF_DONTCACHE only"}
 DIRECTIONS = ("read", "write", "randread", "randwrite")
 # options gdsbench maps that fio refuses without a value ("Option direct requires an argument"), its 0/1 ones too
 VALUED = ("rw", "readwrite", "bs", "blocksize", "iodepth", "numjobs", "ioengine", "runtime", "ramp_time", "size",
@@ -47,9 +48,10 @@ NOTED = {
     "norandommap": "fio's map of blocks already read (gdsbench's random order is a permutation of each pass: "
                    "no block repeats within a pass, so there is no map to keep)",
 }
-# io_uring's options by fio's names: those set by being there (or =1), and those with a value
+# fio's engine options by their names (io_uring's; uncached is pvsync2's too): those set by being there (or =1),
+# and those with a value
 ENGINE_SWITCHES = {"fixedbufs": "--fixedbufs", "registerfiles": "--registerfiles", "sqthread_poll": "--sqthread-poll",
-                   "hipri": "--hipri"}
+                   "hipri": "--hipri", "uncached": "--uncached"}
 ENGINE_VALUES = {"sqthread_poll_cpu": "--sqthread-poll-cpu", "iodepth_batch_submit": "--submit-batch",
                  "iodepth_batch": "--submit-batch", "iodepth_batch_complete_min": "--complete-batch",
                  "iodepth_batch_complete": "--complete-batch"}

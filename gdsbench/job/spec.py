@@ -38,6 +38,11 @@ ENGINE_INFO: dict[str, dict] = {**{e["name"]: {**e, "opens": (e["opens"],)} for 
 ENGINES = ("auto", *ENGINE_INFO)
 
 
+def caching(direct: bool, uncached: bool) -> str:
+    """How a job's reads and writes meet the page cache, in a word (a run's record keeps both flags)."""
+    return "O_DIRECT" if direct else "uncached" if uncached else "buffered"
+
+
 def opens_target(engine: str) -> bool:
     """Whether the engine opens the job's target, by what it declares (native/engine.hpp's
     Capabilities): the null engine opens none. auto always picks one that does."""
@@ -87,6 +92,11 @@ class _JobOptions:
     direct: bool | None = option(
         None, "bool", "--direct", "O_DIRECT: bypass the page cache (--buffered: through it); default by mode: "
         "O_DIRECT except cached-bounce", negative="--buffered",
+    )
+    uncached: bool = option(
+        False, "bool", "--uncached", "buffered I/O whose pages are not kept (RWF_DONTCACHE, Linux 6.14+): a read's pages "
+        "are dropped once copied, a write's writeback starts at once and its pages are dropped once written (fio's "
+        "uncached=1; psync and io_uring, on a filesystem that does it: ext4, xfs, btrfs)",
     )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
                         native=False)
@@ -176,6 +186,8 @@ class _JobOptions:
         """O_DIRECT as it will run: the flag, or the mode's default where its engine does O_DIRECT."""
         if self.direct is not None:
             return self.direct
+        if self.uncached:  # buffered by definition
+            return False
         return self.mode_declaration.direct and (self.engine == "auto" or ENGINE_INFO[self.engine]["supports_direct"])
 
     def validate(self) -> JobSpec:
@@ -201,6 +213,9 @@ class _JobOptions:
             how = "reads with O_DIRECT" if mode.direct else "reads through the page cache"
             other = "page-cache reads" if mode.direct else "O_DIRECT"
             raise IncompatibleOptions(f"--mode {self.mode} {how}; for {other} use --mode {mode.other_cache_mode}")
+        if self.uncached and not mode.cache_choice and mode.direct:
+            raise IncompatibleOptions(f"--uncached: --mode {self.mode} reads with O_DIRECT; for buffered reads use "
+                                      f"--mode {mode.other_cache_mode}")
         if not mode.worker_threads and self.threads > 1:
             raise IncompatibleOptions(f"--threads {self.threads}: --mode {self.mode} reads with its own pool; "
                                       "use --kvikio-threads")
@@ -228,6 +243,13 @@ class _JobOptions:
         self._check_engine_options(mode)
         if self.direct and not engine["supports_direct"]:
             raise IncompatibleOptions(f"--direct: the {engine['name']} engine does not do O_DIRECT; use --buffered")
+        if self.uncached and self.direct:
+            raise IncompatibleOptions("--uncached with --direct: uncached I/O is buffered I/O whose pages are not kept; "
+                                      "drop one")
+        if self.engine != "auto":
+            self.refuse_uncached(self.engine)
+        if self.uncached and self.warm:
+            raise IncompatibleOptions("--warm with --uncached: uncached reads keep no pages to warm; drop one")
         if self.runtime_ns == 0 and not self.io_size:
             raise UsageError("--runtime 0 means no time limit: give --io-size too, or a positive --runtime such as 10s")
         if self.io_size and self.io_size < self.bs * self.threads:
@@ -282,6 +304,14 @@ class _JobOptions:
         return next((o for o in OPTIONS if o.engine is not None and o.engine not in engines
                      and getattr(self, o.name) != _DEFAULTS[o.name]), None)
 
+    def refuse_uncached(self, engine: str) -> None:
+        """IncompatibleOptions where --uncached meets an engine that does not ask for it (validate, and
+        the runner once auto has picked one)."""
+        if self.uncached and not ENGINE_INFO[engine].get("supports_uncached", False):
+            doing = [e for e, info in ENGINE_INFO.items() if info.get("supports_uncached")]
+            raise IncompatibleOptions(f"--uncached: the {engine} engine does not do uncached buffered I/O; use "
+                                      f"--engine {' or '.join(doing)} on a local file")
+
     def replace(self, **changes: Any) -> JobSpec:
         return dataclasses.replace(self, **changes)
 
@@ -292,7 +322,7 @@ class _JobOptions:
         if self.threads > 1:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
-            parts.append("O_DIRECT" if self.uses_o_direct else "buffered")
+            parts.append(caching(self.uses_o_direct, self.uncached))
         if self.warm:
             parts.append("warm cache")
         if self.fsync_every:

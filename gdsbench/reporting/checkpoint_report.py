@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import caching
 from gdsbench.job.units import format_size
 from gdsbench.reporting import charts, html
 from gdsbench.results.kinds import require_kind
@@ -31,7 +32,7 @@ def _how(info: dict) -> str:
     if info["directory"].startswith("s3://"):
         return f"{format_size(job['bs'])} parts, each object written whole (its upload completed){reads}"
     fsync = ", each file fsync'd" if info["fsync"] else ", no fsync"
-    return f"{'O_DIRECT' if job['direct'] else 'buffered'}, {format_size(job['bs'])} transfers{fsync}{reads}"
+    return f"{caching(job['direct'], job.get('uncached', False))}, {format_size(job['bs'])} transfers{fsync}{reads}"
 
 
 def header(info: dict) -> str:

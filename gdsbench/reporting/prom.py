@@ -71,6 +71,7 @@ HOST_PATHS = (
     ("NFS, ", "nfs"),
     ("SMB, ", "smb"),
     ("O_DIRECT", "o_direct"),
+    ("uncached page-cache", "uncached"),  # RWF_DONTCACHE: through the page cache, its pages not kept
     ("page-cache", "page_cache"),
 )
 # The data path in a word, for a label: what the bytes passed through, from the words of its full

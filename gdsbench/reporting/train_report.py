@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from gdsbench.job.errors import UsageError
+from gdsbench.job.spec import caching
 from gdsbench.job.units import format_duration, format_rate, format_size
 from gdsbench.reporting import charts, html
 from gdsbench.results.kinds import require_kind
@@ -43,7 +44,7 @@ def header(run) -> str:
     return (f"{w.name}: batch {w.batch} x {format_size(d.total_bytes / max(1, d.samples))} samples (sd "
             f"{format_size(sizes.std())}), compute {_s(w.compute_s)}/step, {reader_rule(w)}; "
             f"{units}; {spec.mode} mode, {spec.engine} "
-            f"{'O_DIRECT' if spec.direct else 'buffered'}, {format_size(spec.bs)} chunks x {spec.qd}; "
+            f"{caching(spec.direct, spec.uncached)}, {format_size(spec.bs)} chunks x {spec.qd}; "
             f"AU needed {w.au_threshold:.0%}")
 
 
@@ -173,7 +174,7 @@ def build(run_dir: str, out_dir: str | None = None) -> html.Report:
     reader = info["reader"]
     sub = (f"{w['name']}: {info['dataset']['samples']} samples of {format_size(info['dataset']['mean_sample_bytes'])}, "
            f"batch {w['batch']}, compute {_s(w['compute_s'])}; {reader['mode']} {reader['engine']} "
-           f"{'O_DIRECT' if reader['direct'] else 'buffered'}")
+           f"{caching(reader['direct'], reader.get('uncached', False))}")  # (runs from before --uncached: none)
     with html.run_pages(run_dir, out_dir) as out:
         au_png = _au_chart(summary, w["au_threshold"], predicted, os.path.join(out, "au_vs_accelerators.png"),
                            f"{info['name']}: accelerator utilisation by accelerators", sub)

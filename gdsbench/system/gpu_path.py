@@ -88,7 +88,7 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if target is not None and not is_local(target):  # what the server answered over, from the target's record
         ends = mode.write_source if spec.direction == "write" else mode.landing
         return f"{target.requests(spec.engine, spec.direction)} {ends}{sim}"
-    cache = "O_DIRECT" if spec.uses_o_direct else "page-cache"
+    cache = "O_DIRECT" if spec.uses_o_direct else "uncached page-cache" if spec.uncached else "page-cache"
     if spec.direction == "write":
         return f"{spec.engine} {cache} writes {mode.write_source}{sim}"
     return f"{spec.engine} {cache} reads {mode.landing}{sim}"

@@ -400,15 +400,19 @@ def too_few_steps(samples: int, batch: int, n: int, max_steps: int = 0) -> str |
             "at least 2 (the first is left out): prepare more files (--files)")
 
 
-def check_cache(dataset: Dataset, direct: bool, allow_cached: bool) -> str | None:
+def check_cache(dataset: Dataset, direct: bool, allow_cached: bool, uncached: bool = False) -> str | None:
     """UsageError where buffered reads of this dataset could come from the page
     cache (it is under 5x this host's memory), unless allowed; else a note or None. A remote
-    dataset has no page cache here, and its server's cannot be seen: a note says so."""
+    dataset has no page cache here, and its server's cannot be seen: a note says so. Uncached
+    reads (--uncached) keep no pages, so its size does not matter."""
     if dataset.folder.remote:
         return (f"{dataset.directory} is remote: there is no page cache here to drop, and the server's own cache "
                 "cannot be seen (a sample read again, in a later epoch or emulation, may come from its memory)")
     if direct:
         return None
+    if uncached:
+        return ("--uncached: each read's pages are dropped once copied (RWF_DONTCACHE), so every epoch reads from "
+                "storage; a page another process holds in the page cache is still served from it")
     ram = meminfo("MemTotal") or 0
     if dataset.total_bytes >= CACHE_FACTOR * ram:
         return None

@@ -24,8 +24,8 @@ from gdsbench.train.workloads import Workload
 
 # The job options a training reader takes (its --bs is the workload's transfer size; the rest of
 # a run is the workload's, or the emulation's own)
-READER_OPTIONS = ("mode", "engine", "qd", "direct", "verify", "gpu", "gpu_backend", "gds_register", "http2", "timeout_ns",
-                  "retries")
+READER_OPTIONS = ("mode", "engine", "qd", "direct", "uncached", "verify", "gpu", "gpu_backend", "gds_register", "http2",
+                  "timeout_ns", "retries")
 
 
 def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
@@ -152,7 +152,7 @@ def dataset_notes(dataset: Dataset, workload: Workload, cache_note: str | None) 
 def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> list[str]:
     """The cache check (UsageError where the page cache could serve the reads), and the notes it and
     the dataset give, added to run.notes: returned to be said."""
-    run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached)
+    run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached, run.spec.uncached)
     notes = dataset_notes(run.dataset, run.workload, run.cache_note)
     run.notes += notes
     return notes

@@ -9,8 +9,9 @@
 
 namespace gds {
 namespace {
-constexpr Capabilities kCuFileCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/1, kReadWrite,
-                                     /*gpu_buffers=*/true};
+constexpr Capabilities kCuFileCan = {
+    Opens::kLocalFile,   /*supports_direct=*/true, /*supports_uncached=*/false, /*max_depth=*/1, kReadWrite,
+    /*gpu_buffers=*/true};
 const char* const kCuFileAbout = "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)";
 }  // namespace
 const std::vector<EngineOption> kCuFileOptions = {

@@ -8,8 +8,9 @@
 
 namespace gds {
 namespace {
-constexpr Capabilities kAsyncCan = {Opens::kLocalFile, /*supports_direct=*/true, kCuFileQueue, kReadWrite,
-                                    /*gpu_buffers=*/true};
+constexpr Capabilities kAsyncCan = {
+    Opens::kLocalFile,   /*supports_direct=*/true, /*supports_uncached=*/false, kCuFileQueue, kReadWrite,
+    /*gpu_buffers=*/true};
 const char* const kAsyncAbout =
     "cuFile's stream API into / from GPU memory: cuFileReadAsync on a CUDA stream per request (--mode gds; gdsio -x 5)";
 }  // namespace

@@ -10,8 +10,9 @@
 namespace gds {
 namespace {
 constexpr unsigned kMaxBatch = 128;  // cufile.json's properties.io_batchsize default: a batch's largest
-constexpr Capabilities kBatchCan = {Opens::kLocalFile, /*supports_direct=*/true, kCuFileQueue, kReadWrite,
-                                    /*gpu_buffers=*/true};
+constexpr Capabilities kBatchCan = {
+    Opens::kLocalFile,   /*supports_direct=*/true, /*supports_uncached=*/false, kCuFileQueue, kReadWrite,
+    /*gpu_buffers=*/true};
 const char* const kBatchAbout =
     "cuFile's batch API into / from GPU memory: cuFileBatchIOSubmit, cuFileBatchIOGetStatus (--mode gds; gdsio -x 6)";
 }  // namespace

@@ -14,12 +14,14 @@
 //                      a submission is no system call; sqthread_poll_cpu binds it (SQ_AFF)
 //   hipri              completions polled, not interrupt-driven (IORING_SETUP_IOPOLL): O_DIRECT
 //                      only, on a device with polled queues (checked when the engine opens)
+// and the job's --uncached (fio's uncached=1) puts RWF_DONTCACHE in every read's and write's rw_flags.
 #include "../engine.hpp"
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kIoUringCan = {Opens::kLocalFile, /*supports_direct=*/true, /*max_depth=*/32768, kReadWrite,
-                                      /*gpu_buffers=*/false};
+constexpr Capabilities kIoUringCan = {
+    Opens::kLocalFile,    /*supports_direct=*/true, /*supports_uncached=*/true, /*max_depth=*/32768, kReadWrite,
+    /*gpu_buffers=*/false};
 constexpr uint64_t kAnyCpu = 4096;  // sqthread_poll_cpu's default: the polling thread not bound
 const std::vector<EngineOption> kIoUringOptions = {
     {"submit_batch", "int", "reads queued before each submission to the kernel (io_uring; fio's iodepth_batch_submit)",
@@ -119,6 +121,7 @@ class IoUringEngine final : public Engine {
     else
       io_uring_prep_read(sqe, fd, r->buf, r->length, r->offset);
     if (options_.registerfiles) sqe->flags |= IOSQE_FIXED_FILE;
+    sqe->rw_flags = file_.rw_flags();
     io_uring_sqe_set_data(sqe, r);
     ++in_flight_;
     if (++unsubmitted_ >= options_.submit_batch) submit();

@@ -19,8 +19,9 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kNfsCan = {Opens::kNfsFile, /*supports_direct=*/false, /*max_depth=*/1024, kReadWrite,
-                                  /*gpu_buffers=*/false};
+constexpr Capabilities kNfsCan = {
+    Opens::kNfsFile,      /*supports_direct=*/false, /*supports_uncached=*/false, /*max_depth=*/1024, kReadWrite,
+    /*gpu_buffers=*/false};
 constexpr const char* kNfsAbout =
     "a file on an NFS server read and written through libnfs, in user space (no kernel mount), requests in flight "
     "per thread";

@@ -28,14 +28,15 @@ class NullEngine final : public Engine {
 
 }  // namespace
 
-const EngineInfo kNullEngine = {"null",
-                                "no I/O: measures the harness's own per-request floor",
-                                {Opens::kNothing, /*supports_direct=*/true, /*max_depth=*/65536, kReadWrite,
-                                 /*gpu_buffers=*/false},
-                                [](const Target&, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
-                                  return std::make_unique<NullEngine>(depth);
-                                },
-                                []() { return std::string(); },
-                                {}};
+const EngineInfo kNullEngine = {
+    "null",
+    "no I/O: measures the harness's own per-request floor",
+    {Opens::kNothing, /*supports_direct=*/true, /*supports_uncached=*/false, /*max_depth=*/65536, kReadWrite,
+     /*gpu_buffers=*/false},
+    [](const Target&, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
+      return std::make_unique<NullEngine>(depth);
+    },
+    []() { return std::string(); },
+    {}};
 
 }  // namespace gds

@@ -15,8 +15,9 @@
 #include "../error.hpp"
 
 namespace gds {
-constexpr Capabilities kSmbCan = {Opens::kSmbFile, /*supports_direct=*/false, /*max_depth=*/1, kReadWrite,
-                                  /*gpu_buffers=*/false};
+constexpr Capabilities kSmbCan = {
+    Opens::kSmbFile,      /*supports_direct=*/false, /*supports_uncached=*/false, /*max_depth=*/1, kReadWrite,
+    /*gpu_buffers=*/false};
 constexpr const char* kSmbAbout =
     "a file on an SMB share read and written through libsmbclient, in user space (no cifs mount), one request at a "
     "time per process";
