@@ -45,12 +45,15 @@ copy of mlpstorage's package on DLIO's PYTHONPATH, as a v3.0 submission runs
 (random data from dgen-py through a pool of 4 shared-memory buffers, 32 MiB
 writes each followed by fadvise DONTNEED, an fsync at the end; each file read
 back by 4 threads, a quarter each, in 128 MiB preads), and gdsbench reads with
---read-bs 128M --read-qd 4 (table vs_dlio_checkpoint_v3_streaming). Each tool's
+--read-bs 128M --read-qd 4 (table vs_dlio_checkpoint_v3_streaming); with
+--uncached, gdsbench writes and reads with fio's uncached=1 (RWF_DONTCACHE) in
+--buffered's place, the kernel dropping each range's pages as mlpstorage's
+DONTNEED does (table vs_dlio_checkpoint_v3_streaming_uncached). Each tool's
 files of one checkpoint are also cut into 32 MiB chunks and hashed: how many are
 unique says how much of what it wrote a deduplicating store could skip.
 
     bash benchmarks/dlio_v3_setup.sh /tmp/dlio3-venv
-    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio 3 --dlio-venv /tmp/dlio3-venv [--backend streaming]
+    .venv/bin/python benchmarks/vs_dlio_checkpoint.py --dlio 3 --dlio-venv /tmp/dlio3-venv [--backend streaming [--uncached]]
 """
 
 from __future__ import annotations
@@ -154,6 +157,9 @@ def dlio_figures(write_run: dict, read_run: dict) -> dict[str, list[float]]:
 GDSBENCH_FLAGS = {"2": ["--buffered", "--no-fsync"], "3": ["--buffered", "--bs", "32M", "--qd", "1", "--no-verify"],
                   "3-streaming": ["--buffered", "--bs", "32M", "--qd", "1", "--read-bs", "128M", "--read-qd", "4",
                                   "--no-verify"]}
+# --uncached: the streaming flags with fio's uncached=1 (RWF_DONTCACHE) in --buffered's place, mlpstorage's
+# DONTNEED after each write and read done by the kernel
+GDSBENCH_FLAGS["3-streaming-uncached"] = ["--uncached", *GDSBENCH_FLAGS["3-streaming"][1:]]
 # what each row of the table measured, said beside its figures
 CONDITIONS = {
     "2": {"write": "through the page cache, no fsync (gdsbench --buffered --no-fsync, as DLIO 2.0's code writes): "
@@ -168,6 +174,13 @@ CONDITIONS = {
                  "fadvise DONTNEED, gdsbench's not (gdsbench --buffered --bs 32M --qd 1)",
         "read": "page cache dropped before reading; 4 buffered reads of 128 MiB at once a file, unchecked (DLIO: 4 "
                 "threads a quarter each; gdsbench --read-bs 128M --read-qd 4 --no-verify)"},
+    "3-streaming-uncached": {
+        "write": "32 MiB buffered writes, each file fsync'd before its rank's time ends; DLIO's each followed by "
+                 "fadvise DONTNEED, gdsbench's uncached (RWF_DONTCACHE: writeback started by each write, its pages "
+                 "dropped once written; gdsbench --uncached --bs 32M --qd 1)",
+        "read": "page cache dropped before reading; 4 reads of 128 MiB at once a file, unchecked, the pages read "
+                "dropped (DLIO: 4 threads a quarter each, each read followed by DONTNEED; gdsbench uncached, "
+                "--read-bs 128M --read-qd 4 --no-verify)"},
 }
 CPU_CONDITIONS = "all processes, start to exit: launcher, every rank's start-up, write and read runs"
 
@@ -265,6 +278,9 @@ def main() -> int:
                     help="with --dlio 3: DLIO's own SimpleStreamingCheckpointing (mlpstorage absent), or mlpstorage's "
                          "StreamingCheckpointing, as a v3.0 submission runs (the setup's DLIO_VENV/mlpstorage on "
                          "DLIO's PYTHONPATH; table vs_dlio_checkpoint_v3_streaming)")
+    ap.add_argument("--uncached", action="store_true", help="with --backend streaming: gdsbench writes and reads "
+                    "with --uncached (RWF_DONTCACHE) instead of --buffered, dropping each range's pages as "
+                    "mlpstorage's DONTNEED does (table vs_dlio_checkpoint_v3_streaming_uncached)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ranks", type=int, default=8, help="ranks, each tool's data-parallel count (default 8, "
                     "llama3-8b's); the checkpoint's bytes stay the same, split among them (table name -ranksN)")
@@ -276,8 +292,11 @@ def main() -> int:
     args.dlio_venv = args.dlio_venv or ("/tmp/dlio3-venv" if args.dlio == "3" else "/tmp/dlio-ckpt-venv")
     if args.backend == "streaming" and args.dlio != "3":
         sys.exit("--backend streaming: mlpstorage's StreamingCheckpointing is DLIO 3.0's; add --dlio 3")
+    if args.uncached and args.backend != "streaming":
+        sys.exit("--uncached: compares gdsbench's uncached I/O with mlpstorage's DONTNEED; add --dlio 3 --backend "
+                 "streaming")
     streaming = args.backend == "streaming"
-    variant = "3-streaming" if streaming else args.dlio
+    variant = ("3-streaming" + ("-uncached" if args.uncached else "")) if streaming else args.dlio
     pythonpath = os.path.join(args.dlio_venv, "mlpstorage") if streaming else ""
     if streaming and not os.path.isfile(os.path.join(pythonpath, ".commit")):
         sys.exit(f"--backend streaming: no mlpstorage package at {pythonpath}; run `bash benchmarks/dlio_v3_setup.sh "
@@ -340,10 +359,13 @@ def main() -> int:
         "3-streaming": f"gdsbench ran `{' '.join(flags)}`, as DLIO 3.0 moves each file through mlpstorage's "
              "StreamingCheckpointing (mlpstorage_py at the setup's commit, on DLIO's PYTHONPATH), what an MLPerf "
              "v3.0 submission runs: random data from dgen-py through a pool of 4 shared-memory buffers, 32 MiB "
-             "buffered writes each followed by fadvise DONTNEED (gdsbench has no such call: its pages stay until "
-             "the fsync), one fsync before the file is closed, inside the rank's time; reads: 4 threads a file, "
-             "each a quarter of it in 128 MiB preads after fadvise RANDOM (gdsbench: 4 reads of 128 MiB in flight "
-             "in order through io_uring, readahead left on), the bytes not checked."}[variant]
+             "buffered writes each followed by fadvise DONTNEED (" + ("gdsbench's --uncached has the kernel start "
+             "each write's writeback and drop its pages: RWF_DONTCACHE, fio's uncached=1" if args.uncached else
+             "gdsbench has no such call here: its pages stay until the fsync") + "), one fsync before the file is "
+             "closed, inside the rank's time; reads: 4 threads a file, each a quarter of it in 128 MiB preads after "
+             "fadvise RANDOM, each followed by DONTNEED (gdsbench: 4 reads of 128 MiB in flight in order through "
+             "io_uring, readahead left on" + (", the pages read dropped (uncached)" if args.uncached else "")
+             + "), the bytes not checked."}[variant.removesuffix("-uncached")]
     sizes = {"2": "within torch.save's zip framing (under 64 KiB) of gdsbench's tensor bytes",
              "3": "equal to gdsbench's tensor bytes (3.0 writes raw bytes, no framing)"}[args.dlio]
     notes = [f"Conditions: llama3-8b scaled to {layers} and a vocabulary of {shape['vocab']} "
@@ -380,6 +402,7 @@ def main() -> int:
                   f"process, a 2 GiB file read in 32 MiB pieces, page cache dropped before each, {len(costs[next(iter(costs))])} "
                   "alternated runs, medians:\n\n" + markdown_table(["how", "read", "CPU-s"], cost_rows)]
     name = ("vs_dlio_checkpoint" + ("_v3" if args.dlio == "3" else "") + ("_streaming" if streaming else "")
+            + ("_uncached" if args.uncached else "")
             + (f"-ranks{args.ranks}" if args.ranks != 8 else ""))
     md, _ = write_outputs(name, f"gdsbench checkpoint against DLIO {args.dlio}.0's checkpoint workload"
                           + (" through mlpstorage's StreamingCheckpointing" if streaming else ""),
