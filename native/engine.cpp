@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <stdexcept>
@@ -44,28 +43,9 @@ uint64_t EngineInfo::option(const OptionValues& values, const std::string& optio
   throw std::logic_error(std::string(name) + " engine: no option " + option_name);
 }
 
-// RWF_DONTCACHE (Linux 6.14), where the filesystem keeps it (ext4, xfs, btrfs; not tmpfs): asked
-// of a one-byte read on a descriptor of its own (a writer's is write-only), so a refusal is one
-// line before the run rather than the first request's error. The kernel checks the flag before
-// the file's end, so an empty file answers too.
-static int uncached_flag(const std::string& path, int owned) {
 #ifndef RWF_DONTCACHE
-  constexpr int RWF_DONTCACHE = 0x80;  // (glibc's headers before 2.42 lack it)
+#define RWF_DONTCACHE 0x80  // Linux 6.14's uncached buffered I/O (glibc's headers before 2.42 lack it)
 #endif
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  char byte;
-  iovec one{&byte, 1};
-  const ssize_t n = fd < 0 ? -1 : ::preadv2(fd, &one, 1, 0, RWF_DONTCACHE);
-  const int err = errno;
-  if (fd >= 0) ::close(fd);
-  if (n >= 0) return RWF_DONTCACHE;
-  ::close(owned);
-  if (err == EOPNOTSUPP || err == EINVAL)
-    throw InputError("--uncached: " + path +
-                     ": its filesystem, or this kernel (before Linux 6.14), does not do uncached buffered I/O "
-                     "(RWF_DONTCACHE); drop --uncached, or use --direct");
-  throw InputError("--uncached: " + path + ": " + errno_text(err));
-}
 
 // Never creates or truncates: a write goes only to a file that is already there (gdsbench
 // writes only to files it created, which the Python layer checks before a job starts).
@@ -88,7 +68,8 @@ LocalFile::LocalFile(const Target& target) {
     throw InputError("path " + target.path + ": not a regular file: gdsbench writes only into files it made");
   }
   size_ = uint64_t(st.st_size);
-  if (target.uncached) rw_flags_ = uncached_flag(target.path, fd_);
+  // (whether the filesystem does it is asked before the run: pagecache.uncached_refusal)
+  if (target.uncached) rw_flags_ = RWF_DONTCACHE;
 }
 
 int LocalFile::sync() const {

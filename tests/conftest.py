@@ -11,7 +11,7 @@ import pytest
 
 from gdsbench import _native, cli, prepare
 from gdsbench.job.modes import MODES
-from gdsbench.system import gpu
+from gdsbench.system import gpu, pagecache
 from gdsbench.system.throttle import BLKIO
 
 MiB = 1024 * 1024
@@ -41,17 +41,19 @@ def own_pattern_file(tmp_path) -> str:
     return path
 
 
-def does_uncached(path: str) -> bool:
-    """Whether the kernel and path's filesystem take RWF_DONTCACHE (--uncached: Linux 6.14+ on ext4,
-    xfs or btrfs), asked of a one-byte read as gdsbench asks it."""
-    fd = os.open(path, os.O_RDONLY)
+def needs_uncached(path) -> None:
+    """Skip, saying why, where path's filesystem (a file's, or a directory's) or this kernel does not do
+    --uncached (RWF_DONTCACHE: Linux 6.14+, on ext4, xfs or btrfs): asked as gdsbench asks it."""
+    probe = os.path.join(path, f".uncached-probe-{os.getpid()}") if os.path.isdir(path) else None
+    if probe:
+        open(probe, "w").close()
     try:
-        os.preadv(fd, [bytearray(1)], 0, 0x80)  # RWF_DONTCACHE
-        return True
-    except OSError:
-        return False
+        reason = pagecache.uncached_refusal(probe or str(path))
     finally:
-        os.close(fd)
+        if probe:
+            os.unlink(probe)
+    if reason:
+        pytest.skip(f"--uncached cannot run here: {reason}")
 
 
 class CliResult:

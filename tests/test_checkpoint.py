@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import does_uncached, mpirun, needs_mpi
+from conftest import mpirun, needs_mpi, needs_uncached
 from test_bad_input import assert_one_line_error
 
 from gdsbench.checkpoint import dlio_yaml as checkpoint_yaml
@@ -214,8 +214,7 @@ def test_files_are_read_back_in_transfers_of_their_own_where_asked(gdsbench, tmp
 def test_uncached_checkpoints_write_and_read_through_the_page_cache_keeping_nothing(gdsbench, tmp_path):
     """--uncached (fio's uncached=1, RWF_DONTCACHE): each file written and read back buffered, its
     pages dropped once written or copied, as v3.0's StreamingCheckpointing drops each write's."""
-    if not does_uncached(__file__):  # the filesystem the tests' files are on
-        pytest.skip("this kernel or filesystem does not do RWF_DONTCACHE (Linux 6.14+ on ext4, xfs or btrfs)")
+    needs_uncached(tmp_path)
     res = gdsbench("checkpoint", tmp_path / "ck", *SMALL, "--checkpoints", "1", "--uncached", "--results",
                    tmp_path / "res")
     assert res.code == 0, res.err

@@ -2,18 +2,22 @@
 stop conditions hold, the page cache is handled as documented."""
 
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
 import pytest
-from conftest import device_read_bytes, does_uncached, wait_for_workers, wait_until
+from conftest import device_read_bytes, needs_uncached, wait_for_workers, wait_until
 from test_bad_input import assert_one_line_error
 
 from gdsbench import JobSpec, VerifyFailure, _native, run
 from gdsbench._native import PATTERN_BLOCK
+from gdsbench.job.errors import IncompatibleOptions
 from gdsbench.system.pagecache import cached_fraction, evict
 from gdsbench.system.prepare import prepare
+from gdsbench.system.storage import find_mount
 
 MiB = 1024 * 1024
 ENGINES = ["psync", "io_uring"]
@@ -210,8 +214,7 @@ def test_hipri_says_why_it_cannot_poll_here(gdsbench, pattern_file):
 def test_uncached_reads_keep_no_pages_and_writes_land(engine, own_pattern_file):
     """fio's uncached=1: buffered I/O whose pages the kernel drops once a read has copied them. The
     file's pages are measured (mincore) before and after, beside a buffered read that keeps them."""
-    if not does_uncached(own_pattern_file):
-        pytest.skip("this kernel or filesystem does not do RWF_DONTCACHE (Linux 6.14+ on ext4, xfs or btrfs)")
+    needs_uncached(own_pattern_file)
     size = os.path.getsize(own_pattern_file)
     w = run(JobSpec(path=own_pattern_file, engine=engine, rw="write", bs=64 * 1024, uncached=True, io_size=size,
                     fsync_end=True))
@@ -226,22 +229,50 @@ def test_uncached_reads_keep_no_pages_and_writes_land(engine, own_pattern_file):
         assert kept <= most_cached and (uncached or kept > 0.9), (uncached, kept)
 
 
-def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_file):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_uncached_writes_that_extend_a_file_leave_no_pages(engine, tmp_path):
+    """The write side reaching the kernel: writes that extend a new file (as checkpoint's and kvcache's
+    do), fsync'd, leave none of their pages cached; buffered ones leave them all. (A write into blocks a
+    file already has kept its pages on ext4 under Linux 6.18: docs/running.md.)"""
+    from gdsbench.execution.native import to_native
+
+    needs_uncached(tmp_path)
+    size = 8 * MiB
+    kept = {}
+    for uncached in (True, False):
+        path = str(tmp_path / f"new-{uncached}.dat")
+        open(path, "w").close()
+        job = JobSpec(path=path, engine=engine, rw="write", bs=256 * 1024, direct=False, uncached=uncached,
+                      fsync_end=True, runtime_ns=0)
+        writer = _native.SampleReader(to_native(job), 0, None)
+        assert writer.write(path, 0, size)[0] == size
+        kept[uncached] = cached_fraction(path, 0, size)
+    assert kept[True] <= 0.25 and kept[False] > 0.9, kept
+
+
+def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_file, tmp_path):
     for args, words in ((["--uncached", "--direct"], "--uncached with --direct"),
                         (["--uncached", "--engine", "null"], "--uncached: the null engine does not do uncached"),
                         (["--uncached", "--mode", "gds", "--gpu-backend", "sim"], "--uncached: --mode gds reads with "
                                                                                   "O_DIRECT"),
                         (["--uncached", "--warm"], "--warm with --uncached")):
         assert_one_line_error(gdsbench("run", pattern_file, *args, "--io-size", "1M"), words)
-    if not os.path.isdir("/dev/shm"):
+    with pytest.raises(IncompatibleOptions, match="--mode kvikio reads with none that does; use --mode cpu"):
+        JobSpec(path=pattern_file, mode="kvikio", engine="kvikio", uncached=True).validate()  # (before its GPU check)
+    shm_mount = find_mount("/dev/shm", os.stat("/dev/shm").st_dev) if os.path.isdir("/dev/shm") else None
+    if not shm_mount or shm_mount.fs_type != "tmpfs":
         return
-    on_tmpfs = os.path.join("/dev/shm", f"gdsbench-test-{os.getpid()}.dat")
-    prepare(on_tmpfs, MiB)
-    try:  # tmpfs keeps every page by nature: refused on every kernel, before the run
+    shm = tempfile.mkdtemp(dir="/dev/shm")
+    try:  # tmpfs keeps every page by nature: refused on every kernel, before anything is measured or written
+        on_tmpfs = os.path.join(shm, "f.dat")
+        prepare(on_tmpfs, MiB)
         assert_one_line_error(gdsbench("run", on_tmpfs, "--uncached", "--engine", "psync", "--io-size", "1M"),
-                              "--uncached: " + on_tmpfs + ": its filesystem, or this kernel")
+                              f"--uncached: {on_tmpfs}'s filesystem, or this kernel")
+        assert_one_line_error(gdsbench("checkpoint", os.path.join(shm, "ck"), "--model", "llama3-8b", "--layers", "1",
+                                       "--vocab", "1024", "--scale", "0.01", "--uncached"), "--uncached: DIR ")
+        assert not [n for n in os.listdir(os.path.join(shm, "ck")) if n.startswith("global_epoch")]  # none written
     finally:
-        os.unlink(on_tmpfs)
+        shutil.rmtree(shm)
 
 
 def test_io_uring_options_are_refused_with_another_engine(gdsbench, pattern_file):

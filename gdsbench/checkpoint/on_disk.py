@@ -27,7 +27,7 @@ import stat
 
 from gdsbench.checkpoint import manifest, models
 from gdsbench.checkpoint.moves import as_read_flags, move_whole
-from gdsbench.execution.parts import check_direct_in
+from gdsbench.execution.parts import check_cache_choice_in
 from gdsbench.job.errors import UsageError
 from gdsbench.job.units import format_size
 from gdsbench.system import pagecache
@@ -286,13 +286,13 @@ def check_room(run) -> None:
 
 
 def check_target(run) -> None:
-    """run's check of O_DIRECT on its target (parts.check_direct) before anything is written, asked
-    of DIR's filesystem through the lock file this run holds there: refused in run's words, not
-    as a rank's failed open. The reads' own transfers too (--read-bs), named as given."""
-    check_direct_in(run.spec, os.path.join(run.directory, LOCK), run.directory)
+    """run's check of O_DIRECT or --uncached on its target (parts.check_cache_choice) before anything
+    is written, asked of DIR's filesystem through the lock file this run holds there: refused in run's
+    words, not as a rank's failed open. The reads' own transfers too (--read-bs), named as given."""
+    check_cache_choice_in(run.spec, os.path.join(run.directory, LOCK), run.directory)
     if run.read_spec is not None:
         try:
-            check_direct_in(run.moved("read"), os.path.join(run.directory, LOCK), run.directory)
+            check_cache_choice_in(run.moved("read"), os.path.join(run.directory, LOCK), run.directory)
         except UsageError as e:
             raise as_read_flags(e) from None
 

@@ -151,7 +151,7 @@ class PredictCommand:
 
         also = parse_counts(args.also, "--also") if args.also else None
         workload, dataset, spec, notes = open_inputs(args)
-        for line in session.dataset_notes(dataset, workload, check_cache(dataset, spec.direct, args.allow_cached, spec.uncached)):
+        for line in session.dataset_notes(dataset, workload, check_cache(dataset, spec, args.allow_cached)):
             note(notes, line)  # as train says them
         leads, hosts = mpi.host_leaders()  # under mpirun each host's first rank probes, all hosts at once
         if not leads:

@@ -59,20 +59,23 @@ def part_size(spec: JobSpec, target: Target, nparts: int) -> int:
     return size
 
 
-def check_direct(spec: JobSpec, target: Target) -> None:
-    """UsageError, in the target's words, where the job asks O_DIRECT and it cannot work there for
-    its --bs and --offset: every job run plans asks it, and checkpoint before it writes."""
+def check_cache_choice(spec: JobSpec, target: Target) -> None:
+    """UsageError, in the target's words, where the job's way past the page cache cannot work there:
+    O_DIRECT for its --bs and --offset, or --uncached on its filesystem. Every job run plans asks it,
+    train of its dataset, and checkpoint and kvcache before they write."""
     if spec.checks_direct:
         target.check_direct(spec.bs, spec.offset)
+    if spec.uncached:
+        target.check_uncached()
 
 
-def check_direct_in(spec: JobSpec, path: str, directory: str) -> None:
-    """check_direct asked of a file gdsbench holds in DIR (checkpoint's lock, kvcache's probe) before
-    it writes its own files there: refused naming DIR, as the user gave it, not that file."""
+def check_cache_choice_in(spec: JobSpec, path: str, directory: str) -> None:
+    """check_cache_choice asked of a file gdsbench holds in DIR (checkpoint's lock, kvcache's probe)
+    before it writes its own files there: refused naming DIR, as the user gave it, not that file."""
     try:
-        check_direct(spec.replace(offset=0), target_for(path))
+        check_cache_choice(spec.replace(offset=0), target_for(path))
     except UsageError as e:
-        raise UsageError(str(e).replace(f"for {path}", f"for DIR {directory}")) from None
+        raise UsageError(str(e).replace(path, f"DIR {directory}")) from None
 
 
 def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | None = None) -> list[Part]:
@@ -89,7 +92,7 @@ def plan_parts(spec: JobSpec, nparts: int, shift: int, check_region, own: int | 
                 target.check_may_write(s)
                 may_write.add(s.path)
             check_region(s, target)
-            check_direct(s, target)
+            check_cache_choice(s, target)
         parts.append(Part(p, s, target))
     return parts
 

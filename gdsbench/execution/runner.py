@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import run_part
-from gdsbench.execution.parts import Part, check_direct, part_size, plan_parts, regions
+from gdsbench.execution.parts import Part, check_cache_choice, part_size, plan_parts, regions
 from gdsbench.execution.processes import run_local
 from gdsbench.execution.scratch import SCRATCH_PATH, ensure_scratch
 from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, VerifyFailure
@@ -276,7 +276,7 @@ def plan(spec: JobSpec) -> Plan:
             if spec.direction == "write":
                 target.check_may_write(spec)
             size = resolve_region(spec, target)
-            check_direct(spec, target)
+            check_cache_choice(spec, target)
             if spec.verify:
                 _check_pattern([(target, spec.offset)])
     else:  # (--verify with an engine that reads nothing is refused by validate())

@@ -95,8 +95,8 @@ class _JobOptions:
     )
     uncached: bool = option(
         False, "bool", "--uncached", "buffered I/O whose pages are not kept (RWF_DONTCACHE, Linux 6.14+): a read's pages "
-        "are dropped once copied, a write's writeback starts at once and its pages are dropped once written (fio's "
-        "uncached=1; psync and io_uring, on a filesystem that does it: ext4, xfs, btrfs)",
+        "are dropped once copied, a write's writeback starts at once and its pages are dropped once written back; "
+        "pages cached already stay (fio's uncached=1; psync and io_uring, on a filesystem that does it: not tmpfs)",
     )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
                         native=False)
@@ -308,9 +308,10 @@ class _JobOptions:
         """IncompatibleOptions where --uncached meets an engine that does not ask for it (validate, and
         the runner once auto has picked one)."""
         if self.uncached and not ENGINE_INFO[engine].get("supports_uncached", False):
-            doing = [e for e, info in ENGINE_INFO.items() if info.get("supports_uncached")]
-            raise IncompatibleOptions(f"--uncached: the {engine} engine does not do uncached buffered I/O; use "
-                                      f"--engine {' or '.join(doing)} on a local file")
+            doing = [e for e in self.mode_declaration.engines if ENGINE_INFO[e].get("supports_uncached")]
+            fix = f"use --engine {' or '.join(doing)} on a local file" if doing else \
+                f"--mode {self.mode} reads with none that does; use --mode cpu or cached-bounce"
+            raise IncompatibleOptions(f"--uncached: the {engine} engine does not do uncached buffered I/O; {fix}")
 
     def replace(self, **changes: Any) -> JobSpec:
         return dataclasses.replace(self, **changes)

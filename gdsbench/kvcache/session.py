@@ -27,7 +27,7 @@ import numpy as np
 
 from gdsbench import _native
 from gdsbench.execution import loops
-from gdsbench.execution.parts import check_direct_in
+from gdsbench.execution.parts import check_cache_choice_in
 from gdsbench.job.errors import IoFailure, UsageError
 from gdsbench.job.result import histogram_to_dict
 from gdsbench.job.spec import JobSpec
@@ -131,19 +131,19 @@ class KVSession:
             self._movers.put(_Mover(run))
         self.folder = _make_folder(run.directory)  # after what can refuse the job: no folder left behind
         try:
-            self._check_direct()
+            self._check_cache_choice()
         except BaseException:
             self.close()
             raise
 
-    def _check_direct(self) -> None:
-        """run's check of O_DIRECT (parts.check_direct), asked of a probe file in the run's folder before
+    def _check_cache_choice(self) -> None:
+        """run's check of O_DIRECT or --uncached (parts.check_cache_choice), asked of a probe file in the run's folder before
         anything is measured: refused in run's words naming DIR, not as a user's failed write."""
         probe = self._path("probe")
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         self._created.add(probe)
         try:
-            check_direct_in(self.run.write_spec, probe, self.run.directory)
+            check_cache_choice_in(self.run.write_spec, probe, self.run.directory)
         finally:
             os.unlink(probe)
             self._created.discard(probe)
@@ -199,7 +199,8 @@ class KVSession:
         path = self._path(key)
 
         def read(mover: _Mover):
-            if not self.run.read_spec.direct:  # as the reference does: storage, not the page cache, answers
+            if not (self.run.read_spec.direct or self.run.read_spec.uncached):  # as the reference does: storage,
+                # not the page cache, answers (uncached, the kernel dropped the entry's pages already)
                 fd = os.open(path, os.O_RDONLY)
                 try:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gdsbench.job.spec import BY_KEY
+from gdsbench.job.spec import BY_KEY, caching
 from gdsbench.job.units import format_duration, format_size
 from gdsbench.system.provenance import label
 
@@ -77,7 +77,8 @@ def what_was_measured(df: pd.DataFrame, info: dict) -> list[tuple[str, str]]:
 def subtitle(df: pd.DataFrame, name: str) -> str:
     """One line under a chart's title: the tier, the pattern, how the bytes travelled."""
     engine = _values(df, "engine")
-    cache = {True: "O_DIRECT", False: "page cache"}
-    direct = ", ".join(sorted({cache.get(bool(v), "?") for v in df["direct"].dropna()})) if "direct" in df.columns else ""
+    uncached = df["uncached"] if "uncached" in df.columns else pd.Series(False, index=df.index)  # (older runs: none)
+    direct = ", ".join(sorted({caching(bool(d), bool(u)) for d, u in zip(df["direct"], uncached) if pd.notna(d)})) \
+        if "direct" in df.columns else ""
     mode = _values(df, "mode")
     return f"{name} · {_values(df, 'pattern')} reads · {engine}, {direct}" + (f" · mode {mode}" if mode != "-" else "")

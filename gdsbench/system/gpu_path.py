@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 
-from gdsbench.job.spec import ENGINE_INFO, JobSpec
+from gdsbench.job.spec import ENGINE_INFO, JobSpec, caching
 from gdsbench.system import gpu, nvfs
 from gdsbench.system.targets import Target, is_local
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
+
+# How a local file's bytes met the page cache (spec.caching), as a data path says it
+PATH_WORDS = {"O_DIRECT": "O_DIRECT", "buffered": "page-cache", "uncached": "uncached page-cache"}
 
 
 def cufile_serves(spec: JobSpec) -> bool:
@@ -88,7 +91,7 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     if target is not None and not is_local(target):  # what the server answered over, from the target's record
         ends = mode.write_source if spec.direction == "write" else mode.landing
         return f"{target.requests(spec.engine, spec.direction)} {ends}{sim}"
-    cache = "O_DIRECT" if spec.uses_o_direct else "uncached page-cache" if spec.uncached else "page-cache"
+    cache = PATH_WORDS[caching(spec.uses_o_direct, spec.uncached)]
     if spec.direction == "write":
         return f"{spec.engine} {cache} writes {mode.write_source}{sim}"
     return f"{spec.engine} {cache} reads {mode.landing}{sim}"

@@ -12,6 +12,27 @@ from gdsbench import _native
 from gdsbench.job.errors import UsageError
 from gdsbench.system import writable
 
+RWF_DONTCACHE = 0x80  # preadv2/pwritev2's flag for uncached buffered I/O (Linux 6.14); os has no name for it
+
+
+def uncached_refusal(path: str) -> str | None:
+    """Why --uncached (RWF_DONTCACHE) cannot work on path's filesystem here, or None where it can: asked
+    of a one-byte read at the file's end, which the kernel checks the flag for and which reads nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        return f"cannot open {path}: {e.strerror}"
+    try:
+        os.preadv(fd, [bytearray(1)], os.fstat(fd).st_size, RWF_DONTCACHE)
+        return None
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):
+            return (f"{path}'s filesystem, or this kernel (before Linux 6.14), does not do uncached buffered I/O "
+                    "(RWF_DONTCACHE)")
+        return f"{path}: {e.strerror}"
+    finally:
+        os.close(fd)
+
 
 def evict(path: str, offset: int, length: int) -> None:
     """Ask the kernel to drop the region's clean cached pages (POSIX_FADV_DONTNEED).

@@ -400,7 +400,7 @@ def too_few_steps(samples: int, batch: int, n: int, max_steps: int = 0) -> str |
             "at least 2 (the first is left out): prepare more files (--files)")
 
 
-def check_cache(dataset: Dataset, direct: bool, allow_cached: bool, uncached: bool = False) -> str | None:
+def check_cache(dataset: Dataset, spec, allow_cached: bool) -> str | None:
     """UsageError where buffered reads of this dataset could come from the page
     cache (it is under 5x this host's memory), unless allowed; else a note or None. A remote
     dataset has no page cache here, and its server's cannot be seen: a note says so. Uncached
@@ -408,9 +408,9 @@ def check_cache(dataset: Dataset, direct: bool, allow_cached: bool, uncached: bo
     if dataset.folder.remote:
         return (f"{dataset.directory} is remote: there is no page cache here to drop, and the server's own cache "
                 "cannot be seen (a sample read again, in a later epoch or emulation, may come from its memory)")
-    if direct:
+    if spec.direct:
         return None
-    if uncached:
+    if spec.uncached:
         return ("--uncached: each read's pages are dropped once copied (RWF_DONTCACHE), so every epoch reads from "
                 "storage; a page another process holds in the page cache is still served from it")
     ram = meminfo("MemTotal") or 0

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from gdsbench.execution import mpi
 from gdsbench.execution.loops import sample_data_path
+from gdsbench.execution.parts import check_cache_choice
 from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.execution.runner import resolve_direct, runnable_here
 from gdsbench.job.errors import UsageError
@@ -38,8 +39,7 @@ def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     spec = spec.replace(direct=resolve_direct(spec, first), runtime_ns=spec.runtime_ns or 0)
     if spec.verify and not dataset.patterned:
         raise UsageError(f"--verify: {dataset.directory} was not written by `gdsbench prepare --workload`; drop --verify")
-    if spec.checks_direct:
-        first.check_direct(spec.bs, 0)
+    check_cache_choice(spec.replace(offset=0), first)
     return spec
 
 
@@ -71,7 +71,9 @@ class TrainRun:
 
 
 def check_counts(run: TrainRun) -> None:
-    """UsageError for a count that cannot run: before anything is written."""
+    """UsageError for a count that cannot run, or --warm with --uncached: before anything is written."""
+    if run.warm and run.spec.uncached:  # (run's JobSpec refuses the pair; train's --warm is its own)
+        raise UsageError("--warm with --uncached: uncached reads keep no pages to warm; drop one")
     comm = mpi.world()
     if comm is not None and any(n != comm.Get_size() for n in run.counts):
         raise UsageError(f"--accelerators {','.join(map(str, run.counts))}: under mpirun each rank is one accelerator; "
@@ -152,7 +154,7 @@ def dataset_notes(dataset: Dataset, workload: Workload, cache_note: str | None) 
 def cache_and_dataset_notes(run: TrainRun, allow_cached: bool) -> list[str]:
     """The cache check (UsageError where the page cache could serve the reads), and the notes it and
     the dataset give, added to run.notes: returned to be said."""
-    run.cache_note = check_cache(run.dataset, run.spec.direct, allow_cached, run.spec.uncached)
+    run.cache_note = check_cache(run.dataset, run.spec, allow_cached)
     notes = dataset_notes(run.dataset, run.workload, run.cache_note)
     run.notes += notes
     return notes

@@ -67,6 +67,8 @@ class Target(Protocol):
 
     def check_direct(self, bs: int, offset: int) -> None: ...  # UsageError unless O_DIRECT reads can work
 
+    def check_uncached(self) -> None: ...  # UsageError unless --uncached (RWF_DONTCACHE) can work on it
+
     def direct_alignment(self) -> int: ...  # bytes O_DIRECT offsets and lengths must be multiples of
 
     def hold(self, offset: int, length: int, lock: str | None = None) -> Held: ...  # lock: "read" or "write" it

@@ -65,6 +65,10 @@ class OnAServer:
     def check_direct(self, bs: int, offset: int) -> None:
         raise UsageError(f"--direct: {self.path} is {self.where}: O_DIRECT is a local file's; use --buffered")
 
+    def check_uncached(self) -> None:
+        raise UsageError(f"--uncached: {self.path} is {self.where}: uncached buffered I/O is a local file's; drop "
+                         "--uncached")
+
     def hold(self, offset: int, length: int, lock: str | None = None) -> NothingHeld:
         return NothingHeld()  # the server's: nothing held or locked here
 

@@ -109,6 +109,12 @@ class LocalFile:
                     f"({format_size(align)}); use a multiple of {align} or --buffered"
                 )
 
+    def check_uncached(self) -> None:
+        reason = pagecache.uncached_refusal(self.path)
+        if reason:
+            raise UsageError(f"--uncached: {reason}; drop --uncached, or bypass the page cache with O_DIRECT "
+                             "(--direct, or --mode bounce)")
+
     def hold(self, offset: int, length: int, lock: str | None = None) -> pagecache.HeldFileRegion:
         return pagecache.HeldFileRegion(self.path, offset, length, lock)
 
