@@ -512,6 +512,9 @@ PYBIND11_MODULE(_native, m) {
       .def("write", &sample_move<&gds::SampleReader::write>, py::arg("path"), py::arg("offset"), py::arg("length"),
            "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
            "last landed, and its fsync where the job says fsync_end).")
+      .def("reseed", &gds::SampleReader::reseed, py::arg("seed"),
+           "Refill a writer's payload from this seed: the files or objects it writes next are its own "
+           "bytes (pattern.file_seed).")
       .def(
           "create",
           [](gds::SampleReader& r, const std::string& path, uint64_t length, const std::string& mark) {

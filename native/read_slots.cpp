@@ -38,7 +38,7 @@ ReadSlots::ReadSlots(const Job& job, int gpu, bool have_device_verify) : gpu_(gp
 // write) or of a host shadow (gds: kept, for stamping).
 void ReadSlots::fill_for_writes(const Job& job) {
   GDS_EXPECT(job.bs % pattern::kBlock == 0, "writes carry 4 KiB pattern blocks: --bs must be a multiple of 4K");
-  if (device_memory_ && !staging_) shadow_ = std::make_unique<HostBuffers>(bytes_);
+  if (device_memory_ && !staging_ && !shadow_) shadow_ = std::make_unique<HostBuffers>(bytes_);
   for (auto& r : requests_) {
     char* blocks = shadow_ ? shadow_->data() + size_t(r.slot) * job.bs : r.buf;
     pattern::fill_reusable(blocks, job.bs, pattern::mix64(job.seed) + uint64_t(r.slot) * job.bs);

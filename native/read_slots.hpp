@@ -45,12 +45,12 @@ class ReadSlots {
   void register_with(Engine& engine) const;                  // the device memory reads go into, if any
   // A write's bytes, about to go to the engine, made the pattern blocks of where they land.
   void stamp(IoRequest& r) const;
+  // Every slot's payload, for writes, from job.seed: once when made, and again for a new seed.
+  void fill_for_writes(const Job& job);
   // The file offsets of the bad blocks among the bytes of r where they finally landed.
   std::vector<uint64_t> bad_blocks(const IoRequest& r, uint64_t length, const DeviceVerifyFn& verify_device) const;
 
  private:
-  void fill_for_writes(const Job& job);
-
   int gpu_;
   size_t bytes_;
   std::unique_ptr<HostBuffers> host_;    // cpu mode: reads land here

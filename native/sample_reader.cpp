@@ -58,13 +58,26 @@ SampleRead SampleReader::read(const std::string& path, uint64_t offset, uint64_t
   return move(path, offset, length);
 }
 
-SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_t length) {
-  if (job_.direction != Direction::kWrite)
+// A reader made from a read job writes nothing.
+static void require_writer(const Job& job) {
+  if (job.direction != Direction::kWrite)
     throw InputError("a reader made from a read job writes nothing: make the writer from a write job");
+}
+
+SampleRead SampleReader::write(const std::string& path, uint64_t offset, uint64_t length) {
+  require_writer(job_);
   if (offset % pattern::kBlock || length % pattern::kBlock)  // the pattern's blocks, and O_DIRECT's
     throw InputError("writes are of whole " + std::to_string(pattern::kBlock) + "-byte blocks: " + path +
                      " was asked " + std::to_string(length) + " bytes at " + std::to_string(offset));
   return move(path, offset, length);
+}
+
+void SampleReader::reseed(uint64_t seed) {
+  require_writer(job_);
+  if (seed == job_.seed) return;
+  job_.seed = seed;
+  slots_.make_current();
+  slots_.fill_for_writes(job_);
 }
 
 SampleRead SampleReader::create(const std::string& path, uint64_t length, const std::string& mark) {

@@ -53,6 +53,10 @@ class SampleReader {
   // blocks, written whole, carrying `mark`; only where none is there (the engine's answer
   // otherwise is an IoError). Its engine is opened for it alone.
   SampleRead create(const std::string& path, uint64_t length, const std::string& mark);
+  // The payload of this writer's writes from now on: its slots refilled from `seed`, so that many
+  // files or objects written by one writer are not alike block for block (pattern.file_seed). A
+  // write job's reader only (InputError otherwise).
+  void reseed(uint64_t seed);
 
   const LatencyHistogram& latency() const { return latency_; }  // per chunk, issue to landing
   uint64_t verified_blocks() const { return verified_blocks_; }

@@ -52,8 +52,11 @@ def test_checkpoints_go_to_objects_read_back_checked_and_replace_only_their_own(
                     **{f"ck/global_epoch1_step{k}/gdsbench-checkpoint.json": held[f"ck/global_epoch1_step{k}/"
                                                                                    "gdsbench-checkpoint.json"]
                        for k in (1, 2)}}  # every object, the manifests, and no lock left behind
-    one = s3.head_object(Bucket="bucket", Key=f"ck/global_epoch1_step1/{next(iter(files))}")
-    assert json.loads(one["Metadata"]["gdsbench-prepared"])["seed"] == 1  # marked as gdsbench's
+    names = [f"ck/global_epoch1_step1/{n}" for n in files]
+    seeds = {json.loads(s3.head_object(Bucket="bucket", Key=k)["Metadata"]["gdsbench-prepared"])["seed"] for k in names}
+    assert len(seeds) == len(names) and 1 not in seeds  # marked as gdsbench's, each with its own payload seed
+    first = [s3.get_object(Bucket="bucket", Key=k, Range="bytes=0-4095")["Body"].read() for k in names]
+    assert len({block[24:4088] for block in first}) == len(names)  # block 0 of each its own bytes (stamps aside)
     manifest = json.loads(s3.get_object(Bucket="bucket", Key="ck/global_epoch1_step2/gdsbench-checkpoint.json")
                           ["Body"].read())
     assert manifest["complete"] is True and set(manifest["written"]) == set(files)

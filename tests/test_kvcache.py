@@ -18,6 +18,7 @@ from test_bad_input import assert_one_line_error
 from gdsbench.kvcache.models import BUILT_IN
 from gdsbench.kvcache.tiers import UNLIMITED, NoRoom, TieredCache
 from gdsbench.kvcache.workload import users
+from gdsbench.system import pattern
 
 
 @pytest.fixture
@@ -225,6 +226,28 @@ def test_a_run_is_saved_with_its_page_and_report_reads_it(kvcache, gdsbench, tmp
     page = gdsbench("report", run)
     assert page.code == 0 and "answer: " in page.out and "tokens/s" in page.out, page.err
     assert (run / "report" / "report.html").read_text().count("<tr>") >= 8
+
+
+def test_each_entry_a_writer_writes_after_a_reseed_is_its_own_bytes(tmp_path):
+    """The movers' writer refilled from each entry's own seed (pattern.file_seed): block k of one entry
+    is not block k of another (a deduplicating store would keep one), and both read back as the pattern."""
+    from gdsbench.execution import loops
+    from gdsbench.job.spec import JobSpec
+
+    paths = [str(tmp_path / f"entry{i}.kv") for i in range(2)]
+    spec = JobSpec(path=paths[0], engine="psync", bs=16384, direct=False, runtime_ns=0)
+    (writer,) = loops.sample_writers(spec.replace(rw="write"), 0, 1)
+    (reader,) = loops.sample_readers(spec.replace(rw="read", verify=True), 0, 1)
+    for path in paths:
+        open(path, "wb").close()
+        writer.reseed(pattern.file_seed(1, path))
+        assert writer.write(path, 0, 64 * 1024)[0] == 64 * 1024
+        assert reader.read(path, 0, 64 * 1024)[0] == 64 * 1024
+    assert reader.verify_mismatches == 0 and reader.verified_blocks == 2 * 16
+    blocks = [open(p, "rb").read(4096)[24:4088] for p in paths]  # the payload, its offset and checksum words aside
+    assert blocks[0] != blocks[1]
+    with pytest.raises(Exception, match="writes nothing"):
+        reader.reseed(2)
 
 
 def test_the_native_writer_reads_nothing_and_survives_a_refused_write(tmp_path):

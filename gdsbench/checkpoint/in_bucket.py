@@ -35,7 +35,7 @@ from gdsbench.execution.loops import check_writes_regions, sample_writers
 from gdsbench.job.errors import UsageError
 from gdsbench.job.spec import JobSpec
 from gdsbench.job.units import format_size
-from gdsbench.system import gpu_path, object_store
+from gdsbench.system import gpu_path, object_store, pattern
 
 LOCK = ".gdsbench-checkpoint-lock"
 LOCK_TAG = "gdsbench_checkpoint_lock"  # what a lock object's record is tagged with
@@ -178,12 +178,15 @@ class Bucket:
     # ---- a rank's objects ----
 
     def write(self, run, url: str, size: int) -> None:
-        """One object of a rank's, created whole (only where none is there) with the pattern and
-        gdsbench's mark, natively: its upload completed is its fsync."""
+        """One object of a rank's, created whole (only where none is there) with the pattern, its own
+        payload (pattern.file_seed, as a file's on disk) and gdsbench's mark, natively: its upload
+        completed is its fsync."""
         if self._writer is None:  # one per rank and checkpoint (inside its time, as on disk each file's job is)
             spec = run.spec.replace(threads=1, verify=False, fsync_end=False, runtime_ns=0)
             (self._writer,) = sample_writers(spec, spec.gpu[0], 1)
-        self._writer.create(url, size, json.dumps({"size": size, "seed": run.spec.seed}))
+        seed = pattern.file_seed(run.spec.seed, url)
+        self._writer.reseed(seed)  # its --qd x --bs buffers refilled: small beside an object
+        self._writer.create(url, size, json.dumps({"size": size, "seed": seed}))
 
     def read(self, run, url: str, size: int) -> tuple[int, int, int | None]:
         return move_whole(run.moved("read"), url, size, write=False, fsync=False, verify=run.verify)

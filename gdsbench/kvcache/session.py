@@ -35,6 +35,7 @@ from gdsbench.kvcache.models import KVModel
 from gdsbench.kvcache.tiers import UNLIMITED, Entry, Move, NoRoom, TieredCache
 from gdsbench.kvcache.workload import GENERATION_S_PER_TOKEN, User, users
 from gdsbench.results.schema import SCHEMA_VERSION
+from gdsbench.system import pattern
 
 HOST, STORAGE = "host", "storage"
 COPY_PIECE = 1 << 20
@@ -182,7 +183,12 @@ class KVSession:
             self._created.add(path)
             return mover.writer.write(path, 0, size)
 
-        self._on_storage("write", path, size, log, write)
+        # each entry its own bytes (pattern.file_seed), as the reference's random arrays are: the
+        # mover's buffers refilled before the timed write (making bytes is not the storage's time)
+        def own_bytes(mover: _Mover):
+            mover.writer.reseed(pattern.file_seed(self.run.write_spec.seed, key))
+
+        self._on_storage("write", path, size, log, write, before=own_bytes)
 
     def _read(self, tier: str, key: str, size: int, log: list, scratch: np.ndarray) -> None:
         if self.stop.is_set():
@@ -210,10 +216,13 @@ class KVSession:
 
         self._on_storage("read", path, size, log, read)
 
-    def _on_storage(self, kind: str, path: str, size: int, log: list, operation) -> None:
-        """operation(mover) -> (bytes, chunks, engine ns) on a lent mover, timed whole; a short one fails."""
+    def _on_storage(self, kind: str, path: str, size: int, log: list, operation, before=None) -> None:
+        """operation(mover) -> (bytes, chunks, engine ns) on a lent mover, timed whole, after before(mover),
+        not timed; a short one fails."""
         mover = self._lend()  # a wait for a free mover is the harness's, not the storage's: not timed
         try:
+            if before:
+                before(mover)
             started = time.perf_counter_ns()
             nbytes, _, device_ns = operation(mover)
         finally:
