@@ -37,6 +37,11 @@ out of the headline.
     .venv/bin/python benchmarks/vs_fio.py --runtime 2 --repeats 2 --rows null
     .venv/bin/python benchmarks/vs_fio.py --quick --rows write   # a smoke test (to results/scratch/benchmarks)
     .venv/bin/python benchmarks/vs_fio.py --job ssd-test.fio --section rand-read   # both tools, one job file
+    .venv/bin/python benchmarks/vs_fio.py --fio /tmp/fio-src/fio --rows uncached   # rows a newer fio runs
+
+The uncached rows (fio's uncached=1, gdsbench's --uncached: RWF_DONTCACHE) need fio 3.39 or later:
+Debian 12's fio 3.33 has no such option, so they are left out, saying so, unless --fio names a newer
+fio (one built from its source: ./configure && make).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -73,11 +79,12 @@ class Row:
     compare_latency: bool = True
     judged: bool = True  # False: shown for information, outside the headline (its verdict and the exit status)
     notes: list[str] = field(default_factory=list)
+    min_fio: tuple[int, int] = (0, 0)  # the oldest fio that has every option of the row
 
     @property
     def fio_window(self) -> str:
         """fio's latency that starts where gdsbench's does (see the module docstring)."""
-        return "clat" if self.fio["ioengine"] in ("psync", "null") else "lat"
+        return "clat" if self.fio["ioengine"] in ("psync", "pvsync2", "null") else "lat"  # (pvsync2: psync's clock)
 
 
 # io_uring's own options, each as fio names it (None: a switch, --fixedbufs) and as gdsbench does, on the
@@ -92,6 +99,8 @@ IO_URING_OPTION_ROWS = [
 ]
 HIPRI_NOTE = ("hipri (IOPOLL) has no row: this machine's virtio disk has no polled queues (queue/io_poll 0), "
               "where fio's reads fail 'Operation not supported' and gdsbench refuses --hipri in one line")
+
+UNCACHED_FIO = (3, 39)  # fio's uncached=1 (RWF_DONTCACHE) came in fio 3.39
 
 ROWS = [
     Row("psync 4K rand QD1 O_DIRECT", dict(ioengine="psync", rw="randread", bs="4k", iodepth=1, direct=1),
@@ -141,6 +150,18 @@ ROWS = [
           dict(engine="io_uring", bs="4K", pattern="rand", qd=32, direct=True, **gds_options), "iops", "disk",
           compare_latency=False, notes=notes)
       for name, fio_options, gds_options, notes in IO_URING_OPTION_ROWS),
+    # buffered, each read's or write's pages dropped by the kernel (fio's pvsync2 is gdsbench's psync with flags)
+    Row("psync 1M seq uncached", dict(ioengine="pvsync2", rw="read", bs="1m", iodepth=1, direct=0, uncached=1),
+        dict(engine="psync", bs="1M", pattern="seq", qd=1, uncached=True), "bandwidth", "disk", min_fio=UNCACHED_FIO),
+    Row("io_uring 1M seq QD8 uncached", dict(ioengine="io_uring", rw="read", bs="1m", iodepth=8, direct=0, uncached=1),
+        dict(engine="io_uring", bs="1M", pattern="seq", qd=8, uncached=True), "bandwidth", "disk",
+        min_fio=UNCACHED_FIO),
+    # (pvsync2, not io_uring: fio 3.42's io_uring engine puts uncached's flag on its end_fsync too, which the
+    # kernel refuses, EINVAL)
+    Row("psync 1M write uncached end_fsync",
+        dict(ioengine="pvsync2", rw="write", bs="1m", iodepth=1, direct=0, uncached=1, end_fsync=1),
+        dict(engine="psync", bs="1M", rw="write", qd=1, uncached=True, fsync_end=True), "bandwidth", "write",
+        min_fio=UNCACHED_FIO),
     Row("null 4K", dict(ioengine="null", rw="read", bs="4k", iodepth=1, size="1g"),
         dict(engine="null", bs="4K", size="1G"), "iops", "none", min_ratio=1.0, compare_latency=False,
         notes=["null moves no data: its latency is each tool's own bookkeeping, so p50/p99 are shown, not judged"]),
@@ -219,9 +240,20 @@ def fio_figures(out: str, writes: bool) -> dict:
     return json.loads(out[out.index("{"):])["jobs"][0]["write" if writes else "read"]
 
 
+FIO = "fio"  # the fio every run uses (--fio)
+
+
+def fio_version(fio: str) -> tuple[int, int]:
+    """fio's version as (major, minor), from `fio --version` ("fio-3.33")."""
+    out = subprocess.run([fio, "--version"], capture_output=True, text=True, check=True).stdout
+    major, minor = re.match(r"fio-(\d+)\.(\d+)", out.strip()).groups()
+    return int(major), int(minor)
+
+
 def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, huge: bool = False) -> dict:
-    args = ["fio", "--name=vs_fio", "--output-format=json", "--time_based", f"--runtime={runtime}",
-            f"--ramp_time={ramp}", "--lat_percentiles=1", "--clat_percentiles=1",
+    # in ms: fio reads "0.5" as 0 seconds, which fio 3.42 refuses with time_based
+    args = [FIO, "--name=vs_fio", "--output-format=json", "--time_based", f"--runtime={round(runtime * 1000)}ms",
+            f"--ramp_time={round(ramp * 1000)}ms", "--lat_percentiles=1", "--clat_percentiles=1",
             "--percentile_list=50:99", f"--randseed={seed}", "--randrepeat=0"]  # see FIO_SEED
     if path:
         args.append(f"--filename={path}")
@@ -341,7 +373,7 @@ def job_file_rows(args, files, counters: DiskCounters) -> tuple[list[list], dict
         def fio_once(seed: int, job_file=job_file, writes=writes, fresh=fresh) -> dict:
             fresh()
             with counters.requests(writes) as device:
-                side = fio_figures(subprocess.run(["fio", "--output-format=json", job_file("fio", seed)],
+                side = fio_figures(subprocess.run([FIO, "--output-format=json", job_file("fio", seed)],
                                                   capture_output=True, text=True, check=True).stdout, writes)
             return {"bandwidth": side["bw_bytes"], "iops": side["iops"], **device}
 
@@ -373,6 +405,8 @@ def job_file_rows(args, files, counters: DiskCounters) -> tuple[list[list], dict
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fio", default="fio", metavar="PATH", help="the fio to run (default: fio on PATH); the uncached "
+                    "rows need fio 3.39 or later")
     ap.add_argument("--runtime", type=float, default=3.0, help="seconds per measurement (default 3)")
     ap.add_argument("--ramp", type=float, default=0.5, help="seconds of ramp before each (default 0.5)")
     ap.add_argument("--repeats", type=positive_int, default=10,
@@ -393,6 +427,9 @@ def main() -> int:
                     "after a 0.1 s ramp, 2 repeats, a 256 MiB cold file and 128 MiB write file; the table goes to "
                     "results/scratch/benchmarks unless --out says otherwise")
     args = ap.parse_args()
+    global FIO
+    FIO = args.fio
+    tool_commands = {"commands": {"fio": [FIO, "--version"]}}
     if args.quick:
         args.runtime, args.ramp, args.repeats, args.disk_size, args.write_size = 0.5, 0.1, 2, "256M", "128M"
         args.out = args.out or os.path.join(SCRATCH, "benchmarks")
@@ -418,7 +455,7 @@ def main() -> int:
                  "(set-up and ramp included; /sys/block/<disk>/stat)."]
         print("\n" + md)
         paths = write_outputs(args.name, f"gdsbench vs fio from one job file ({os.path.basename(args.job)})", md,
-                              notes, raw, tools=("fio",), **where)
+                              notes, raw, tools=("fio",), **tool_commands, **where)
         print("\nwrote " + ", ".join(paths))
         return 0 if all(j.get("verdict", "PASS") == "PASS" for j in raw["jobs"]) else 1
     old_hugepages = reserve_hugepages(32)
@@ -449,8 +486,8 @@ def main() -> int:
              "Verdict: PASS when the median meets the target; FAIL when the whole interval misses it (a real gap); "
              "NOISE when the median misses but the interval reaches the target: this machine cannot tell.",
              "Targets: throughput ratio >= 0.97 (warm-cache 4K psync >= 1.05, null >= 1.0); p50 within 10% of fio's.",
-             "Latency window: fio's clat for psync rows (fio stamps a synchronous read just before pread(2)), its lat "
-             "for io_uring rows (stamped when the io_u is ready to queue); gdsbench stamps each read just before it "
+             "Latency window: fio's clat for psync and pvsync2 rows (fio stamps a synchronous read just before the call), "
+             "its lat for io_uring rows (stamped when the io_u is ready to queue); gdsbench stamps each read just before it "
              "is queued. The JSON keeps both fio windows for every run.",
              "In flight: IOPS x mean latency (Little's law), the reads each tool's latency window holds open on "
              "average; at most the queue depth. Where the disk is the limit, more in flight means the same IOPS "
@@ -469,7 +506,11 @@ def main() -> int:
     if any(args.rows in name for name in (f"QD32 O_DIRECT + {o[0]}" for o in IO_URING_OPTION_ROWS)):
         notes.append(HIPRI_NOTE)
     print("\n" + md)
-    paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw, tools=("fio",), **where)
+    if raw["left_out"]:
+        notes.append(f"Left out, not run: {', '.join(raw['left_out'])}. They need fio "
+                     f"{'.'.join(map(str, UNCACHED_FIO))} or later (its uncached option), and this fio is "
+                     f"{'.'.join(map(str, fio_version(FIO)))}; give --fio a newer one.")
+    paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw, tools=("fio",), **tool_commands, **where)
     print("\nwrote " + ", ".join(paths))
     return 0 if all(r["verdict"] == "PASS" for r in raw["rows"] if r["judged"]) else 1
 
@@ -480,9 +521,13 @@ def shown_verdict(row: Row, verdict: str) -> str:
 
 
 def measure_rows(args, files, counters, reference):
-    table, raw = [], {"rows": []}
+    table, raw = [], {"rows": [], "left_out": []}
+    version = fio_version(FIO)
     for row in ROWS:
         if args.rows not in row.name:
+            continue
+        if version < row.min_fio:  # an option this fio does not have: said in the notes, not run
+            raw["left_out"].append(row.name)
             continue
         fio, gds, fio_default = [], [], []
 
