@@ -183,7 +183,9 @@ std::unique_ptr<gds::Engine> open_alone(const std::string& engine, const std::st
                                         const gds::OptionValues& options) {
   const gds::EngineInfo& info = gds::engine_by_name(engine);
   py::gil_scoped_release release;
-  return info.open(gds::Target{path, false, false, gds::Direction::kRead, 0, {}}, 1, options);
+  gds::Target target;
+  target.path = path;  // read, through the page cache, with no advice
+  return info.open(target, 1, options);
 }
 
 // What an engine finds when it opens a target: its size, and what it learned of it

@@ -47,6 +47,7 @@ struct Target {
   std::string path;       // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
   bool direct = false;    // O_DIRECT
   bool uncached = false;  // buffered, its pages not kept (RWF_DONTCACHE): Capabilities::supports_uncached
+  int fadvise = 0;        // posix_fadvise advice for a buffered local file's descriptor (--fadvise-hint); 0: none
   Direction direction = Direction::kRead;
   // A write that makes a new object of this many bytes, never one that is there (curl: S3's
   // If-None-Match), rather than writing into one it looks at first; 0: the target is there.

@@ -1,5 +1,7 @@
 #include "job.hpp"
 
+#include <fcntl.h>
+
 #include "error.hpp"
 
 namespace gds {
@@ -20,6 +22,18 @@ Mode parse_mode(const std::string& name) {
     known += (known.empty() ? "" : ", ") + std::string(m.name);
   }
   throw InputError("--mode " + name + ": the native core runs " + known);
+}
+
+Target Job::target(const std::string& at, uint64_t create_size, const std::string& mark) const {
+  Target t;
+  t.path = at;
+  t.direct = direct;
+  t.uncached = uncached;
+  if (fadvise_hint) t.fadvise = pattern == "rand" ? POSIX_FADV_RANDOM : POSIX_FADV_SEQUENTIAL;  // as fio's
+  t.direction = direction;
+  t.create_size = create_size;
+  t.create_mark = mark;
+  return t;
 }
 
 const char* mode_name(Mode mode) {

@@ -26,12 +26,12 @@ const char* mode_name(Mode mode);
 // validates and resolves every field (a region length of 0 becomes the real
 // length, and so on) before a Job reaches here, so none has a default of its own.
 // clang-format off
-#define GDS_JOB_SPEC_FIELDS(X)                                                                        \
-  X(std::string, path) X(std::string, engine) X(uint64_t, bs) X(uint32_t, qd)                         \
-  X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                  \
-  X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, uncached) \
-  X(bool, verify) X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu)                 \
-  X(std::string, gpu_backend) X(bool, stonewall) X(uint64_t, round_reads) X(uint64_t, fsync_every)    \
+#define GDS_JOB_SPEC_FIELDS(X)                                                                              \
+  X(std::string, path) X(std::string, engine) X(uint64_t, bs) X(uint32_t, qd)                               \
+  X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                        \
+  X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, uncached)       \
+  X(bool, fadvise_hint) X(bool, verify) X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu) \
+  X(std::string, gpu_backend) X(bool, stonewall) X(uint64_t, round_reads) X(uint64_t, fsync_every)          \
   X(bool, fsync_end)
 // clang-format on
 
@@ -47,6 +47,8 @@ struct Job {
   bool staged() const { return mode == Mode::kBounce || mode == Mode::kCachedBounce; }
   bool on_gpu() const { return mode != Mode::kCpu; }
   bool simulated_gpu() const { return on_gpu() && gpu_backend.rfind("sim", 0) == 0; }  // gpu/sim_device.cpp
+  // What its engine opens for one file or object: the job's way with the page cache and direction.
+  Target target(const std::string& at, uint64_t create_size = 0, const std::string& mark = "") const;
 };
 
 // What a run reports, each field listed once: the structs below, the dicts the

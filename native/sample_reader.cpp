@@ -34,8 +34,7 @@ void SampleReader::close() noexcept {
 }
 
 void SampleReader::open(const std::string& path, uint64_t create_size, const std::string& mark) {
-  const Target target{path,           job_.direct, job_.uncached,
-                      job_.direction, create_size, mark};  // a reader moves one way: its job's
+  const Target target = job_.target(path, create_size, mark);  // a reader moves one way: its job's
   if (!create_size && engine_ && thread_serial() == owner_ &&
       engine_->retarget(target)) {  // curl: the next object, same connections
     path_ = path;

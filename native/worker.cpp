@@ -35,8 +35,7 @@ void Worker::setup() {
   const EngineInfo& engine = engine_by_name(job_.engine);
   slots_ = std::make_unique<ReadSlots>(job_, plan_.gpu, bool(control_.verify_device));
   if (job_.on_gpu()) result_.gpu = plan_.gpu;
-  engine_ =
-      engine.open(Target{job_.path, job_.direct, job_.uncached, job_.direction, 0, {}}, job_.qd, job_.engine_options);
+  engine_ = engine.open(job_.target(job_.path), job_.qd, job_.engine_options);
   slots_->register_with(*engine_);
 }
 

@@ -224,6 +224,13 @@ def test_fio_s_keywords_are_its_system_values(tmp_path):
     assert f"numjobs=$ncpus: $ncpus is {cpus} here" in " ".join(t.notes)
 
 
+def test_fio_s_fadvise_hint_is_asked_for_by_name(tmp_path):
+    assert fio_job.translate(fio(tmp_path, "[j]\nrw=read\nfadvise_hint=1\n")).flags == ["--rw", "read", "--fadvise-hint"]
+    assert "fadvise_hint=0 -> no advice" in " ".join(fio_job.translate(fio(tmp_path, "[j]\nfadvise_hint=0\n")).mapped)
+    with pytest.raises(UsageError, match="fadvise_hint"):
+        fio_job.translate(fio(tmp_path, "[j]\nrw=read\nfadvise_hint=noreuse\n"))
+
+
 def test_fio_s_uncached_is_the_job_s_uncached(tmp_path):
     t = fio_job.translate(fio(tmp_path, "[j]\nrw=write\nioengine=pvsync2\nuncached=1\n"))
     assert t.flags == ["--rw", "write", "--engine", "psync", "--uncached"]

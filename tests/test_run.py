@@ -250,6 +250,21 @@ def test_uncached_writes_that_extend_a_file_leave_no_pages(engine, tmp_path):
     assert kept[True] <= 0.25 and kept[False] > 0.9, kept
 
 
+@pytest.mark.parametrize("pattern", ["seq", "rand"])
+def test_fadvise_hint_reads_the_same_data_and_reaches_the_native_job(pattern_file, pattern):
+    """fio's fadvise_hint=1: the advice (sequential or random, by --pattern) given to the engine's own
+    descriptor; it changes readahead, never what is read."""
+    from gdsbench.execution.native import to_native
+
+    size = os.path.getsize(pattern_file)
+    spec = JobSpec(path=pattern_file, engine="io_uring", bs=64 * 1024, qd=4, direct=False, fadvise_hint=True,
+                   pattern=pattern, verify=True, io_size=size)
+    assert to_native(spec.replace(runtime_ns=0)).fadvise_hint and f"fadvise {'random' if pattern == 'rand' else 'sequential'}" in \
+        spec.describe()
+    r = run(spec)
+    assert r.verify_mismatches == 0 and r.verified_blocks == size // PATTERN_BLOCK
+
+
 def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_file, tmp_path):
     for args, words in ((["--uncached", "--direct"], "--uncached with --direct"),
                         (["--uncached", "--engine", "null"], "--uncached: the null engine does not do uncached"),

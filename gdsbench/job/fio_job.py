@@ -30,7 +30,7 @@ ENGINE_NOTES = {"libaio": "libaio -> io_uring: gdsbench's asynchronous engine, a
 DIRECTIONS = ("read", "write", "randread", "randwrite")
 # options gdsbench maps that fio refuses without a value ("Option direct requires an argument"), its 0/1 ones too
 VALUED = ("rw", "readwrite", "bs", "blocksize", "iodepth", "numjobs", "ioengine", "runtime", "ramp_time", "size",
-          "io_size", "offset", "filename", "directory", "fsync", "direct", "buffered", "end_fsync")
+          "io_size", "offset", "filename", "directory", "fsync", "direct", "buffered", "end_fsync", "fadvise_hint")
 # options that change nothing measured: why, in a few words
 NOTED = {
     "name": "the job's name", "description": "a description", "group_reporting": "how fio groups its report",
@@ -299,6 +299,13 @@ def translate(path: str, section: str | None = None) -> Translation:
                 out.path = os.path.join(value, f"{section}.0.0")
                 out.mapped.append(f"directory={value} -> PATH {out.path} (fio's file for job [{section}], as no "
                                   "filename= is given)")
+        elif option == "fadvise_hint":  # fio's default is 1; gdsbench advises only when asked
+            if value in ("1", None, ""):
+                out.flag(option, value, "--fadvise-hint")
+            elif value == "0":
+                out.mapped.append("fadvise_hint=0 -> no advice, as gdsbench's default")
+            else:
+                raise _refuse(path, option, value, "an advice other than fio's 1 (sequential or random, by rw=) or 0")
         elif option == "end_fsync":
             if value != "0":
                 out.flag(option, value, "--fsync-end")

@@ -98,6 +98,11 @@ class _JobOptions:
         "are dropped once copied, a write's writeback starts at once and its pages are dropped once written back; "
         "pages cached already stay (fio's uncached=1; psync and io_uring, on a filesystem that does it: not tmpfs)",
     )
+    fadvise_hint: bool = option(
+        False, "bool", "--fadvise-hint", "before buffered I/O, advise the kernel of the access pattern as fio's "
+        "fadvise_hint=1 (its default) does: POSIX_FADV_SEQUENTIAL for seq (readahead's window doubled), "
+        "POSIX_FADV_RANDOM for rand (no readahead)",
+    )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
                         native=False)
     verify: bool = option(False, "bool", "--verify", "check every block read against the pattern `gdsbench prepare` wrote")
@@ -324,6 +329,8 @@ class _JobOptions:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
             parts.append(caching(self.uses_o_direct, self.uncached))
+            if self.fadvise_hint and not self.uses_o_direct:
+                parts.append("fadvise " + ("random" if self.pattern == "rand" else "sequential"))
         if self.warm:
             parts.append("warm cache")
         if self.fsync_every:
