@@ -259,8 +259,8 @@ def test_fadvise_hint_reads_the_same_data_and_reaches_the_native_job(pattern_fil
     size = os.path.getsize(pattern_file)
     spec = JobSpec(path=pattern_file, engine="io_uring", bs=64 * 1024, qd=4, direct=False, fadvise_hint=True,
                    pattern=pattern, verify=True, io_size=size)
-    assert to_native(spec.replace(runtime_ns=0)).fadvise_hint and f"fadvise {'random' if pattern == 'rand' else 'sequential'}" in \
-        spec.describe()
+    advice = "random" if pattern == "rand" else "sequential"
+    assert to_native(spec.replace(runtime_ns=0)).fadvise_hint and f"fadvise {advice}" in spec.describe()
     r = run(spec)
     assert r.verify_mismatches == 0 and r.verified_blocks == size // PATTERN_BLOCK
 
