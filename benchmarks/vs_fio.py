@@ -41,7 +41,7 @@ out of the headline.
 
 The uncached rows (fio's uncached=1, gdsbench's --uncached: RWF_DONTCACHE) need fio 3.39 or later:
 Debian 12's fio 3.33 has no such option, so they are left out, saying so, unless --fio names a newer
-fio (one built from its source: ./configure && make).
+fio (one built from its source: ./configure --disable-native && make).
 """
 
 from __future__ import annotations
@@ -248,9 +248,11 @@ FIO = "fio"  # the fio every run uses (--fio)
 
 def fio_version(fio: str) -> tuple[int, int]:
     """fio's version as (major, minor), from `fio --version` ("fio-3.33")."""
-    out = subprocess.run([fio, "--version"], capture_output=True, text=True, check=True).stdout
-    major, minor = re.match(r"fio-(\d+)\.(\d+)", out.strip()).groups()
-    return int(major), int(minor)
+    out = subprocess.run([fio, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    m = re.match(r"fio-(\d+)\.(\d+)", out)
+    if not m:
+        sys.exit(f"--fio {fio}: its --version said {out!r}, not fio-MAJOR.MINOR")
+    return int(m.group(1)), int(m.group(2))
 
 
 def run_fio(row: Row, path: str | None, runtime: float, ramp: float, seed: int, huge: bool = False) -> dict:
@@ -483,7 +485,7 @@ def main() -> int:
              "is approximate: neighbouring ratios share a fio run, so they are "
              "not independent, and it covers somewhat less than stated. fio with its default malloc buffers ran "
              f"{max(1, args.repeats // 2)} times after the alternation, for information. Random rows use a new "
-             "seed at each step (fio --randseed with --randrepeat=0, without which fio 3.33 ignores the seed and "
+             "seed at each step (fio --randseed with --randrepeat=0, without which fio (3.33, at least) ignores the seed and "
              "re-reads the same offsets every run; gdsbench --seed): the tools' random orders differ, and this "
              "disk's speed depends on which blocks are read.",
              "Verdict: PASS when the median meets the target; FAIL when the whole interval misses it (a real gap); "
@@ -503,16 +505,16 @@ def main() -> int:
              "this disk sets its write speed, and a file fio laid out itself or had already rewritten wrote faster), "
              "with end_fsync (gdsbench's --fsync-end) inside the measured time; fio's figures are its 'write' "
              "section's.",
-             "Headline: the judged rows only (ratios in bold, their verdicts, the exit status). A row marked 'not "
-             "judged' (the buffered write row) is shown for information: quote the O_DIRECT rows, not it."]
+             "Headline: the judged rows only (ratios in bold, their verdicts, the exit status)."
+             + (" A row marked 'not judged' is shown for information: quote the judged rows, not it."
+                if any(not r["judged"] for r in raw["rows"]) else "")]
     notes += [n for row in ROWS if args.rows in row.name for n in row.notes]
     if any(args.rows in name for name in (f"QD32 O_DIRECT + {o[0]}" for o in IO_URING_OPTION_ROWS)):
         notes.append(HIPRI_NOTE)
     print("\n" + md)
     if raw["left_out"]:
-        notes.append(f"Left out, not run: {', '.join(raw['left_out'])}. They need fio "
-                     f"{'.'.join(map(str, UNCACHED_FIO))} or later (its uncached option), and this fio is "
-                     f"{'.'.join(map(str, fio_version(FIO)))}; give --fio a newer one.")
+        notes.append(f"Left out, not run, for an option this fio ({'.'.join(map(str, raw['fio_version']))}) does not "
+                     f"have: {'; '.join(raw['left_out'])}. Give --fio a newer one.")
     paths = write_outputs(args.name, "gdsbench vs fio", md, notes, raw, tools=("fio",), **tool_commands, **where)
     print("\nwrote " + ", ".join(paths))
     return 0 if all(r["verdict"] == "PASS" for r in raw["rows"] if r["judged"]) else 1
@@ -524,13 +526,13 @@ def shown_verdict(row: Row, verdict: str) -> str:
 
 
 def measure_rows(args, files, counters, reference):
-    table, raw = [], {"rows": [], "left_out": []}
     version = fio_version(FIO)
+    table, raw = [], {"rows": [], "left_out": [], "fio_version": list(version)}
     for row in ROWS:
         if args.rows not in row.name:
             continue
         if version < row.min_fio:  # an option this fio does not have: said in the notes, not run
-            raw["left_out"].append(row.name)
+            raw["left_out"].append(f"{row.name} (fio {'.'.join(map(str, row.min_fio))} or later)")
             continue
         fio, gds, fio_default = [], [], []
 

@@ -239,7 +239,7 @@ py::list engines_list() {
     d["about"] = e.about;
     d["opens"] = gds::opens_name(e.can.opens);
     d["supports_direct"] = e.can.supports_direct;
-    d["supports_uncached"] = e.can.supports_uncached;
+    d["buffered_flags"] = e.can.buffered_flags;
     d["max_depth"] = e.can.max_depth;
     d["gpu_buffers"] = e.can.gpu_buffers;
     py::list directions;
@@ -514,7 +514,7 @@ PYBIND11_MODULE(_native, m) {
       .def("write", &sample_move<&gds::SampleReader::write>, py::arg("path"), py::arg("offset"), py::arg("length"),
            "Write one region (a write job's reader): (bytes, chunks, ns from the first chunk issued to the "
            "last landed, and its fsync where the job says fsync_end).")
-      .def("reseed", &gds::SampleReader::reseed, py::arg("seed"),
+      .def("reseed", &gds::SampleReader::reseed, py::arg("seed"), py::call_guard<py::gil_scoped_release>(),
            "Refill a writer's payload from this seed: the files or objects it writes next are its own "
            "bytes (pattern.file_seed).")
       .def(

@@ -71,7 +71,7 @@ LocalFile::LocalFile(const Target& target) {
   // (whether the filesystem does it is asked before the run: pagecache.uncached_refusal)
   if (target.uncached) rw_flags_ = RWF_DONTCACHE;
   // readahead is the descriptor's own (its open file), so the advice goes to this one
-  if (target.fadvise && !target.direct) ::posix_fadvise(fd_, 0, 0, target.fadvise);
+  if (target.fadvise) ::posix_fadvise(fd_, 0, 0, target.fadvise);
 }
 
 int LocalFile::sync() const {

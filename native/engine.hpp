@@ -46,7 +46,7 @@ struct IoRequest {
 struct Target {
   std::string path;       // a local file's path, or a URL (Opens::kUrl, kNfsFile, kSmbFile)
   bool direct = false;    // O_DIRECT
-  bool uncached = false;  // buffered, its pages not kept (RWF_DONTCACHE): Capabilities::supports_uncached
+  bool uncached = false;  // buffered, its pages not kept (RWF_DONTCACHE): Capabilities::buffered_flags
   int fadvise = 0;        // posix_fadvise advice for a buffered local file's descriptor (--fadvise-hint); 0: none
   Direction direction = Direction::kRead;
   // A write that makes a new object of this many bytes, never one that is there (curl: S3's
@@ -142,12 +142,12 @@ enum class Opens { kNothing, kLocalFile, kUrl, kNfsFile, kSmbFile };
 const char* opens_name(Opens o);  // "nothing", "local file", "url", "nfs file", "smb file": as ENGINE_INFO says
 
 struct Capabilities {
-  Opens opens;             // kNothing: reads nothing (null)
-  bool supports_direct;    // honours O_DIRECT
-  bool supports_uncached;  // honours Target::uncached (fio's uncached: psync, io_uring)
-  unsigned max_depth;      // largest queue depth (1: concurrency only from threads)
-  unsigned directions;     // Direction values it does, or-ed
-  bool gpu_buffers;        // reads into and writes from GPU memory itself (--mode gds)
+  Opens opens;           // kNothing: reads nothing (null)
+  bool supports_direct;  // honours O_DIRECT
+  bool buffered_flags;   // honours Target::uncached and Target::fadvise: its own descriptor of a local file
+  unsigned max_depth;    // largest queue depth (1: concurrency only from threads)
+  unsigned directions;   // Direction values it does, or-ed
+  bool gpu_buffers;      // reads into and writes from GPU memory itself (--mode gds)
   bool does(Direction d) const { return directions & unsigned(d); }
   // Whether it makes a target new (Target::create_size): an object or a file on a server
   // (curl: one PUT or upload; nfs and smb: a file they create); a local file is prepare's.

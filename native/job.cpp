@@ -29,7 +29,7 @@ Target Job::target(const std::string& at, uint64_t create_size, const std::strin
   t.path = at;
   t.direct = direct;
   t.uncached = uncached;
-  if (fadvise_hint) t.fadvise = pattern == "rand" ? POSIX_FADV_RANDOM : POSIX_FADV_SEQUENTIAL;  // as fio's
+  if (fadvise_hint && !direct) t.fadvise = pattern == "rand" ? POSIX_FADV_RANDOM : POSIX_FADV_SEQUENTIAL;  // as fio's
   t.direction = direction;
   t.create_size = create_size;
   t.create_mark = mark;

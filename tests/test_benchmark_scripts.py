@@ -357,6 +357,17 @@ class FakeCounters:
         return dict(fn(row, *args), device_request_bytes=None)
 
 
+def test_vs_fio_reads_fio_s_version_from_fio_itself(tmp_path):
+    vs_fio = load("vs_fio")
+    fake = tmp_path / "fio"
+    fake.write_text("#!/bin/sh\necho fio-3.42-135-gf5344384\n")
+    fake.chmod(0o755)
+    assert vs_fio.fio_version(str(fake)) == (3, 42)  # a build from git says more after its version
+    fake.write_text("#!/bin/sh\necho something else\n")
+    with pytest.raises(SystemExit, match="not fio-MAJOR.MINOR"):
+        vs_fio.fio_version(str(fake))
+
+
 def test_vs_fio_writes_a_fresh_file_before_every_write_run_of_either_tool(monkeypatch, tmp_path):
     from types import SimpleNamespace
 
@@ -377,7 +388,7 @@ def test_vs_fio_writes_a_fresh_file_before_every_write_run_of_either_tool(monkey
     path = str(tmp_path / "w.dat")
     table, raw = vs_fio.measure_rows(args, {"write": path}, FakeCounters(), tool("fio"))
     assert [r["name"] for r in raw["rows"]] == [r.name for r in vs_fio.ROWS if "write" in r.name and not r.min_fio[0]]
-    assert raw["left_out"] == ["psync 1M write uncached end_fsync"]  # said in the notes, never run
+    assert raw["left_out"] == ["psync 1M write uncached end_fsync (fio 3.39 or later)"]  # said in the notes, not run
     runs = [e for e in events if e[0] != "fresh"]
     assert len(runs) == len(raw["rows"]) * (2 * 2 + 1 + 1)  # fio, gds, fio, gds, fio; fio default buffers once
     for i, e in enumerate(events):  # every run of either tool comes right after its file was made anew

@@ -229,6 +229,13 @@ def test_fio_s_fadvise_hint_is_asked_for_by_name(tmp_path):
     assert "fadvise_hint=0 -> no advice" in " ".join(fio_job.translate(fio(tmp_path, "[j]\nfadvise_hint=0\n")).mapped)
     with pytest.raises(UsageError, match="fadvise_hint"):
         fio_job.translate(fio(tmp_path, "[j]\nrw=read\nfadvise_hint=noreuse\n"))
+    # a buffered job without it gets fio's default, said as such; an O_DIRECT one no advice
+    buffered = fio_job.translate(fio(tmp_path, "[j]\nrw=read\ndirect=0\n"))
+    assert buffered.flags == ["--rw", "read", "--buffered", "--fadvise-hint"]
+    assert "fadvise_hint (not given: fio's default, 1) -> --fadvise-hint" in buffered.mapped
+    assert fio_job.translate(fio(tmp_path, "[j]\nrw=read\ndirect=1\n")).flags == ["--rw", "read", "--direct"]
+    null = fio_job.translate(fio(tmp_path, "[j]\nrw=read\nioengine=null\ndirect=0\n"))
+    assert "--fadvise-hint" not in null.flags  # an engine that opens no file takes no advice
 
 
 def test_fio_s_uncached_is_the_job_s_uncached(tmp_path):

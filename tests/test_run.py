@@ -250,6 +250,28 @@ def test_uncached_writes_that_extend_a_file_leave_no_pages(engine, tmp_path):
     assert kept[True] <= 0.25 and kept[False] > 0.9, kept
 
 
+def test_random_advice_turns_readahead_off_for_the_engine_s_descriptor(tmp_path):
+    """--fadvise-hint with --pattern rand (POSIX_FADV_RANDOM, as fio's fadvise_hint=1) reaches the kernel:
+    a 4 KiB buffered read of the file's first block brings that page alone into the page cache, where
+    without the advice the kernel's first readahead brings a few more (Linux 6.18 here: 4 pages)."""
+    from gdsbench.execution.native import to_native
+
+    path = str(tmp_path / "ra.dat")
+    prepare(path, 8 * MiB)
+    os.sync()  # clean pages, which evict() can drop
+    pages = {}
+    for advice in (True, False):
+        evict(path, 0, 8 * MiB)
+        job = JobSpec(path=path, engine="psync", bs=4096, direct=False, fadvise_hint=advice, pattern="rand",
+                      runtime_ns=0)
+        reader = _native.SampleReader(to_native(job), 0, None)
+        assert reader.read(path, 0, 4096)[0] == 4096
+        pages[advice] = round(cached_fraction(path, 0, 8 * MiB) * 8 * MiB / 4096)
+    if pages[False] <= 1:
+        pytest.skip("this filesystem or disk reads ahead nothing here (read_ahead_kb 0): the advice cannot show")
+    assert pages[True] == 1, pages
+
+
 @pytest.mark.parametrize("pattern", ["seq", "rand"])
 def test_fadvise_hint_reads_the_same_data_and_reaches_the_native_job(pattern_file, pattern):
     """fio's fadvise_hint=1: the advice (sequential or random, by --pattern) given to the engine's own
@@ -267,7 +289,9 @@ def test_fadvise_hint_reads_the_same_data_and_reaches_the_native_job(pattern_fil
 
 def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_file, tmp_path):
     for args, words in ((["--uncached", "--direct"], "--uncached with --direct"),
-                        (["--uncached", "--engine", "null"], "--uncached: the null engine does not do uncached"),
+                        (["--uncached", "--engine", "null"], "--uncached: the null engine does not give it"),
+                        (["--fadvise-hint", "--buffered", "--engine", "null"], "--fadvise-hint: the null engine"),
+                        (["--fadvise-hint", "--direct"], "--fadvise-hint advises the page cache's readahead"),
                         (["--uncached", "--mode", "gds", "--gpu-backend", "sim"], "--uncached: --mode gds reads with "
                                                                                   "O_DIRECT"),
                         (["--uncached", "--warm"], "--warm with --uncached")):

@@ -60,7 +60,7 @@ def resolve_engine(spec: JobSpec) -> str:
             raise UsageError(f"--mode {spec.mode} needs the {spec.engine} engine, not available here: {reason}"
                              if spec.on_gpu else f"--engine {spec.engine}: not available here: {reason}")
         refuse_foreign_option(spec, engine, kind, reads_it)  # a stand-in would ignore its GPU engine's own
-        spec.refuse_uncached(engine)
+        spec.refuse_buffered_flags(engine)
         return engine
     engines = mode.stand_ins if spec.simulated and mode.stand_ins else mode.engines
     readers = [e for e in engines if e in reads_it]
@@ -79,7 +79,7 @@ def resolve_engine(spec: JobSpec) -> str:
                          f"{ENGINE_INFO[first]['unavailable']}")
     engine = usable[0]
     refuse_foreign_option(spec, engine, kind, reads_it)
-    spec.refuse_uncached(engine)
+    spec.refuse_buffered_flags(engine)
     depth = ENGINE_INFO[engine]["max_depth"]
     if spec.qd > depth and engine == readers[0]:
         raise UsageError(f"--qd {spec.qd}: the {engine} engine takes a queue depth from 1 to {depth}")

@@ -299,8 +299,8 @@ def translate(path: str, section: str | None = None) -> Translation:
                 out.path = os.path.join(value, f"{section}.0.0")
                 out.mapped.append(f"directory={value} -> PATH {out.path} (fio's file for job [{section}], as no "
                                   "filename= is given)")
-        elif option == "fadvise_hint":  # fio's default is 1; gdsbench advises only when asked
-            if value in ("1", None, ""):
+        elif option == "fadvise_hint":  # fio's default is 1; gdsbench advises only when asked (below)
+            if value == "1":
                 out.flag(option, value, "--fadvise-hint")
             elif value == "0":
                 out.mapped.append("fadvise_hint=0 -> no advice, as gdsbench's default")
@@ -336,4 +336,9 @@ def translate(path: str, section: str | None = None) -> Translation:
             out.notes.append(f"{option}: not emulated ({NOTED[option]})")
         else:
             raise _refuse(path, option, value, "an fio option gdsbench does not have")
+    engine = out.flags[out.flags.index("--engine") + 1] if "--engine" in out.flags else None
+    advised = engine in (None, "psync", "io_uring") and "://" not in (out.path or "")  # a local file's engines
+    if "--buffered" in out.flags and "fadvise_hint" not in options and advised:  # fio advises unless told not to
+        out.flags.append("--fadvise-hint")
+        out.mapped.append("fadvise_hint (not given: fio's default, 1) -> --fadvise-hint")
     return out

@@ -252,7 +252,10 @@ class _JobOptions:
             raise IncompatibleOptions("--uncached with --direct: uncached I/O is buffered I/O whose pages are not kept; "
                                       "drop one")
         if self.engine != "auto":
-            self.refuse_uncached(self.engine)
+            self.refuse_buffered_flags(self.engine)
+        if self.fadvise_hint and self.uses_o_direct:
+            raise IncompatibleOptions("--fadvise-hint advises the page cache's readahead, which O_DIRECT bypasses; add "
+                                      "--buffered (or --uncached), or drop --fadvise-hint")
         if self.uncached and self.warm:
             raise IncompatibleOptions("--warm with --uncached: uncached reads keep no pages to warm; drop one")
         if self.runtime_ns == 0 and not self.io_size:
@@ -309,14 +312,15 @@ class _JobOptions:
         return next((o for o in OPTIONS if o.engine is not None and o.engine not in engines
                      and getattr(self, o.name) != _DEFAULTS[o.name]), None)
 
-    def refuse_uncached(self, engine: str) -> None:
-        """IncompatibleOptions where --uncached meets an engine that does not ask for it (validate, and
-        the runner once auto has picked one)."""
-        if self.uncached and not ENGINE_INFO[engine].get("supports_uncached", False):
-            doing = [e for e in self.mode_declaration.engines if ENGINE_INFO[e].get("supports_uncached")]
+    def refuse_buffered_flags(self, engine: str) -> None:
+        """IncompatibleOptions where --uncached or --fadvise-hint meets an engine that does not give it to a
+        local file's descriptor of its own (validate, and the runner once auto has picked one)."""
+        asked = [flag for flag, on in (("--uncached", self.uncached), ("--fadvise-hint", self.fadvise_hint)) if on]
+        if asked and not ENGINE_INFO[engine].get("buffered_flags", False):
+            doing = [e for e in self.mode_declaration.engines if ENGINE_INFO[e].get("buffered_flags")]
             fix = f"use --engine {' or '.join(doing)} on a local file" if doing else \
                 f"--mode {self.mode} reads with none that does; use --mode cpu or cached-bounce"
-            raise IncompatibleOptions(f"--uncached: the {engine} engine does not do uncached buffered I/O; {fix}")
+            raise IncompatibleOptions(f"{asked[0]}: the {engine} engine does not give it to the kernel; {fix}")
 
     def replace(self, **changes: Any) -> JobSpec:
         return dataclasses.replace(self, **changes)
@@ -329,7 +333,7 @@ class _JobOptions:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
             parts.append(caching(self.uses_o_direct, self.uncached))
-            if self.fadvise_hint and not self.uses_o_direct:
+            if self.fadvise_hint:
                 parts.append("fadvise " + ("random" if self.pattern == "rand" else "sequential"))
         if self.warm:
             parts.append("warm cache")

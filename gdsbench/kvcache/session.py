@@ -186,7 +186,7 @@ class KVSession:
         # each entry its own bytes (pattern.file_seed), as the reference's random arrays are: the
         # mover's buffers refilled before the timed write (making bytes is not the storage's time)
         def own_bytes(mover: _Mover):
-            mover.writer.reseed(pattern.file_seed(self.run.write_spec.seed, key))
+            mover.writer.reseed(pattern.file_seed(self.run.seed, key))
 
         self._on_storage("write", path, size, log, write, before=own_bytes)
 

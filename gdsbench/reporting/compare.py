@@ -81,7 +81,7 @@ def align_keys(runs: list[Run]) -> list[str]:
 # What can change the figures most comes first: where the bytes came from (the
 # page cache or storage) and the path they took, then the job, then the
 # machine, then storage details.
-FIRST_OPTIONS = ("direct", "uncached", "warm", "mode", "engine", "gpu_backend")
+FIRST_OPTIONS = ("direct", "uncached", "fadvise_hint", "warm", "mode", "engine", "gpu_backend")
 NONE_MEANS = {"direct": "by mode", "runtime_ns": "5 s, or none with --io-size"}
 
 

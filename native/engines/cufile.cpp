@@ -10,7 +10,7 @@
 namespace gds {
 namespace {
 constexpr Capabilities kCuFileCan = {
-    Opens::kLocalFile,   /*supports_direct=*/true, /*supports_uncached=*/false, /*max_depth=*/1, kReadWrite,
+    Opens::kLocalFile,   /*supports_direct=*/true, /*buffered_flags=*/false, /*max_depth=*/1, kReadWrite,
     /*gpu_buffers=*/true};
 const char* const kCuFileAbout = "cuFileRead into / cuFileWrite from GPU memory (GPUDirect Storage; --mode gds)";
 }  // namespace

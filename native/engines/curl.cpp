@@ -27,7 +27,7 @@
 
 namespace gds {
 constexpr Capabilities kCurlCan = {
-    Opens::kUrl,          /*supports_direct=*/false, /*supports_uncached=*/false, /*max_depth=*/1024, kReadWrite,
+    Opens::kUrl,          /*supports_direct=*/false, /*buffered_flags=*/false, /*max_depth=*/1024, kReadWrite,
     /*gpu_buffers=*/false};
 constexpr uint64_t kSecond = 1000000000ull;
 constexpr long kDefaultRecvBuffer = 128 * 1024;  // why 128 KiB: set_common

@@ -20,7 +20,7 @@
 
 namespace gds {
 constexpr Capabilities kIoUringCan = {
-    Opens::kLocalFile,    /*supports_direct=*/true, /*supports_uncached=*/true, /*max_depth=*/32768, kReadWrite,
+    Opens::kLocalFile,    /*supports_direct=*/true, /*buffered_flags=*/true, /*max_depth=*/32768, kReadWrite,
     /*gpu_buffers=*/false};
 constexpr uint64_t kAnyCpu = 4096;  // sqthread_poll_cpu's default: the polling thread not bound
 const std::vector<EngineOption> kIoUringOptions = {

@@ -20,7 +20,7 @@
 
 namespace gds {
 constexpr Capabilities kNfsCan = {
-    Opens::kNfsFile,      /*supports_direct=*/false, /*supports_uncached=*/false, /*max_depth=*/1024, kReadWrite,
+    Opens::kNfsFile,      /*supports_direct=*/false, /*buffered_flags=*/false, /*max_depth=*/1024, kReadWrite,
     /*gpu_buffers=*/false};
 constexpr const char* kNfsAbout =
     "a file on an NFS server read and written through libnfs, in user space (no kernel mount), requests in flight "

@@ -31,7 +31,7 @@ class NullEngine final : public Engine {
 const EngineInfo kNullEngine = {
     "null",
     "no I/O: measures the harness's own per-request floor",
-    {Opens::kNothing, /*supports_direct=*/true, /*supports_uncached=*/false, /*max_depth=*/65536, kReadWrite,
+    {Opens::kNothing, /*supports_direct=*/true, /*buffered_flags=*/false, /*max_depth=*/65536, kReadWrite,
      /*gpu_buffers=*/false},
     [](const Target&, unsigned depth, const OptionValues&) -> std::unique_ptr<Engine> {
       return std::make_unique<NullEngine>(depth);

@@ -43,7 +43,7 @@ class PsyncEngine final : public SynchronousEngine {
 const EngineInfo kPsyncEngine = {
     "psync",
     "pread(2) and pwrite(2), one request at a time per thread",
-    {Opens::kLocalFile, /*supports_direct=*/true, /*supports_uncached=*/true, /*max_depth=*/1, kReadWrite,
+    {Opens::kLocalFile, /*supports_direct=*/true, /*buffered_flags=*/true, /*max_depth=*/1, kReadWrite,
      /*gpu_buffers=*/false},
     [](const Target& target, unsigned, const OptionValues&) -> std::unique_ptr<Engine> {
       return std::make_unique<PsyncEngine>(target);

@@ -16,7 +16,7 @@
 
 namespace gds {
 constexpr Capabilities kSmbCan = {
-    Opens::kSmbFile,      /*supports_direct=*/false, /*supports_uncached=*/false, /*max_depth=*/1, kReadWrite,
+    Opens::kSmbFile,      /*supports_direct=*/false, /*buffered_flags=*/false, /*max_depth=*/1, kReadWrite,
     /*gpu_buffers=*/false};
 constexpr const char* kSmbAbout =
     "a file on an SMB share read and written through libsmbclient, in user space (no cifs mount), one request at a "
