@@ -286,7 +286,7 @@ def test_fio_rand_read_becomes_the_flags_that_mean_it_and_the_command_line_wins(
     t = fio_job.translate(os.path.join(FIO_EXAMPLES, "fio-rand-read.fio"))
     assert t.path == "fio-rand-read" and t.flags == ["--rw", "randread", "--bs", "4K", "--buffered", "--threads", "1",
                                                       "--runtime", "900s", "--size", "10G", "--engine", "io_uring",
-                                                      "--qd", "16"]
+                                                      "--qd", "16", "--fadvise-hint"]  # (fio's default advice)
     assert any(n.startswith("libaio -> io_uring") for n in t.notes)
     res = gdsbench("run", pattern_file, "--fio-job", os.path.join(FIO_EXAMPLES, "fio-rand-read.fio"), "--size", "4M",
                    "--runtime", "300ms", "--json")

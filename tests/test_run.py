@@ -291,7 +291,6 @@ def test_uncached_is_refused_where_it_cannot_mean_anything(gdsbench, pattern_fil
     for args, words in ((["--uncached", "--direct"], "--uncached with --direct"),
                         (["--uncached", "--engine", "null"], "--uncached: the null engine does not give it"),
                         (["--fadvise-hint", "--buffered", "--engine", "null"], "--fadvise-hint: the null engine"),
-                        (["--fadvise-hint", "--direct"], "--fadvise-hint advises the page cache's readahead"),
                         (["--uncached", "--mode", "gds", "--gpu-backend", "sim"], "--uncached: --mode gds reads with "
                                                                                   "O_DIRECT"),
                         (["--uncached", "--warm"], "--warm with --uncached")):

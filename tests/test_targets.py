@@ -72,6 +72,9 @@ class Toy:
     def check_direct(self, bs, offset):
         CALLS.append(("check_direct", bs, offset))
 
+    def check_uncached(self):
+        CALLS.append(("check_uncached",))
+
     def direct_alignment(self):
         return 1
 
@@ -123,7 +126,8 @@ def test_every_kind_answers_the_protocol(toy):
     kinds = targets.kinds()
     assert LocalFile in kinds and RemoteObject in kinds and "Toy" in {k.__name__ for k in kinds}
     for kind in kinds:
-        missing = [m for m in ("OPENED_AS", "claims", "absolute", "open", "where", "identity", "check_direct", "direct_alignment",
+        missing = [m for m in ("OPENED_AS", "claims", "absolute", "open", "where", "identity", "check_direct", "check_uncached",
+                               "direct_alignment",
                                "hold", "has_pattern", "created_by_gdsbench", "describe") if not hasattr(kind, m)]
         assert not missing, (kind, missing)
 

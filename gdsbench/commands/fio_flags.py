@@ -29,6 +29,7 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
     flags they mean, so the command line's own (read after them) win; which option became which is
     said once (gdsbench/job/fio_job.py)."""
     from gdsbench.job import fio_job
+    from gdsbench.job.spec import OPTIONS
 
     if not args.fio_job:
         if args.fio_section:
@@ -43,6 +44,10 @@ def with_fio_job(args: argparse.Namespace, command: str) -> argparse.Namespace:
         flags = [*job.flags, "--io-size", str(args.size)]
         instead["--io-size"] = "the command line's --size"
     say_translation(args.fio_job, job.mapped, job.notes, instead=instead)
+    # switches first: sweep's take an optional value (a list to sweep), and one last would take the
+    # command line's PATH after it for its value
+    switches = {f for o in OPTIONS if o.kind == "bool" for f in (o.flag, o.negative) if f}
+    flags = [f for f in flags if f in switches] + [f for f in flags if f not in switches]
     path = [job.path] if job.path and args.path is None else []
     again = args.command_parser.parse_args([*path, *flags, *own])
     again.fio_job = again.fio_section = None

@@ -17,7 +17,7 @@ import re
 
 from gdsbench.job import tomlfile
 from gdsbench.job.errors import UsageError, clip
-from gdsbench.job.spec import OPTIONS
+from gdsbench.job.spec import ENGINE_INFO, OPTIONS
 
 ENGINES = {"io_uring": "io_uring", "psync": "psync", "sync": "psync", "pvsync": "psync", "pvsync2": "psync",
            "vsync": "psync", "null": "null", "libaio": "io_uring"}
@@ -337,7 +337,7 @@ def translate(path: str, section: str | None = None) -> Translation:
         else:
             raise _refuse(path, option, value, "an fio option gdsbench does not have")
     engine = out.flags[out.flags.index("--engine") + 1] if "--engine" in out.flags else None
-    advised = engine in (None, "psync", "io_uring") and "://" not in (out.path or "")  # a local file's engines
+    advised = (engine is None or ENGINE_INFO[engine].get("buffered_flags", False)) and "://" not in (out.path or "")
     if "--buffered" in out.flags and "fadvise_hint" not in options and advised:  # fio advises unless told not to
         out.flags.append("--fadvise-hint")
         out.mapped.append("fadvise_hint (not given: fio's default, 1) -> --fadvise-hint")

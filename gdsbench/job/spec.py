@@ -101,7 +101,7 @@ class _JobOptions:
     fadvise_hint: bool = option(
         False, "bool", "--fadvise-hint", "before buffered I/O, advise the kernel of the access pattern as fio's "
         "fadvise_hint=1 (its default) does: POSIX_FADV_SEQUENTIAL for seq (readahead's window doubled), "
-        "POSIX_FADV_RANDOM for rand (no readahead)",
+        "POSIX_FADV_RANDOM for rand (no readahead); with O_DIRECT nothing to advise, as in fio",
     )
     warm: bool = option(False, "bool", "--warm", "keep the target's pages in the page cache instead of dropping them first",
                         native=False)
@@ -253,9 +253,6 @@ class _JobOptions:
                                       "drop one")
         if self.engine != "auto":
             self.refuse_buffered_flags(self.engine)
-        if self.fadvise_hint and self.uses_o_direct:
-            raise IncompatibleOptions("--fadvise-hint advises the page cache's readahead, which O_DIRECT bypasses; add "
-                                      "--buffered (or --uncached), or drop --fadvise-hint")
         if self.uncached and self.warm:
             raise IncompatibleOptions("--warm with --uncached: uncached reads keep no pages to warm; drop one")
         if self.runtime_ns == 0 and not self.io_size:
@@ -333,7 +330,7 @@ class _JobOptions:
             parts.append(f"x{self.threads} threads")
         if self.opens_target:
             parts.append(caching(self.uses_o_direct, self.uncached))
-            if self.fadvise_hint:
+            if self.fadvise_hint and not self.uses_o_direct:  # (O_DIRECT has no readahead to advise: ignored, as fio)
                 parts.append("fadvise " + ("random" if self.pattern == "rand" else "sequential"))
         if self.warm:
             parts.append("warm cache")
