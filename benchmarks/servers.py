@@ -263,10 +263,28 @@ def stop(proc: subprocess.Popen, wait: float = 10) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (/proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of a server so far: the process and every live descendant (smbd forks one per
+    connection), each with its reaped children's (/proc/PID/stat). Descendants are read before the
+    process, so a child reaped in between counts twice (its last moment), never not at all."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+    children: dict[int, list[int]] = {}
+    for child, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(child)
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo.extend(children.get(tree[-1], []))
+    with open(f"/proc/{pid}/stat") as f:  # the process itself, last and fresh
+        stats[pid] = f.read().rsplit(")", 1)[1].split()
+    ticks = sum(int(stats[p][i]) for p in tree for i in (11, 12, 13, 14))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def first_line(argv: list[str]) -> str:

@@ -320,6 +320,31 @@ def test_servers_stop_by_pid_sigterm_then_sigkill(tmp_path):
     servers.stop(polite)  # already stopped: nothing to do
 
 
+def test_server_cpu_counts_the_children_it_forks():
+    """smbd serves each connection from a child: a server's CPU is its whole tree's, live children and
+    reaped ones, or the table says the server idled while its children worked."""
+    servers = load("servers")
+    import subprocess
+
+    # The parent forks a child that burns 0.3 s of its own CPU, says so, and lives until told to go;
+    # then the parent reaps it and waits.
+    forker = subprocess.Popen([sys.executable, "-c", "import os, sys, time\n"
+                               "if os.fork() == 0:\n"
+                               "    while time.process_time() < 0.3: pass\n"
+                               "    print('burnt', flush=True); sys.stdin.readline(); os._exit(0)\n"
+                               "os.wait(); print('reaped', flush=True); time.sleep(60)"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert forker.stdout.readline().strip() == "burnt"
+        assert servers.cpu_seconds(forker.pid) >= 0.29  # the live child's
+        forker.stdin.write("go\n")
+        forker.stdin.flush()
+        assert forker.stdout.readline().strip() == "reaped"
+        assert servers.cpu_seconds(forker.pid) >= 0.29  # now in the parent's reaped children's
+    finally:
+        servers.stop(forker)
+
+
 def test_servers_report_tool_versions_as_they_say_them():
     servers = load("servers")
     assert servers.first_line([sys.executable, "--version"]).startswith("Python 3")
