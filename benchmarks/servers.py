@@ -33,7 +33,9 @@ def start(argv: list[str], port: int, log: str, own_group: bool = False) -> subp
     """A server process, once it accepts connections on port; stopped again if it never does (or on ^C).
     own_group: in a process group of its own (smbd, stopping, signals its whole group)."""
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=own_group)
+        # stdin from /dev/null: smbd in the foreground exits when a pipe on its stdin closes
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=own_group)
     try:
         for _ in range(600):
             try:

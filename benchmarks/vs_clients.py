@@ -129,7 +129,7 @@ PLAN = {
     # NFS: 1 MiB, as one RPC carries (larger requests go as several); its 1 MiB rows read the whole file (nfs-cat's)
     "ganesha (NFS)": {"object": 3 * GiB, 64 * KiB: 2 * GiB, 1 * MiB: 3 * GiB},  # 0.4-1 GiB/s at 64 KiB
     # SMB: one request in flight per process (--procs for more); its 4 MiB rows read the whole file (smbclient's)
-    "smbd (SMB)": {"object": 3 * GiB, 64 * KiB: 512 * MiB, 4 * MiB: 3 * GiB},
+    "smbd (SMB)": {"object": 3 * GiB, 64 * KiB: 2 * GiB, 4 * MiB: 3 * GiB},  # 8 processes start in 2-4 s
 }
 NFS3 = "ganesha, NFSv3 on a host (NFS)"
 PLAN[NFS3] = PLAN["ganesha (NFS)"]
