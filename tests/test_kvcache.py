@@ -270,3 +270,33 @@ def test_the_native_writer_reads_nothing_and_survives_a_refused_write(tmp_path):
     assert writer.write(path, 0, 128 * 1024)[0] == 128 * 1024
     assert reader.read(path, 0, 128 * 1024)[0] == 128 * 1024 and reader.verify_mismatches == 0
     assert isinstance(reader, _native.SampleReader)
+
+
+def test_a_sessions_entries_on_storage_are_each_their_own_bytes(tmp_path, monkeypatch):
+    """A whole session: every entry it writes to storage carries its own payload (its key's seed),
+    so no two entries share a block a deduplicating store could keep once."""
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.kvcache import session
+    from gdsbench.kvcache.models import model_named
+
+    payloads: dict[str, bytes] = {}
+    write = session.KVSession._write
+
+    def write_and_look(self, tier, key, size, log):
+        write(self, tier, key, size, log)
+        if tier == session.STORAGE:
+            with open(self._path(key), "rb") as f:
+                payloads[key] = f.read(4096)[24:4088]  # the payload, its offset and checksum words aside
+
+    monkeypatch.setattr(session.KVSession, "_write", write_and_look)
+    spec = JobSpec(path=str(tmp_path / "probe.kv"), engine="io_uring", rw="write", bs=1 << 20, fsync_end=True,
+                   runtime_ns=0)
+    run = session.KVRun(model_named("tiny-1b"), 3, 600.0, str(tmp_path), spec.replace(rw="read", fsync_end=False),
+                        spec, seed=4, io_threads=3, requests=2)
+    kv = session.KVSession(run)
+    try:
+        kv.run_users()
+    finally:
+        kv.close()
+    assert kv.failure is None and len(payloads) == 6  # three users, two requests each: every entry on storage
+    assert len(set(payloads.values())) == len(payloads)

@@ -91,6 +91,14 @@ def test_the_package_face_loads_nothing_until_asked():
     assert not above, f"importing gdsbench.job.units and gdsbench.job.spec loads {above}"
 
 
+def test_the_command_line_starts_without_the_results_store():
+    """A spawned worker (--procs) imports the command line's module again: pandas and pyarrow, which
+    only saving a run needs, would cost each of them about 0.2 s of CPU at start."""
+    code = "import sys, gdsbench.cli; print(' '.join(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert not {"pandas", "pyarrow", "gdsbench.results.store"} & set(loaded)
+
+
 def test_engines_are_asked_what_they_can_do_not_named():
     """No `engine == "null"` outside the declarations: code asks ENGINE_INFO's capabilities
     (native/engine.hpp), so a new engine is one native file and a registry line."""

@@ -9,11 +9,14 @@ import importlib
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gdsbench.execution import mpi
 from gdsbench.job.errors import EXIT_INTERRUPTED
 from gdsbench.results.kinds import RunKind, kind_of
-from gdsbench.results.store import RunStore, writing
+
+if TYPE_CHECKING:  # the store (pandas, pyarrow) is imported where a run is saved: a spawned worker
+    from gdsbench.results.store import RunStore  # imports this module too, and saves nothing
 
 
 @dataclasses.dataclass
@@ -57,6 +60,8 @@ def measured(saved: Saved, measure: Callable[[RunStore | None], None], *, what: 
     answer in a line, and its page. The command's exit code: interrupted, or 0 (an error goes on up,
     the run marked failed)."""
     store = None
+    from gdsbench.results.store import RunStore, writing
+
     if mpi.is_root():
         store = RunStore.create(saved.results, saved.name, saved.info)
         saved.started(store)
