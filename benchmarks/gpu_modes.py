@@ -488,6 +488,8 @@ def main() -> int:
             queued = {"threads": args.threads, "qd": args.qd}
             run_mode("gds batch", "gds", compat or None, dict(queued, engine="cufile_batch"), large)
             run_mode("gds async", "gds", compat or None, dict(queued, engine="cufile_async"), large)
+            # GPU memory from CUDA's VMM (cuMemCreate + cuMemMap) instead of cudaMalloc, registered
+            run_mode("gds vmm registered", "gds", compat or None, {"gds_register": True, "gpu_memory": "vmm"}, large)
     if runnable("kvikio"):
         run_mode("kvikio", "kvikio")
         if "error" not in raw["modes"]["kvikio"]:  # it could run here (a failed size is still the comparison's)

@@ -31,8 +31,8 @@ const char* mode_name(Mode mode);
   X(uint32_t, threads) X(std::string, pattern) X(uint64_t, offset) X(uint64_t, size)                        \
   X(uint64_t, runtime_ns) X(uint64_t, io_size) X(uint64_t, ramp_ns) X(bool, direct) X(bool, uncached)       \
   X(bool, fadvise_hint) X(bool, verify) X(uint64_t, seed) X(uint64_t, interval_ns) X(std::vector<int>, gpu) \
-  X(std::string, gpu_backend) X(bool, stonewall) X(uint64_t, round_reads) X(uint64_t, fsync_every)          \
-  X(bool, fsync_end)
+  X(std::string, gpu_backend) X(std::string, gpu_memory) X(bool, stonewall) X(uint64_t, round_reads)       \
+  X(uint64_t, fsync_every) X(bool, fsync_end)
 // clang-format on
 
 struct Job {

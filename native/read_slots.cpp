@@ -12,7 +12,7 @@ ReadSlots::ReadSlots(const Job& job, int gpu, bool have_device_verify) : gpu_(gp
   if (job.on_gpu()) {
     device_ = gpu::open_device(job.gpu_backend, gpu);
     device_->make_current();  // this thread's allocations, streams and cuFile calls use it
-    device_memory_ = device_->alloc_device(bytes_);
+    device_memory_ = device_->alloc_device(bytes_, gpu::parse_device_memory(job.gpu_memory));
     if (job.staged()) {
       staging_ = device_->alloc_pinned(bytes_);
       copies_ = device_->stream(slots);

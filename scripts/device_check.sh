@@ -249,13 +249,14 @@ EOF
     step "writes from GPU memory: bounce, gds and kvikio, read back and verified; a checkpoint in each"
     local wfile="$repo/results/scratch/gpu-writes.dat"
     timeout -k 5 15 $python -m gdsbench prepare "$wfile" --size 1G
-    for mode in bounce gds gds-batch gds-async kvikio; do
+    for mode in bounce gds gds-batch gds-async gds-vmm kvikio; do
       # cuFileWrite has no queue depth; the batch and stream APIs (--engine cufile_batch, cufile_async) do
       local how="--mode $mode --qd 8"
       case $mode in
         gds) how="--mode gds --threads 8" ;;
         gds-batch) how="--mode gds --engine cufile_batch --qd 8" ;;
         gds-async) how="--mode gds --engine cufile_async --qd 8" ;;
+        gds-vmm) how="--mode gds --threads 8 --gpu-memory vmm" ;;  # buffers from cuMemCreate + cuMemMap
       esac
       timeout -k 5 40 $python -m gdsbench run "$wfile" --rw write $how --bs 4M --io-size 2G \
         --fsync-end --verify --json > "$out/write-$mode.json"

@@ -38,6 +38,29 @@ def test_every_block_lands_intact_in_simulated_device_memory(pattern_file, engin
     assert r.spec.direct is (mode == "bounce")
 
 
+@pytest.mark.parametrize("mode,engine", [("bounce", "io_uring"), ("gds", "cufile"), ("gds", "cufile_batch")])
+def test_vmm_buffers_take_reads_and_writes_on_the_cpu_stand_in(own_pattern_file, mode, engine):
+    """--gpu-memory vmm: buffers reserved and mapped as CUDA's VMM makes them (on the SIMULATED device a
+    PROT_NONE range with a memfd mapped over it), every block verified where it landed, writes read
+    back clean, the data path naming the allocation. Untested on a GPU (the gpu-marked test below)."""
+    size = os.path.getsize(own_pattern_file)
+    qd = 1 if engine == "cufile" else 4
+    spec = JobSpec(path=own_pattern_file, mode=mode, engine=engine, gpu_backend="sim", gpu_memory="vmm", bs=256 * 1024,
+                   qd=qd, io_size=size)
+    r = run(spec.replace(verify=True))
+    assert r.verified_blocks == size // _native.PATTERN_BLOCK and r.verify_mismatches == 0
+    assert r.data_path.endswith("GPU buffers from cuMemCreate, mapped by cuMemMap (VMM)") and "SIMULATED" in r.data_path
+    assert run(spec.replace(rw="randwrite", fsync_end=True)).bytes == size
+    assert run(JobSpec(path=own_pattern_file, verify=True, io_size=size)).verify_mismatches == 0
+
+
+@pytest.mark.parametrize("mode", ["cpu", "kvikio"])
+def test_vmm_buffers_are_refused_where_gdsbench_allocates_no_gpu_memory(pattern_file, mode):
+    with pytest.raises(UsageError, match=r"^--gpu-memory vmm: --mode .* has no GPU buffers of gdsbench's own; use "
+                                         r"it with --mode bounce, cached-bounce, gds$"):
+        JobSpec(path=pattern_file, mode=mode, gpu_memory="vmm").validate()
+
+
 def test_reads_overlap_copies(pattern_file):
     """Double buffering: with one read in flight, the next read starts while the previous copy runs."""
     r = run(JobSpec(path=pattern_file, mode="bounce", gpu_backend="sim:copy-delay-us=2000", engine="psync", bs=MiB,
@@ -266,6 +289,17 @@ def test_real_gpu_cufile_queued_apis_deliver_correct_data(pattern_file, engine, 
     assert r.verified_blocks == os.path.getsize(pattern_file) // 4096 and "SIMULATED" not in r.data_path
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode,engine", [("bounce", "io_uring"), ("gds", "cufile"), ("gds", "cufile_batch")])
+def test_real_gpu_vmm_buffers_deliver_correct_data(pattern_file, mode, engine, gpu_needs):
+    """GPU memory from cuMemCreate + cuMemMap: copied into (bounce), and read into by cuFile (gds), verified."""
+    gpu_needs(mode, verify=True)
+    r = run(JobSpec(path=pattern_file, mode=mode, engine=engine, gpu_memory="vmm", qd=1 if engine == "cufile" else 8,
+                    bs=MiB, verify=True, io_size=os.path.getsize(pattern_file)))
+    assert r.verify_mismatches == 0 and r.verified_blocks == os.path.getsize(pattern_file) // 4096
+    assert "SIMULATED" not in r.data_path and r.data_path.endswith("(VMM)")
+
+
 # ---- the rule for gpu-marked tests (tests/conftest.py), proved on a stand-in for a machine's facts ----
 
 pytest_plugins = ["pytester"]
@@ -312,7 +346,7 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
     it has a GPU, under scripts/device_check.sh's variable: each meets an error and fails; only
     kvikio's, whose library is absent, is skipped, naming it."""
     result = _gpu_tests(pytester, monkeypatch, "1", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(failed=9, skipped=2)
+    result.assert_outcomes(failed=12, skipped=2)
     result.stdout.fnmatch_lines(["FAILED *test_real_gpu_modes_deliver_correct_data?gds?*",
                                  "FAILED *test_real_gpu_train_modes_land_correct_samples?bounce?*"], consecutive=False)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]  # the same reason, counted once
@@ -321,12 +355,12 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
 
 def test_a_gpu_test_skips_only_naming_the_absent_gpu_and_fails_where_one_is_declared(pytester, monkeypatch):
     result = _gpu_tests(pytester, monkeypatch, "0", None, *REAL_GPU_TESTS)
-    result.assert_outcomes(skipped=11)
+    result.assert_outcomes(skipped=14)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]
     assert skips and all("absent here: no NVIDIA GPU on the PCI bus" in line for line in skips), skips
     # scripts/device_check.sh declares the GPU present: its absence is then an error, not a skip
     result = _gpu_tests(pytester, monkeypatch, "0", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(errors=11)
+    result.assert_outcomes(errors=14)
     result.stdout.fnmatch_lines(["*GDSBENCH_GPU_REQUIRED=1 declares a GPU present, but it is absent: no NVIDIA GPU*"])
 
 

@@ -143,6 +143,11 @@ class _JobOptions:
         "cuda", "str", "--gpu-backend", "cuda; or sim: a CPU stand-in that tests the staging pipeline "
         "and is never a GPU measurement (sim:fail-copy=N,copy-delay-us=M inject faults and delays)", sweep=False,
     )
+    gpu_memory: str = option(
+        "cudamalloc", "choice", "--gpu-memory", "how GPU buffers are allocated (bounce, cached-bounce, gds): cudamalloc, "
+        "or vmm: CUDA's virtual memory management (cuMemCreate + cuMemMap), as PyTorch's expandable segments allocate",
+        choices=("cudamalloc", "vmm"),
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, tuple):  # JobSpec(gpu="0,1") from Python: the same parse as the CLI's
@@ -210,6 +215,10 @@ class _JobOptions:
         if self.simulated and mode.gpu and not mode.simulated:
             raise IncompatibleOptions(f"--gpu-backend sim stands in for GPU memory in bounce and gds modes only, not "
                                       f"--mode {self.mode}")
+        if self.gpu_memory != "cudamalloc" and not (mode.gpu and mode.native_loop):
+            own = [m.name for m in MODES.values() if m.gpu and m.native_loop]
+            raise IncompatibleOptions(f"--gpu-memory {self.gpu_memory}: --mode {self.mode} has no GPU buffers of "
+                                      f"gdsbench's own; use it with --mode {', '.join(own)}")
         if self.engine != "auto" and self.engine not in mode.engines:
             raise IncompatibleOptions(
                 f"--engine {self.engine} with --mode {self.mode}: this mode reads with {', '.join(mode.engines)}"

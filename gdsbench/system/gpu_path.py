@@ -16,6 +16,7 @@ SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
 
 # How a local file's bytes met the page cache (spec.caching), as a data path says it
 PATH_WORDS = {"O_DIRECT": "O_DIRECT", "buffered": "page-cache", "uncached": "uncached page-cache"}
+GPU_MEMORY_WORDS = {"vmm": "from cuMemCreate, mapped by cuMemMap (VMM)"}
 
 
 def cufile_serves(spec: JobSpec) -> bool:
@@ -73,6 +74,11 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
               seen: nvfs.Observation | None = None) -> str:
     """What the bytes of this (resolved) job really pass through, in words. `seen` is what
     nvidia-fs counted during the run, for the modes that read through cuFile."""
+    path = _data_path(spec, target, kvikio_path, seen)
+    return f"{path}; GPU buffers {GPU_MEMORY_WORDS[spec.gpu_memory]}" if spec.gpu_memory != "cudamalloc" else path
+
+
+def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, seen: nvfs.Observation | None) -> str:
     mode = spec.mode_declaration
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"

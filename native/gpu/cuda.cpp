@@ -19,6 +19,7 @@ const std::map<std::string, std::vector<std::string>>& defaults() {
   static const std::map<std::string, std::vector<std::string>> d = {
       {"cudart", {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}},
       {"cufile", {"libcufile.so", "libcufile.so.0"}},
+      {"cuda", {"libcuda.so.1", "libcuda.so"}},
   };
   return d;
 }
@@ -91,7 +92,9 @@ void set_library_candidates(const std::string& library, const std::vector<std::s
 std::vector<std::string> library_candidates(const std::string& library) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<std::string> out;
-  std::string env = "GDSBENCH_" + std::string(library == "cudart" ? "CUDART" : "CUFILE");
+  const std::string env = library == "cudart"   ? "GDSBENCH_CUDART"
+                          : library == "cufile" ? "GDSBENCH_CUFILE"
+                                                : "GDSBENCH_LIBCUDA";
   if (const char* p = std::getenv(env.c_str())) out.push_back(p);
   auto d = defaults().find(library);
   if (d != defaults().end()) out.insert(out.end(), d->second.begin(), d->second.end());
@@ -151,6 +154,35 @@ CudaRuntime& CudaRuntime::get() {
 }
 
 std::string CudaRuntime::probe() { return why_not<CudaRuntime>(); }
+
+CudaDriver::CudaDriver() {
+  void* handle = open_library("cuda", &path);
+  GDS_BIND("cuda", cuInit);
+  GDS_BIND("cuda", cuDeviceGet);
+  GDS_BIND("cuda", cuDeviceGetAttribute);
+  GDS_BIND("cuda", cuGetErrorString);
+  GDS_BIND("cuda", cuMemGetAllocationGranularity);
+  GDS_BIND("cuda", cuMemCreate);
+  GDS_BIND("cuda", cuMemRelease);
+  GDS_BIND("cuda", cuMemAddressReserve);
+  GDS_BIND("cuda", cuMemAddressFree);
+  GDS_BIND("cuda", cuMemMap);
+  GDS_BIND("cuda", cuMemUnmap);
+  GDS_BIND("cuda", cuMemSetAccess);
+  check(cuInit(0), "cuInit");
+}
+
+void CudaDriver::check(CUresult result, const std::string& what) const {
+  if (result == CUDA_SUCCESS) return;
+  const char* text = nullptr;
+  cuGetErrorString(result, &text);
+  throw IoError(what + ": " + (text ? text : "CUDA driver error " + std::to_string(int(result))));
+}
+
+CudaDriver& CudaDriver::get() {
+  static Once<CudaDriver> once;
+  return once.get();
+}
 
 CuFileApi::CuFileApi() {
   CudaRuntime::get();  // cuFile needs a working CUDA runtime underneath

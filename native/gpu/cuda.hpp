@@ -4,6 +4,7 @@
 // get() throws InputError naming what is missing, and whose probe() says why
 // it cannot load ("" when it can).
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cufile.h>
 
@@ -51,6 +52,32 @@ class CudaRuntime {
   void check(cudaError_t err, const std::string& what) const;
 
   CudaRuntime();  // loads and checks; use get(), which does this once per process
+};
+
+// The driver API's virtual memory management (--gpu-memory vmm), which the runtime does not offer:
+// from libcuda, the driver's own library (the one the runtime loads), loaded only when asked for.
+class CudaDriver {
+ public:
+  static CudaDriver& get();
+
+  std::string path;
+  GDS_SHIM_FN(cuInit);
+  GDS_SHIM_FN(cuDeviceGet);
+  GDS_SHIM_FN(cuDeviceGetAttribute);
+  GDS_SHIM_FN(cuGetErrorString);
+  GDS_SHIM_FN(cuMemGetAllocationGranularity);
+  GDS_SHIM_FN(cuMemCreate);
+  GDS_SHIM_FN(cuMemRelease);
+  GDS_SHIM_FN(cuMemAddressReserve);
+  GDS_SHIM_FN(cuMemAddressFree);
+  GDS_SHIM_FN(cuMemMap);
+  GDS_SHIM_FN(cuMemUnmap);
+  GDS_SHIM_FN(cuMemSetAccess);
+
+  // Throws IoError "<what>: <the driver's message>" unless result is CUDA_SUCCESS.
+  void check(CUresult result, const std::string& what) const;
+
+  CudaDriver();  // loads and initialises; use get()
 };
 
 class CuFileApi {

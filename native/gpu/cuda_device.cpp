@@ -118,7 +118,8 @@ class CudaDevice final : public Device {
   void make_current() override {
     rt_.check(rt_.cudaSetDevice(index_), "cudaSetDevice(" + std::to_string(index_) + ")");
   }
-  Memory alloc_device(size_t n) override {
+  Memory alloc_device(size_t n, DeviceMemory how) override {
+    if (how == DeviceMemory::kVmm) return alloc_vmm(n);
     void* p = nullptr;
     rt_.check(rt_.cudaMalloc(&p, n), "cudaMalloc(" + std::to_string(n) + " bytes) for read buffers (--bs x --qd)");
     CudaRuntime* rt = &rt_;
@@ -138,6 +139,48 @@ class CudaDevice final : public Device {
   }
 
  private:
+  // CUDA's virtual memory management: physical memory made (cuMemCreate), addresses reserved for it
+  // and the memory mapped there, readable and writable by this GPU. The GPUDirect RDMA flag is set
+  // where the device takes it: cuFile's direct path pins GPU pages as RDMA does.
+  Memory alloc_vmm(size_t n) {
+    CudaDriver& d = CudaDriver::get();
+    const std::string what = " (--gpu-memory vmm, " + std::to_string(n) + " bytes of buffers: --bs x --qd)";
+    CUdevice device = 0;
+    d.check(d.cuDeviceGet(&device, index_), "cuDeviceGet" + what);
+    int rdma = 0;
+    d.cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, device);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+    size_t granularity = 0;
+    d.check(d.cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            "cuMemGetAllocationGranularity" + what);
+    const size_t size = (n + granularity - 1) / granularity * granularity;
+    CUmemGenericAllocationHandle memory = 0;
+    d.check(d.cuMemCreate(&memory, size, &prop, 0), "cuMemCreate" + what);
+    CUdeviceptr at = 0;
+    CUresult result = d.cuMemAddressReserve(&at, size, granularity, 0, 0);
+    if (result == CUDA_SUCCESS) {
+      result = d.cuMemMap(at, size, 0, memory, 0);
+      if (result != CUDA_SUCCESS) d.cuMemAddressFree(at, size);
+    }
+    d.cuMemRelease(memory);  // the mapping holds the memory from here; unmapping frees it
+    d.check(result, "cuMemAddressReserve/cuMemMap" + what);
+    auto unmap = [&d, size](char* p) {
+      d.cuMemUnmap(CUdeviceptr(p), size);
+      d.cuMemAddressFree(CUdeviceptr(p), size);
+    };
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    result = d.cuMemSetAccess(at, size, &access, 1);
+    if (result != CUDA_SUCCESS) unmap(reinterpret_cast<char*>(at));
+    d.check(result, "cuMemSetAccess" + what);
+    return Memory(reinterpret_cast<char*>(at), unmap);
+  }
+
   CudaRuntime& rt_;
   int index_;
 };

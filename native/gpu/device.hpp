@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+#include "../error.hpp"
+
 namespace gds::gpu {
 
 // Which way a copy goes: to the GPU after a read, from it before a write.
@@ -38,6 +40,18 @@ class CopyStream {
   virtual uint64_t wait(unsigned slot) = 0;
 };
 
+// How GPU buffers are allocated (--gpu-memory): cudaMalloc, or CUDA's virtual memory management
+// (VMM: physical memory made by cuMemCreate, mapped at addresses reserved apart, as PyTorch's
+// expandable segments allocate), which cuFile and copies must reach as well.
+enum class DeviceMemory { kCudaMalloc, kVmm };
+
+// --gpu-memory's names (JobSpec checks them first); InputError for any other.
+inline DeviceMemory parse_device_memory(const std::string& name) {
+  if (name == "cudamalloc") return DeviceMemory::kCudaMalloc;
+  if (name == "vmm") return DeviceMemory::kVmm;
+  throw InputError("--gpu-memory " + name + ": choose cudamalloc or vmm");
+}
+
 // Memory is handed out as shared_ptr<char> whose deleter frees it the
 // device's way, so a worker holds buffers without knowing which device.
 using Memory = std::shared_ptr<char>;
@@ -47,7 +61,7 @@ class Device {
   virtual ~Device() = default;
   virtual bool simulated() const = 0;
   virtual void make_current() = 0;  // bind the calling thread to the device
-  virtual Memory alloc_device(size_t n) = 0;
+  virtual Memory alloc_device(size_t n, DeviceMemory how) = 0;
   // Page-locked host memory the device can copy to and from: 2 MiB aligned, huge-page
   // backed where possible (buffers.hpp), registered with the device.
   virtual Memory alloc_pinned(size_t n) = 0;

@@ -1,5 +1,8 @@
 // SIMULATION: a CPU stand-in for a GPU, for testing the staging pipeline where
 // no GPU exists. Not a measurement of any device: see device.hpp.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -111,7 +114,9 @@ class SimDevice final : public Device {
   explicit SimDevice(SimOptions options) : options_(options) {}
   bool simulated() const override { return true; }
   void make_current() override {}
-  Memory alloc_device(size_t n) override { return alloc_pinned(n); }  // "device memory" is host memory
+  Memory alloc_device(size_t n, DeviceMemory how) override {  // "device memory" is host memory
+    return how == DeviceMemory::kVmm ? alloc_mapped(n) : alloc_pinned(n);
+  }
   Memory alloc_pinned(size_t n) override {
     auto buffers = std::make_shared<HostBuffers>(n);
     return Memory(buffers, buffers->data());
@@ -124,6 +129,27 @@ class SimDevice final : public Device {
   }
 
  private:
+  // --gpu-memory vmm's stand-in, made as VMM makes it: a range of addresses reserved (PROT_NONE),
+  // then memory of its own (a memfd, as cuMemCreate's handle) mapped over all of it. What it tests
+  // is gdsbench's side: buffers that are a mapping, not one allocator's block.
+  static Memory alloc_mapped(size_t n) {
+    constexpr size_t kGranularity = size_t(2) << 20;  // VMM's on today's GPUs
+    const size_t size = (n + kGranularity - 1) / kGranularity * kGranularity;
+    void* range = ::mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (range == MAP_FAILED) throw IoError("mmap (reserving the stand-in's VMM range): " + errno_text(errno));
+    const int fd = ::memfd_create("gdsbench-vmm-stand-in", MFD_CLOEXEC);
+    const bool mapped = fd >= 0 && ::ftruncate(fd, off_t(size)) == 0 &&
+                        ::mmap(range, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+    const std::string why = mapped ? "" : errno_text(errno);
+    if (fd >= 0) ::close(fd);  // the mapping keeps the memory, as VMM's does after cuMemRelease
+    if (!mapped) {
+      ::munmap(range, size);
+      throw IoError("memfd_create/mmap (the stand-in's VMM memory): " + why);
+    }
+    std::memset(range, 0, size);  // its pages made now, not in a measured read
+    return Memory(static_cast<char*>(range), [size](char* p) { ::munmap(p, size); });
+  }
+
   const SimOptions options_;
 };
 
