@@ -242,6 +242,7 @@ py::list engines_list() {
     d["buffered_flags"] = e.can.buffered_flags;
     d["max_depth"] = e.can.max_depth;
     d["gpu_buffers"] = e.can.gpu_buffers;
+    d["registers_gpu_buffers"] = e.can.registers_gpu_buffers;
     py::list directions;
     for (auto dir : {gds::Direction::kRead, gds::Direction::kWrite})
       if (e.can.does(dir)) directions.append(gds::direction_name(dir));

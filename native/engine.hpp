@@ -148,6 +148,8 @@ struct Capabilities {
   unsigned max_depth;    // largest queue depth (1: concurrency only from threads)
   unsigned directions;   // Direction values it does, or-ed
   bool gpu_buffers;      // reads into and writes from GPU memory itself (--mode gds)
+  // Registers those buffers with cuFile whatever the job asks (else only where its gds_register option asks)
+  bool registers_gpu_buffers = false;
   bool does(Direction d) const { return directions & unsigned(d); }
   // Whether it makes a target new (Target::create_size): an object or a file on a server
   // (curl: one PUT or upload; nfs and smb: a file they create); a local file is prepare's.

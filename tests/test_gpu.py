@@ -575,3 +575,17 @@ def sys_modules_kvikio():
     import sys
 
     return sys.modules["kvikio"]
+
+
+@pytest.mark.parametrize("engine,options,words", [
+    ("cufile", {}, "GPU buffers not registered (cuFile reads through registered buffers of its own, then copies)"),
+    ("cufile", {"gds_register": True}, "GPU buffers registered with cuFileBufRegister"),
+    ("cufile_batch", {}, "GPU buffers registered with cuFileBufRegister"),  # the queued APIs always register
+    ("cufile_async", {"gpu_memory": "vmm"},
+     "GPU buffers from cuMemCreate, mapped by cuMemMap (VMM), registered with cuFileBufRegister")])
+def test_a_cufile_data_path_says_how_its_gpu_buffers_were_made_and_registered(pattern_file, engine, options, words):
+    """What the label says of a real GPU's run (the words only: no GPU here)."""
+    from gdsbench.system.gpu_path import data_path
+
+    path = data_path(JobSpec(path=pattern_file, mode="gds", engine=engine, **options), None)
+    assert path.startswith("cuFile reads into GPU memory, ") and path.endswith(f"; {words}")

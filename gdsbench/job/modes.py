@@ -82,7 +82,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 PYTHON_ENGINES = {
     "kvikio": {"name": "kvikio", "about": "kvikio's CuFile.pread and thread pool (--mode kvikio)", "max_depth": 1024,
                "opens": ("local file", "url"), "supports_direct": True, "directions": ("read", "write"), "gpu_buffers": True,
-               "lists_folders": False, "unavailable": "",
+               "registers_gpu_buffers": False, "lists_folders": False, "unavailable": "",
                "options": [  # declared as a native engine declares its own (native/engine.hpp's EngineOption)
                    {"name": "kvikio_threads", "kind": "int", "help": "kvikio's thread pool size (kvikio; 0: kvikio's "
                     "default)", "default": 0, "low": 0, "high": 1024},

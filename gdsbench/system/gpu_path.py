@@ -75,7 +75,19 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
     """What the bytes of this (resolved) job really pass through, in words. `seen` is what
     nvidia-fs counted during the run, for the modes that read through cuFile."""
     path = _data_path(spec, target, kvikio_path, seen)
-    return f"{path}; GPU buffers {GPU_MEMORY_WORDS[spec.gpu_memory]}" if spec.gpu_memory != "cudamalloc" else path
+    buffers = _gpu_buffers(spec)
+    return f"{path}; GPU buffers {buffers}" if buffers else path
+
+
+def _gpu_buffers(spec: JobSpec) -> str:
+    """How the GPU buffers were made (where not by cudaMalloc) and, where cuFile serves them, whether
+    they were registered with it: unregistered, cuFile reads through buffers of its own, then copies."""
+    words = [GPU_MEMORY_WORDS[spec.gpu_memory]] if spec.gpu_memory != "cudamalloc" else []
+    if spec.mode_declaration.path_from == "cufile-platform" and not spec.simulated:
+        registered = ENGINE_INFO[spec.engine]["registers_gpu_buffers"] or getattr(spec, "gds_register", False)
+        words.append("registered with cuFileBufRegister" if registered else
+                     "not registered (cuFile reads through registered buffers of its own, then copies)")
+    return ", ".join(words)
 
 
 def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, seen: nvfs.Observation | None) -> str:

@@ -9,8 +9,8 @@
 namespace gds {
 namespace {
 constexpr Capabilities kAsyncCan = {
-    Opens::kLocalFile,   /*supports_direct=*/true, /*buffered_flags=*/false, kCuFileQueue, kReadWrite,
-    /*gpu_buffers=*/true};
+    Opens::kLocalFile,    /*supports_direct=*/true,      /*buffered_flags=*/false, kCuFileQueue, kReadWrite,
+    /*gpu_buffers=*/true, /*registers_gpu_buffers=*/true};
 const char* const kAsyncAbout =
     "cuFile's stream API into / from GPU memory: cuFileReadAsync on a CUDA stream per request (--mode gds; gdsio -x 5)";
 }  // namespace

@@ -11,8 +11,8 @@ namespace gds {
 namespace {
 constexpr unsigned kMaxBatch = 128;  // cufile.json's properties.io_batchsize default: a batch's largest
 constexpr Capabilities kBatchCan = {
-    Opens::kLocalFile,   /*supports_direct=*/true, /*buffered_flags=*/false, kCuFileQueue, kReadWrite,
-    /*gpu_buffers=*/true};
+    Opens::kLocalFile,    /*supports_direct=*/true,      /*buffered_flags=*/false, kCuFileQueue, kReadWrite,
+    /*gpu_buffers=*/true, /*registers_gpu_buffers=*/true};
 const char* const kBatchAbout =
     "cuFile's batch API into / from GPU memory: cuFileBatchIOSubmit, cuFileBatchIOGetStatus (--mode gds; gdsio -x 6)";
 }  // namespace
