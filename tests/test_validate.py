@@ -337,6 +337,33 @@ def test_gpudirect_passes_only_when_nvidia_fs_counted_the_bytes(monkeypatch, pat
     assert "counted 0 MiB of reads for 64 MiB read" in labels["fallback"]  # the counters that did (not) move
 
 
+def test_pci_p2pdma_in_cufile_json_is_gpudirect_inferred_never_observed(monkeypatch, tmp_path, pattern_file):
+    """CUDA 12.8 on, cuFile reads GPUDirect by the kernel's PCI P2PDMA where cufile.json asks, with no
+    nvidia-fs: then the label may not say compatibility mode (it once did, for any machine without
+    nvidia-fs), but nothing can observe the path either, so it is inferred, and validate warns."""
+    from gdsbench.job.spec import JobSpec
+    from gdsbench.system.targets import target_for
+
+    config = tmp_path / "cufile.json"
+    config.write_text('{\n  "properties": {\n    // the kernel\'s P2PDMA\n    "use_pci_p2pdma": true\n  },\n'
+                      '  "block": { "nvme": { "use_pci_p2pdma": true } }\n}\n')
+    monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(config))
+    parsed = gpu.cufile_config()
+    assert parsed["use_pci_p2pdma"] is True and parsed["nvme_p2pdma"] is True and parsed["lines"]["use_pci_p2pdma"] == 4
+    status = {"nvidia_fs": {"loaded": False, "version": None}, "cufile_json": parsed, "gpus": [{"cuda_index": 0}],
+              "cuda": {}}
+    monkeypatch.setattr(gpu, "status", lambda: status)
+    monkeypatch.setattr(gpu_path, "gds_is_direct", lambda info, t: (True, "P2PDMA, nvme0n1 (planted)"))
+    spec = JobSpec(path=pattern_file, mode="gds", engine="cufile")
+    label = gpu_path.data_path(spec, target_for(pattern_file), None, nvfs.observe(None, 64 * MiB))
+    assert gpu_path.compat_forced(status) is None and nvfs.INFERRED in label and "COMPATIBILITY" not in label
+    check = platform.nvidia_fs(platform.Facts(status, None, True, profile.ANY_NODE))
+    assert check.status == "WARN" and "P2PDMA" in check.measured
+    # without the ask, no nvidia-fs is compatibility mode, and says why
+    status["cufile_json"] = dict(parsed, use_pci_p2pdma=False, nvme_p2pdma=None)
+    assert "does not ask for PCI P2PDMA" in gpu_path.compat_forced(status)
+
+
 def node_facts(monkeypatch, gpus, node=profile.ANY_NODE, cuda_error=""):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     status = {"gpus": gpus, "cuda": {"cudart_error": cuda_error, "devices": []}, "nvidia_fs": {}, "cufile_json": {}}

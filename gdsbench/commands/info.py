@@ -70,7 +70,8 @@ class InfoCommand:
             f"nvidia-fs       {'loaded' if fs['loaded'] else 'not loaded'}{' ' + fs['version'] if fs['version'] else ''}",
             "GDS             " + (("native: " if direct_ok else "compat: ") + why if not cuda["cufile_error"]
                                   else "unavailable (no usable cuFile)"),
-            "cufile.json     " + (f"{s['cufile_json']['path']} (allow_compat_mode: {s['cufile_json']['allow_compat_mode']})"
+            "cufile.json     " + (f"{s['cufile_json']['path']} (allow_compat_mode: {s['cufile_json']['allow_compat_mode']}, "
+                                  f"use_pci_p2pdma: {s['cufile_json']['use_pci_p2pdma']})"
                                   if s["cufile_json"]["found"] else f"{s['cufile_json']['path']} not found"),
             f"cupy            {s['cupy'] or 'not installed'}",
             f"kvikio          {s['kvikio'] or 'not installed'}",

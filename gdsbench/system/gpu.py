@@ -78,25 +78,30 @@ def nvidia_fs() -> dict:
 
 def cufile_config() -> dict:
     """cufile.json as cuFile will read it ($CUFILE_ENV_PATH_JSON or /etc/cufile.json):
-    its compat-mode settings, the line each is set on, and any parse error."""
+    its compat-mode settings, whether it asks for PCI P2PDMA (GPUDirect through the kernel's
+    peer-to-peer DMA, which needs no nvidia-fs: properties.use_pci_p2pdma, and NVMe's own
+    block.nvme.use_pci_p2pdma), the line each is set on, and any parse error."""
     path = os.environ.get("CUFILE_ENV_PATH_JSON", "/etc/cufile.json")
     text = read_sysfs(Path(path))
     config = {"path": path, "found": text is not None, "allow_compat_mode": None, "force_compat": None,
-              "error": None, "lines": {}}
+              "use_pci_p2pdma": None, "nvme_p2pdma": None, "error": None, "lines": {}}
     if text is None:
         return config
     # cufile.json allows // comments; blank them out, keeping the line numbers
     text = re.sub(r"(?m)^\s*//.*$|\s//[^\"\n]*$", "", text)
     try:
-        properties = json.loads(text).get("properties", {})
+        whole = json.loads(text)
+        properties = whole.get("properties", {})
+        config["nvme_p2pdma"] = whole.get("block", {}).get("nvme", {}).get("use_pci_p2pdma")
     except (json.JSONDecodeError, AttributeError) as e:
         config["error"] = f"not valid JSON: {e}"
         return config
-    for key, field in (("allow_compat_mode", "allow_compat_mode"), ("force_compat_mode", "force_compat")):
+    for key, field in (("allow_compat_mode", "allow_compat_mode"), ("force_compat_mode", "force_compat"),
+                       ("use_pci_p2pdma", "use_pci_p2pdma")):
         config[field] = properties.get(key)
         for number, line in enumerate(text.splitlines(), start=1):
             if f'"{key}"' in line:
-                config["lines"][key] = number
+                config["lines"].setdefault(key, number)  # the first: properties, before block.nvme
     return config
 
 

@@ -25,11 +25,18 @@ def cufile_serves(spec: JobSpec) -> bool:
     return spec.real_gpu and spec.mode_declaration.path_from != "engine"
 
 
+def asks_p2pdma(info: dict) -> bool:
+    """Whether cufile.json asks cuFile for PCI P2PDMA (GPUDirect by the kernel's peer-to-peer DMA,
+    CUDA 12.8 on, no nvidia-fs needed), whose reads nvidia-fs's counters never show."""
+    return info["cufile_json"].get("use_pci_p2pdma") is True or info["cufile_json"].get("nvme_p2pdma") is True
+
+
 def compat_forced(info: dict) -> str | None:
-    """Why cuFile cannot read GPUDirect here whatever the file (no nvidia-fs, compat mode
-    forced), or None where it may."""
-    if not info["nvidia_fs"]["loaded"]:
-        return "nvidia-fs is not loaded, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
+    """Why cuFile cannot read GPUDirect here whatever the file (neither nvidia-fs nor PCI P2PDMA,
+    compat mode forced), or None where it may."""
+    if not info["nvidia_fs"]["loaded"] and not asks_p2pdma(info):
+        return ("nvidia-fs is not loaded and cufile.json does not ask for PCI P2PDMA (use_pci_p2pdma), so cuFile "
+                "serves reads in its compatibility mode (POSIX + bounce)")
     if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
         return "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
     return None
@@ -50,6 +57,9 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
         return False, (f"cuFile on {where} ({storage.get('block_device') or 'no block device'}) likely uses its "
                        "compatibility mode; GPUDirect is expected here only for ext4/xfs on NVMe")
     fs = info["nvidia_fs"]
+    if not fs["loaded"]:  # asks_p2pdma: compat_forced said so
+        return True, (f"PCI P2PDMA asked for in cufile.json (use_pci_p2pdma; nvidia-fs not loaded, so its counters "
+                      f"cannot show the path), {target.where} on {storage.get('block_device')}")
     return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from gdsbench.job.errors import UsageError
+from gdsbench.system import gpu_path
 from gdsbench.system.gpu import NO_GPU
 from gdsbench.system.storage import PCI_ADDRESS, read_sysfs
 from gdsbench.system.targets import Target, is_local
@@ -132,6 +133,11 @@ def nvidia_fs(f: Facts) -> Check:
     if not f.gpus:
         return skip(name, NO_GPU)
     fs = f.status["nvidia_fs"]
+    if not fs["loaded"] and gpu_path.asks_p2pdma(f.status):
+        return Check(name, WARN, "nvidia-fs not loaded; cufile.json asks for PCI P2PDMA instead, whose reads "
+                     "nvidia-fs's counters cannot show, so no read here is observed as GPUDirect",
+                     evidence=f"/sys/module/nvidia_fs: missing; {f.status['cufile_json']['path']}: use_pci_p2pdma true",
+                     fix="load nvidia-fs to observe GPUDirect reads, or take P2PDMA's path on trust")
     if not fs["loaded"]:
         return Check(name, f.gds_status(), "nvidia-fs not loaded: cuFile can only read in compatibility mode",
                      evidence="/sys/module/nvidia_fs: missing",
