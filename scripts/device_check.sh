@@ -159,8 +159,9 @@ if engines["io_uring"] != "available":
 raise SystemExit(0 if s["built_with_cuda"] else "BUILD HAS NO GPU MODES: CUDA headers not found")
 EOF
 
-  # the commit, every tool's version, and the GPU's place beside the storage (nvidia-smi topo: PIX,
-  # PXB, PHB, SYS), once, for the whole run; a copy goes with the logs
+  # the commit, every tool's version, the GPU's place beside the storage (nvidia-smi topo: PIX,
+  # PXB, PHB, SYS) and the paths cuFile can take (gdscheck -p), once, for the whole run; a copy goes
+  # with the logs
   $python - "$out/provenance.json" "$GDSBENCH_COMMIT" "$made_by" <<'EOF' || echo "provenance.json: not written"
 import json, subprocess, sys
 from gdsbench.system import gpu, provenance
@@ -168,10 +169,18 @@ try:
     topo = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10).stdout.splitlines()
 except (OSError, subprocess.SubprocessError) as e:
     topo = [f"nvidia-smi topo -m: {e}"]
+# GDS's own check names the paths this libcufile can take (p2pdma, nvfs, compat), where it is installed
+import glob, shutil
+found = shutil.which("gdscheck") or next(iter(sorted(glob.glob("/usr/local/cuda*/gds/tools/gdscheck"))), None)
+try:
+    gdscheck = subprocess.run([found, "-p"], capture_output=True, text=True, timeout=30).stdout.splitlines() \
+        if found else ["gdscheck: not installed"]
+except (OSError, subprocess.SubprocessError) as e:
+    gdscheck = [f"gdscheck -p: {e}"]
 s = gpu.status()
 record = {**provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS), "made_by": sys.argv[3],
           "commit_given": sys.argv[2], "nvidia_fs": s["nvidia_fs"], "cufile_json": s["cufile_json"],
-          "driver_version": s["driver_version"], "gpu_topology": topo}
+          "driver_version": s["driver_version"], "gpu_topology": topo, "gdscheck": gdscheck}
 json.dump(record, open(sys.argv[1], "w"), indent=1, default=str)
 print("provenance:", record["gdsbench"], record["tools"])
 EOF
