@@ -23,8 +23,8 @@
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
 # package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
-# 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 5 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
-# and 10 to pack the logs: 1562 s at worst for all six with carried wheels, about
+# 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 6 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
+# and 10 to pack the logs: 1602 s at worst for all six with carried wheels, about
 # 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
@@ -40,7 +40,8 @@
 #   train-parquet-MODE.json  a scaled flux's parquet row groups in bounce, gds and kvikio
 #   remote-MODE.json    a 256 MiB object read over HTTP, verified, in cpu, bounce and kvikio mode
 #   write-MODE.json     writes from GPU memory, read back and verified, in bounce, gds (cuFile's synchronous,
-#                       batch and stream APIs: gds, gds-batch, gds-async) and kvikio mode
+#                       batch and stream APIs: gds, gds-batch, gds-async; gds-vmm: buffers from
+#                       cuMemCreate + cuMemMap) and kvikio mode
 #   checkpoint-MODE.json  a scaled llama3-8b checkpoint written and read back, in the same modes
 #   kvcache-MODE.json   the KV-cache workload (4 users x 3 requests, llama3.1-8b) in cpu, bounce and gds mode
 #   pytest.log          the GPU-marked tests
