@@ -228,14 +228,19 @@ def test_a_run_is_saved_with_its_page_and_report_reads_it(kvcache, gdsbench, tmp
     assert (run / "report" / "report.html").read_text().count("<tr>") >= 8
 
 
-def test_each_entry_a_writer_writes_after_a_reseed_is_its_own_bytes(tmp_path):
+@pytest.mark.parametrize("mode", ["cpu", "bounce", "gds"])
+def test_each_entry_a_writer_writes_after_a_reseed_is_its_own_bytes(tmp_path, mode):
     """The movers' writer refilled from each entry's own seed (pattern.file_seed): block k of one entry
-    is not block k of another (a deduplicating store would keep one), and both read back as the pattern."""
+    is not block k of another (a deduplicating store would keep one), and both read back as the pattern.
+    In the GPU modes on the CPU stand-in: bounce copies the refilled buffers to the device, gds refills
+    its host shadow and puts it in device memory."""
     from gdsbench.execution import loops
     from gdsbench.job.spec import JobSpec
 
     paths = [str(tmp_path / f"entry{i}.kv") for i in range(2)]
-    spec = JobSpec(path=paths[0], engine="psync", bs=16384, direct=False, runtime_ns=0)
+    gpu = {} if mode == "cpu" else {"mode": mode, "gpu_backend": "sim"}
+    spec = JobSpec(path=paths[0], engine="psync", bs=16384, direct=mode != "cpu", runtime_ns=0, **gpu)  # resolved:
+    # on the stand-in psync stands in for cuFile's synchronous API
     (writer,) = loops.sample_writers(spec.replace(rw="write"), 0, 1)
     (reader,) = loops.sample_readers(spec.replace(rw="read", verify=True), 0, 1)
     for path in paths:
