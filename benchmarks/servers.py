@@ -264,29 +264,39 @@ def stop(proc: subprocess.Popen, wait: float = 10) -> None:
             os.remove(path)
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:  # gone meanwhile
+        return None
+
+
+def _ticks(fields: list[str]) -> int:
+    return sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime, stime, and its reaped children's
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a server so far: the process and every live descendant (smbd forks one per
-    connection), each with its reaped children's (/proc/PID/stat). Descendants are read before the
-    process, so a child reaped in between counts twice (its last moment), never not at all."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
-            except OSError:  # gone meanwhile
-                continue
-    children: dict[int, list[int]] = {}
-    for child, fields in stats.items():
-        children.setdefault(int(fields[1]), []).append(child)
-    tree, todo = [], [pid]
-    while todo:
-        tree.append(todo.pop())
-        todo.extend(children.get(tree[-1], []))
-    with open(f"/proc/{pid}/stat") as f:  # the process itself, last and fresh
-        stats[pid] = f.read().rsplit(")", 1)[1].split()
-    ticks = sum(int(stats[p][i]) for p in tree for i in (11, 12, 13, 14))
-    return ticks / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of a server so far: the process and its live children (smbd forks one per
+    connection), each with its own reaped children's (/proc/PID/stat). A child reaped while the tree
+    is read would count twice (itself, then in its parent's), so the reading is taken again until
+    the server's reaped children's time holds still across it."""
+    for _ in range(5):
+        root = _stat(pid)
+        assert root is not None, f"server {pid} is gone"
+        stats = {int(e): f for e in os.listdir("/proc") if e.isdigit() and (f := _stat(int(e))) is not None}
+        children: dict[int, list[int]] = {}
+        for child, fields in stats.items():
+            children.setdefault(int(fields[1]), []).append(child)
+        tree, todo = [], list(children.get(pid, []))
+        while todo:
+            tree.append(todo.pop())
+            todo.extend(children.get(tree[-1], []))
+        again = _stat(pid)
+        if again is not None and again[13:15] == root[13:15]:
+            break
+    assert again is not None, f"server {pid} is gone"
+    return (_ticks(again) + sum(_ticks(stats[p]) for p in tree)) / os.sysconf("SC_CLK_TCK")
 
 
 def first_line(argv: list[str]) -> str:

@@ -173,6 +173,7 @@ py::dict gpu_status_dict() {
   d["cufile_path"] = s.cufile_path;
   d["nvfs_version"] = std::to_string(s.nvfs_major) + "." + std::to_string(s.nvfs_minor);
   d["compat_allowed"] = s.compat_allowed;
+  d["p2pdma_supported"] = s.p2pdma_supported;
   d["max_direct_io_size"] = s.max_direct_io_size;
   return d;
 }

@@ -22,9 +22,9 @@
 # steps in one call where the limits below add up to more).
 #
 # Every step has a time limit: 7 s + 20 (90 where kvikio comes from the
-# package index) + 120 + 45, then modes 210, validate 150 + 60, train 20 +
+# package index) + 120 + 45 (provenance, gdscheck) + 45, then modes 210, validate 150 + 60, train 20 +
 # 4 x 45 + 40 + 30 + 3 x 30, remote 15 + 3 x 40, writes 15 + 6 x 40 + 3 x 30 + 3 x 30 (kvcache), tests 50,
-# and 10 to pack the logs: 1602 s at worst for all six with carried wheels, about
+# and 10 to pack the logs: 1647 s at worst for all six with carried wheels, about
 # 5 minutes in a normal run; "validate tests" alone about 2, "train tests" 2.
 #
 # Output goes to $OUT (a remote-device tool's folder, if it sets one), else results/device/. It
@@ -163,7 +163,7 @@ EOF
   # the commit, every tool's version, the GPU's place beside the storage (nvidia-smi topo: PIX,
   # PXB, PHB, SYS) and the paths cuFile can take (gdscheck -p), once, for the whole run; a copy goes
   # with the logs
-  $python - "$out/provenance.json" "$GDSBENCH_COMMIT" "$made_by" <<'EOF' || echo "provenance.json: not written"
+  timeout -k 5 45 $python - "$out/provenance.json" "$GDSBENCH_COMMIT" "$made_by" <<'EOF' || echo "provenance.json: not written"
 import json, subprocess, sys
 from gdsbench.system import gpu, provenance
 try:
@@ -174,7 +174,7 @@ except (OSError, subprocess.SubprocessError) as e:
 import glob, shutil
 found = shutil.which("gdscheck") or next(iter(sorted(glob.glob("/usr/local/cuda*/gds/tools/gdscheck"))), None)
 try:
-    gdscheck = subprocess.run([found, "-p"], capture_output=True, text=True, timeout=30).stdout.splitlines() \
+    gdscheck = subprocess.run([found, "-p"], capture_output=True, text=True, timeout=20).stdout.splitlines() \
         if found else ["gdscheck: not installed"]
 except (OSError, subprocess.SubprocessError) as e:
     gdscheck = [f"gdscheck -p: {e}"]

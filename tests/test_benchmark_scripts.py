@@ -334,6 +334,10 @@ def test_server_cpu_counts_the_children_it_forks():
                                "    print('burnt', flush=True); sys.stdin.readline(); os._exit(0)\n"
                                "os.wait(); print('reaped', flush=True); time.sleep(60)"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    import threading
+
+    stuck = threading.Timer(120, forker.kill)  # a line that never comes fails the test, not the suite
+    stuck.start()
     try:
         assert forker.stdout.readline().strip() == "burnt"
         assert servers.cpu_seconds(forker.pid) >= 0.29  # the live child's
@@ -342,6 +346,8 @@ def test_server_cpu_counts_the_children_it_forks():
         assert forker.stdout.readline().strip() == "reaped"
         assert servers.cpu_seconds(forker.pid) >= 0.29  # now in the parent's reaped children's
     finally:
+        stuck.cancel()
+        forker.stdin.close()  # a child still waiting for its line ends
         servers.stop(forker)
 
 

@@ -43,14 +43,24 @@ def test_vmm_buffers_take_reads_and_writes_on_the_cpu_stand_in(own_pattern_file,
     """--gpu-memory vmm: buffers reserved and mapped as CUDA's VMM makes them (on the SIMULATED device a
     PROT_NONE range with a memfd mapped over it), every block verified where it landed, writes read
     back clean, the data path naming the allocation. Untested on a GPU (the gpu-marked test below)."""
+    import hashlib
+
     size = os.path.getsize(own_pattern_file)
     qd = 1 if engine == "cufile" else 4
     spec = JobSpec(path=own_pattern_file, mode=mode, engine=engine, gpu_backend="sim", gpu_memory="vmm", bs=256 * 1024,
                    qd=qd, io_size=size)
-    r = run(spec.replace(verify=True))
-    assert r.verified_blocks == size // _native.PATTERN_BLOCK and r.verify_mismatches == 0
+    mapped = []  # whether the stand-in's memfd is mapped in this process, looked at while the run reads
+
+    def look(nbytes, elapsed_ns):
+        with open("/proc/self/maps") as maps:
+            mapped.append("gdsbench-vmm-stand-in" in maps.read())
+
+    r = run(spec.replace(verify=True, io_size=0, runtime_ns=1_000_000_000), progress=look)
+    assert r.verified_blocks >= size // _native.PATTERN_BLOCK and r.verify_mismatches == 0 and mapped and all(mapped)
     assert r.data_path.endswith("GPU buffers from cuMemCreate, mapped by cuMemMap (VMM)") and "SIMULATED" in r.data_path
+    before = hashlib.sha256(open(own_pattern_file, "rb").read()).digest()
     assert run(spec.replace(rw="randwrite", fsync_end=True)).bytes == size
+    assert hashlib.sha256(open(own_pattern_file, "rb").read()).digest() != before  # the writes' own seed's payload
     assert run(JobSpec(path=own_pattern_file, verify=True, io_size=size)).verify_mismatches == 0
 
 
@@ -297,7 +307,7 @@ def test_real_gpu_vmm_buffers_deliver_correct_data(pattern_file, mode, engine, g
     r = run(JobSpec(path=pattern_file, mode=mode, engine=engine, gpu_memory="vmm", qd=1 if engine == "cufile" else 8,
                     bs=MiB, verify=True, io_size=os.path.getsize(pattern_file)))
     assert r.verify_mismatches == 0 and r.verified_blocks == os.path.getsize(pattern_file) // 4096
-    assert "SIMULATED" not in r.data_path and r.data_path.endswith("(VMM)")
+    assert "SIMULATED" not in r.data_path and "GPU buffers from cuMemCreate, mapped by cuMemMap (VMM)" in r.data_path
 
 
 # ---- the rule for gpu-marked tests (tests/conftest.py), proved on a stand-in for a machine's facts ----
@@ -578,14 +588,22 @@ def sys_modules_kvikio():
 
 
 @pytest.mark.parametrize("engine,options,words", [
-    ("cufile", {}, "GPU buffers not registered (cuFile reads through registered buffers of its own, then copies)"),
+    ("cufile", {}, "GPU buffers not registered (cuFile stages each request through registered buffers of its own)"),
     ("cufile", {"gds_register": True}, "GPU buffers registered with cuFileBufRegister"),
     ("cufile_batch", {}, "GPU buffers registered with cuFileBufRegister"),  # the queued APIs always register
     ("cufile_async", {"gpu_memory": "vmm"},
      "GPU buffers from cuMemCreate, mapped by cuMemMap (VMM), registered with cuFileBufRegister")])
-def test_a_cufile_data_path_says_how_its_gpu_buffers_were_made_and_registered(pattern_file, engine, options, words):
-    """What the label says of a real GPU's run (the words only: no GPU here)."""
-    from gdsbench.system.gpu_path import data_path
+def test_a_cufile_data_path_says_how_its_gpu_buffers_were_made_and_registered(pattern_file, engine, options, words,
+                                                                             monkeypatch):
+    """What the label says of a real GPU's run (the words only: no GPU here), on a machine where cuFile
+    may go GPUDirect (nvidia-fs loaded, planted); in its certain compatibility mode registering
+    changes nothing, and the label does not speak of it."""
+    from gdsbench.system import gpu_path
 
-    path = data_path(JobSpec(path=pattern_file, mode="gds", engine=engine, **options), None)
+    planted = {"nvidia_fs": {"loaded": True, "version": "2.20 (planted)"}, "cufile_json": {}, "cuda": {}}
+    monkeypatch.setattr(gpu, "status", lambda: planted)
+    spec = JobSpec(path=pattern_file, mode="gds", engine=engine, **options)
+    path = gpu_path.data_path(spec, None)
     assert path.startswith("cuFile reads into GPU memory, ") and path.endswith(f"; {words}")
+    planted["nvidia_fs"]["loaded"] = False
+    assert "registered" not in gpu_path.data_path(spec, None)

@@ -337,12 +337,14 @@ def test_gpudirect_passes_only_when_nvidia_fs_counted_the_bytes(monkeypatch, pat
     assert "counted 0 MiB of reads for 64 MiB read" in labels["fallback"]  # the counters that did (not) move
 
 
-def test_pci_p2pdma_in_cufile_json_is_gpudirect_inferred_never_observed(monkeypatch, tmp_path, pattern_file):
-    """CUDA 12.8 on, cuFile reads GPUDirect by the kernel's PCI P2PDMA where cufile.json asks, with no
-    nvidia-fs: then the label may not say compatibility mode (it once did, for any machine without
-    nvidia-fs), but nothing can observe the path either, so it is inferred, and validate warns."""
+def test_pci_p2pdma_is_gpudirect_inferred_never_observed(monkeypatch, tmp_path, pattern_file):
+    """CUDA 12.8 on, cuFile reads GPUDirect by the kernel's PCI P2PDMA, with no nvidia-fs, where
+    cufile.json asks and cuFile reports it supported. The label may then not say compatibility mode
+    (it once did, for any machine without nvidia-fs), but nothing can observe the path either: it is
+    inferred, and validate warns. nvidia-fs's counters not moving are no evidence against it."""
+    from types import SimpleNamespace
+
     from gdsbench.job.spec import JobSpec
-    from gdsbench.system.targets import target_for
 
     config = tmp_path / "cufile.json"
     config.write_text('{\n  "properties": {\n    // the kernel\'s P2PDMA\n    "use_pci_p2pdma": true\n  },\n'
@@ -351,15 +353,27 @@ def test_pci_p2pdma_in_cufile_json_is_gpudirect_inferred_never_observed(monkeypa
     parsed = gpu.cufile_config()
     assert parsed["use_pci_p2pdma"] is True and parsed["nvme_p2pdma"] is True and parsed["lines"]["use_pci_p2pdma"] == 4
     status = {"nvidia_fs": {"loaded": False, "version": None}, "cufile_json": parsed, "gpus": [{"cuda_index": 0}],
-              "cuda": {}}
+              "cuda": {"p2pdma_supported": True}}
     monkeypatch.setattr(gpu, "status", lambda: status)
-    monkeypatch.setattr(gpu_path, "gds_is_direct", lambda info, t: (True, "P2PDMA, nvme0n1 (planted)"))
+    nvme = SimpleNamespace(where="/mnt/nvme", mount=SimpleNamespace(fs_type="ext4"),  # a file on ext4 over NVMe
+                           describe=lambda: {"driver": "nvme", "block_device": "nvme0n1"})
+    direct, why = gpu_path.gds_is_direct(status, nvme)
+    assert direct and "PCI P2PDMA (properties.use_pci_p2pdma in cufile.json" in why
     spec = JobSpec(path=pattern_file, mode="gds", engine="cufile")
-    label = gpu_path.data_path(spec, target_for(pattern_file), None, nvfs.observe(None, 64 * MiB))
-    assert gpu_path.compat_forced(status) is None and nvfs.INFERRED in label and "COMPATIBILITY" not in label
+    label = gpu_path.data_path(spec, nvme, None, nvfs.observe(None, 64 * MiB))
+    assert nvfs.INFERRED in label and "COMPATIBILITY" not in label and "registered" in label
     check = platform.nvidia_fs(platform.Facts(status, None, True, profile.ANY_NODE))
-    assert check.status == "WARN" and "P2PDMA" in check.measured
-    # without the ask, no nvidia-fs is compatibility mode, and says why
+    assert check.status == "WARN" and "P2PDMA" in check.measured and "properties.use_pci_p2pdma" in check.evidence
+    # nvidia-fs loaded too, its counters still: P2PDMA's reads are not counted there, so not compatibility mode
+    status["nvidia_fs"]["loaded"] = True
+    still = nvfs.Observation({"Reads": {"readMiB": 0}, "io_stats": True}, {"Reads": {"readMiB": 0}, "io_stats": True},
+                             64 * MiB)
+    label = gpu_path.data_path(spec, nvme, None, still)
+    assert label.startswith("cuFile reads into GPU memory, not observed: PCI P2PDMA") and "COMPATIBILITY" not in label
+    # asked for, but cuFile does not report it supported (an older libcufile, a kernel without P2PDMA): compat
+    status["nvidia_fs"]["loaded"], status["cuda"]["p2pdma_supported"] = False, False
+    assert "cuFile does not report PCI P2PDMA supported" in gpu_path.compat_forced(status)
+    # not asked for: compat, saying why
     status["cufile_json"] = dict(parsed, use_pci_p2pdma=False, nvme_p2pdma=None)
     assert "does not ask for PCI P2PDMA" in gpu_path.compat_forced(status)
 

@@ -25,18 +25,28 @@ def cufile_serves(spec: JobSpec) -> bool:
     return spec.real_gpu and spec.mode_declaration.path_from != "engine"
 
 
-def asks_p2pdma(info: dict) -> bool:
-    """Whether cufile.json asks cuFile for PCI P2PDMA (GPUDirect by the kernel's peer-to-peer DMA,
-    CUDA 12.8 on, no nvidia-fs needed), whose reads nvidia-fs's counters never show."""
-    return info["cufile_json"].get("use_pci_p2pdma") is True or info["cufile_json"].get("nvme_p2pdma") is True
+def asks_p2pdma(info: dict) -> str | None:
+    """The cufile.json setting that asks cuFile for PCI P2PDMA (GPUDirect by the kernel's peer-to-peer
+    DMA, CUDA 12.8 on, no nvidia-fs needed), or None where none does."""
+    config = info["cufile_json"]
+    return next((key for key, field in (("properties.use_pci_p2pdma", "use_pci_p2pdma"),
+                                        ("block.nvme.use_pci_p2pdma", "nvme_p2pdma")) if config.get(field) is True), None)
+
+
+def p2pdma_possible(info: dict) -> bool:
+    """Whether cuFile may read by PCI P2PDMA here: cufile.json asks for it and cuFile reports it
+    supported (its driver properties). nvidia-fs's counters never show such reads."""
+    return asks_p2pdma(info) is not None and bool(info["cuda"].get("p2pdma_supported"))
 
 
 def compat_forced(info: dict) -> str | None:
     """Why cuFile cannot read GPUDirect here whatever the file (neither nvidia-fs nor PCI P2PDMA,
     compat mode forced), or None where it may."""
-    if not info["nvidia_fs"]["loaded"] and not asks_p2pdma(info):
-        return ("nvidia-fs is not loaded and cufile.json does not ask for PCI P2PDMA (use_pci_p2pdma), so cuFile "
-                "serves reads in its compatibility mode (POSIX + bounce)")
+    if not info["nvidia_fs"]["loaded"] and not p2pdma_possible(info):
+        asked = asks_p2pdma(info)
+        p2pdma = (f"cuFile does not report PCI P2PDMA supported, though cufile.json asks for it ({asked})" if asked
+                  else "cufile.json does not ask for PCI P2PDMA (use_pci_p2pdma)")
+        return f"nvidia-fs is not loaded and {p2pdma}, so cuFile serves reads in its compatibility mode (POSIX + bounce)"
     if os.environ.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true") or info["cufile_json"].get("force_compat"):
         return "cuFile's compatibility mode is forced (CUFILE_FORCE_COMPAT_MODE or cufile.json)"
     return None
@@ -57,9 +67,9 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
         return False, (f"cuFile on {where} ({storage.get('block_device') or 'no block device'}) likely uses its "
                        "compatibility mode; GPUDirect is expected here only for ext4/xfs on NVMe")
     fs = info["nvidia_fs"]
-    if not fs["loaded"]:  # asks_p2pdma: compat_forced said so
-        return True, (f"PCI P2PDMA asked for in cufile.json (use_pci_p2pdma; nvidia-fs not loaded, so its counters "
-                      f"cannot show the path), {target.where} on {storage.get('block_device')}")
+    if not fs["loaded"]:  # p2pdma_possible: compat_forced said so
+        return True, (f"PCI P2PDMA ({asks_p2pdma(info)} in cufile.json, supported as cuFile reports; nvidia-fs not "
+                      f"loaded, so its counters cannot show the path), {target.where} on {storage.get('block_device')}")
     return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 
@@ -71,6 +81,9 @@ def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | 
         return f"in cuFile's COMPATIBILITY mode (not GPUDirect: {forced})"
     if seen is not None and seen.direct:
         return f"{nvfs.OBSERVED}: {seen.evidence()}"
+    if seen is not None and seen.direct is False and p2pdma_possible(info):  # P2PDMA's reads are not counted there
+        return (f"not observed: PCI P2PDMA, which nvidia-fs does not count, or cuFile's compatibility mode "
+                f"({seen.evidence()})")
     if seen is not None and seen.direct is False:
         return f"in cuFile's COMPATIBILITY mode for some or all reads (not GPUDirect; observed: {seen.evidence()})"
     direct, why = gds_is_direct(info, target)
@@ -90,13 +103,14 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
 
 
 def _gpu_buffers(spec: JobSpec) -> str:
-    """How the GPU buffers were made (where not by cudaMalloc) and, where cuFile serves them, whether
-    they were registered with it: unregistered, cuFile reads through buffers of its own, then copies."""
+    """How the GPU buffers were made (where not by cudaMalloc) and, where cuFile may move them
+    GPUDirect, whether they were registered with it: unregistered, cuFile stages each request
+    through registered buffers of its own (in its compatibility mode registering changes nothing)."""
     words = [GPU_MEMORY_WORDS[spec.gpu_memory]] if spec.gpu_memory != "cudamalloc" else []
-    if spec.mode_declaration.path_from == "cufile-platform" and not spec.simulated:
+    if spec.mode_declaration.path_from == "cufile-platform" and not spec.simulated and not compat_forced(gpu.status()):
         registered = ENGINE_INFO[spec.engine]["registers_gpu_buffers"] or getattr(spec, "gds_register", False)
         words.append("registered with cuFileBufRegister" if registered else
-                     "not registered (cuFile reads through registered buffers of its own, then copies)")
+                     "not registered (cuFile stages each request through registered buffers of its own)")
     return ", ".join(words)
 
 

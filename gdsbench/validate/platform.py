@@ -133,10 +133,11 @@ def nvidia_fs(f: Facts) -> Check:
     if not f.gpus:
         return skip(name, NO_GPU)
     fs = f.status["nvidia_fs"]
-    if not fs["loaded"] and gpu_path.asks_p2pdma(f.status):
-        return Check(name, WARN, "nvidia-fs not loaded; cufile.json asks for PCI P2PDMA instead, whose reads "
+    if not fs["loaded"] and gpu_path.p2pdma_possible(f.status):
+        return Check(name, WARN, "nvidia-fs not loaded; cuFile may read by PCI P2PDMA instead, whose reads "
                      "nvidia-fs's counters cannot show, so no read here is observed as GPUDirect",
-                     evidence=f"/sys/module/nvidia_fs: missing; {f.status['cufile_json']['path']}: use_pci_p2pdma true",
+                     evidence=f"/sys/module/nvidia_fs: missing; {f.status['cufile_json']['path']}: "
+                              f"{gpu_path.asks_p2pdma(f.status)} true; cuFile reports PCI P2PDMA supported",
                      fix="load nvidia-fs to observe GPUDirect reads, or take P2PDMA's path on trust")
     if not fs["loaded"]:
         return Check(name, f.gds_status(), "nvidia-fs not loaded: cuFile can only read in compatibility mode",

@@ -133,6 +133,7 @@ CudaRuntime::CudaRuntime() {
   GDS_BIND("cudart", cudaEventElapsedTime);
   GDS_BIND("cudart", cudaGetErrorString);
   GDS_BIND("cudart", cudaDeviceGetPCIBusId);
+  GDS_BIND("cudart", cudaDeviceSynchronize);
   GDS_BIND("cudart", cudaRuntimeGetVersion);
   GDS_BIND("cudart", cudaDriverGetVersion);
   GDS_BIND("cudart", cudaMemGetInfo);

@@ -4,7 +4,7 @@
 // get() throws InputError naming what is missing, and whose probe() says why
 // it cannot load ("" when it can).
 #pragma once
-#include <cuda.h>
+#include <cuda.h>  // the driver API: cufile.h includes it too, so every GPU build has it
 #include <cuda_runtime_api.h>
 #include <cufile.h>
 
@@ -44,6 +44,7 @@ class CudaRuntime {
   GDS_SHIM_FN(cudaEventElapsedTime);
   GDS_SHIM_FN(cudaGetErrorString);
   GDS_SHIM_FN(cudaDeviceGetPCIBusId);
+  GDS_SHIM_FN(cudaDeviceSynchronize);
   GDS_SHIM_FN(cudaRuntimeGetVersion);
   GDS_SHIM_FN(cudaDriverGetVersion);
   GDS_SHIM_FN(cudaMemGetInfo);

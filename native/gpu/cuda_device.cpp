@@ -168,9 +168,11 @@ class CudaDevice final : public Device {
     }
     d.cuMemRelease(memory);  // the mapping holds the memory from here; unmapping frees it
     d.check(result, "cuMemAddressReserve/cuMemMap" + what);
-    auto unmap = [&d, size](char* p) {
-      d.cuMemUnmap(CUdeviceptr(p), size);
-      d.cuMemAddressFree(CUdeviceptr(p), size);
+    // cudaFree waits for the device's work on the memory; unmapping does not, so it waits first
+    auto unmap = [driver = &d, rt = &rt_, size](char* p) {
+      rt->cudaDeviceSynchronize();
+      driver->cuMemUnmap(CUdeviceptr(p), size);
+      driver->cuMemAddressFree(CUdeviceptr(p), size);
     };
     CUmemAccessDesc access{};
     access.location = prop.location;
@@ -235,6 +237,8 @@ GpuStatus gpu_status() {
       s.nvfs_major = props.nvfs.major_version;
       s.nvfs_minor = props.nvfs.minor_version;
       s.compat_allowed = (props.nvfs.dcontrolflags >> CU_FILE_ALLOW_COMPAT_MODE) & 1u;
+      // fflags' CU_FILE_P2P_SUPPORTED (bit 4, cufile.h 1.16 on; spelled as a number so older headers build)
+      s.p2pdma_supported = (props.fflags >> 4) & 1u;
       s.max_direct_io_size = props.nvfs.max_direct_io_size;
     }
   }

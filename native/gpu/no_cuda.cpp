@@ -7,7 +7,7 @@ namespace gds::gpu {
 std::unique_ptr<Device> open_simulated_device(const std::string& backend, int index);
 
 static const char* kWhy =
-    "this build of gdsbench has no GPU support: CUDA headers (cuda_runtime_api.h, cuda.h, cufile.h) were not "
+    "this build of gdsbench has no GPU support: CUDA headers (cuda_runtime_api.h, cufile.h) were not "
     "found at build time; reinstall with network access to PyPI (the build fetches them) or with the CUDA toolkit";
 
 std::unique_ptr<Device> open_device(const std::string& backend, int index) {

@@ -23,6 +23,7 @@ struct GpuStatus {
   std::string cufile_path;
   unsigned nvfs_major = 0, nvfs_minor = 0;  // nvidia-fs version as cuFile sees it
   bool compat_allowed = false;              // cufile.json allow_compat_mode
+  bool p2pdma_supported = false;            // cuFile reports PCI P2PDMA (GPUDirect without nvidia-fs)
   uint64_t max_direct_io_size = 0;
 };
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gdsbench.execution.kvikio_mode.settings import configure, configure_remote, import_kvikio, modules, setting
 from gdsbench.job.spec import JobSpec
+from gdsbench.system import gpu, gpu_path
 from gdsbench.system.targets import protocol_of
 
 
@@ -60,10 +61,14 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: di
     else:
         why = "cuFile could not take this file (kvikio fell back to POSIX for it)"
     no_nvfs = _gds_available(driver) is False
-    cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): cuFile "
-              "compatibility mode, NOT GPUDirect (unless this cuFile reads by PCI P2PDMA, which gdsbench "
-              "cannot see)" if no_nvfs else
-              "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)")
+    if no_nvfs and gpu_path.p2pdma_possible(gpu.status()):
+        cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false) but may read "
+                  "by PCI P2PDMA (cufile.json asks, cuFile reports it supported)")
+    elif no_nvfs:
+        cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): cuFile "
+                  "compatibility mode, NOT GPUDirect")
+    else:
+        cufile = "kvikio through cuFile (GPUDirect unless cuFile itself runs in its compatibility mode)"
     if backends:
         gds_share = backends.get("gds", 0.0)
         seen = ", ".join(f"{share:.0%} {name}" for name, share in sorted(backends.items()))
