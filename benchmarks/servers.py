@@ -295,6 +295,9 @@ def cpu_seconds(pid: int) -> float:
         again = _stat(pid)
         if again is not None and again[13:15] == root[13:15]:
             break
+    else:
+        print(f"warning: server {pid}'s CPU read while it kept reaping children: it may count one twice",
+              file=sys.stderr)
     assert again is not None, f"server {pid} is gone"
     return (_ticks(again) + sum(_ticks(stats[p]) for p in tree)) / os.sysconf("SC_CLK_TCK")
 

@@ -181,7 +181,8 @@ except (OSError, subprocess.SubprocessError) as e:
 s = gpu.status()
 record = {**provenance.record(provenance.RUN_TOOLS + provenance.GPU_TOOLS), "made_by": sys.argv[3],
           "commit_given": sys.argv[2], "nvidia_fs": s["nvidia_fs"], "cufile_json": s["cufile_json"],
-          "driver_version": s["driver_version"], "gpu_topology": topo, "gdscheck": gdscheck}
+          "driver_version": s["driver_version"], "gpu_topology": topo, "gdscheck": gdscheck,
+          "cufile_p2pdma_supported": s["cuda"].get("p2pdma_supported")}
 json.dump(record, open(sys.argv[1], "w"), indent=1, default=str)
 print("provenance:", record["gdsbench"], record["tools"])
 EOF

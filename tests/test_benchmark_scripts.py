@@ -324,7 +324,9 @@ def test_server_cpu_counts_the_children_it_forks():
     """smbd serves each connection from a child: a server's CPU is its whole tree's, live children and
     reaped ones, or the table says the server idled while its children worked."""
     servers = load("servers")
+    import signal
     import subprocess
+    import threading
 
     # The parent forks a child that burns 0.3 s of its own CPU, says so, and lives until told to go;
     # then the parent reaps it and waits.
@@ -333,10 +335,9 @@ def test_server_cpu_counts_the_children_it_forks():
                                "    while time.process_time() < 0.3: pass\n"
                                "    print('burnt', flush=True); sys.stdin.readline(); os._exit(0)\n"
                                "os.wait(); print('reaped', flush=True); time.sleep(60)"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    import threading
-
-    stuck = threading.Timer(120, forker.kill)  # a line that never comes fails the test, not the suite
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    # a line that never comes fails the test, not the suite: parent and child go (the child holds stdout)
+    stuck = threading.Timer(120, os.killpg, (forker.pid, signal.SIGKILL))
     stuck.start()
     try:
         assert forker.stdout.readline().strip() == "burnt"

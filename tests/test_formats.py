@@ -454,6 +454,11 @@ def test_the_data_path_in_short_follows_its_label():
     assert prom.short_data_path(f"cuFile reads into GPU memory, {nvfs.OBSERVED}: 1 GiB") == "gpudirect"
     assert prom.short_data_path(f"cuFile reads into GPU memory, {nvfs.INFERRED}: ...") == "gpudirect_inferred"
     assert prom.short_data_path("cuFile reads into GPU memory, in cuFile's COMPATIBILITY mode (...)") == "cufile_compat"
+    assert prom.short_data_path("cuFile reads into GPU memory, not observed: PCI P2PDMA, which nvidia-fs does not "
+                                "count, or cuFile's compatibility mode (...)") == "p2pdma_unobserved"
+    assert prom.short_data_path("kvikio reads into GPU memory (kvikio through cuFile without nvidia-fs here (...), "
+                                "which may read by PCI P2PDMA (...)), GPUDirect (inferred, not observed): ...") \
+        == "gpudirect_inferred"  # as gds's label where P2PDMA may carry the reads
     assert prom.short_data_path("") == prom.short_data_path("unavailable") == "unknown"
     with open(os.path.join(ROOT, "docs", "validate.md")) as f:  # every word is explained there
         page = f.read()

@@ -83,6 +83,7 @@ SHORT_PATHS = (
     ("no reads (the harness's own floor)", "none"),
     ("RemoteFile", "kvikio_remote"),  # kvikio's libcurl reads of a URL, then to the GPU
     ("MIXED", "kvikio_mixed"),
+    ("not observed: PCI P2PDMA", "p2pdma_unobserved"),  # nvidia-fs's counters still, and P2PDMA possible
     ("which has no nvidia-fs", "cufile_compat"),  # kvikio through a cuFile without nvidia-fs
     ("NOT GPUDirect", "kvikio_posix"),
     (nvfs.OBSERVED, "gpudirect"),

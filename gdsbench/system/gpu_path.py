@@ -36,7 +36,7 @@ def asks_p2pdma(info: dict) -> str | None:
 def p2pdma_possible(info: dict) -> bool:
     """Whether cuFile may read by PCI P2PDMA here: cufile.json asks for it and cuFile reports it
     supported (its driver properties). nvidia-fs's counters never show such reads."""
-    return asks_p2pdma(info) is not None and bool(info["cuda"].get("p2pdma_supported"))
+    return asks_p2pdma(info) is not None and bool(info.get("cuda", {}).get("p2pdma_supported"))
 
 
 def compat_forced(info: dict) -> str | None:

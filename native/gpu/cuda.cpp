@@ -116,6 +116,7 @@ CudaRuntime::CudaRuntime() {
   void* handle = open_library("cudart", &path);
   GDS_BIND("cudart", cudaGetDeviceCount);
   GDS_BIND("cudart", cudaSetDevice);
+  GDS_BIND("cudart", cudaGetDevice);
   GDS_BIND("cudart", cudaMalloc);
   GDS_BIND("cudart", cudaFree);
   GDS_BIND("cudart", cudaHostRegister);

@@ -27,6 +27,7 @@ class CudaRuntime {
   std::string path;  // the file that was loaded
   GDS_SHIM_FN(cudaGetDeviceCount);
   GDS_SHIM_FN(cudaSetDevice);
+  GDS_SHIM_FN(cudaGetDevice);
   GDS_SHIM_FN(cudaMalloc);
   GDS_SHIM_FN(cudaFree);
   GDS_SHIM_FN(cudaHostRegister);

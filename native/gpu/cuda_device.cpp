@@ -168,9 +168,15 @@ class CudaDevice final : public Device {
     }
     d.cuMemRelease(memory);  // the mapping holds the memory from here; unmapping frees it
     d.check(result, "cuMemAddressReserve/cuMemMap" + what);
-    // cudaFree waits for the device's work on the memory; unmapping does not, so it waits first
-    auto unmap = [driver = &d, rt = &rt_, size](char* p) {
+    // The device's work on the memory is done before it is unmapped, as cudaFree makes sure of (and
+    // PyTorch's expandable segments before theirs); on the buffers' own device, from whatever thread
+    // frees them (a SampleReader's go with Python's garbage), the thread's own device left as it was.
+    auto unmap = [driver = &d, rt = &rt_, index = index_, size](char* p) {
+      int current = index;
+      rt->cudaGetDevice(&current);
+      rt->cudaSetDevice(index);
       rt->cudaDeviceSynchronize();
+      rt->cudaSetDevice(current);
       driver->cuMemUnmap(CUdeviceptr(p), size);
       driver->cuMemAddressFree(CUdeviceptr(p), size);
     };

@@ -62,7 +62,7 @@ def compat_description(kvikio, bs: int, direct_posix: bool = False, backends: di
         why = "cuFile could not take this file (kvikio fell back to POSIX for it)"
     no_nvfs = _gds_available(driver) is False
     if no_nvfs and gpu_path.p2pdma_possible(gpu.status()):
-        cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false) but may read "
+        cufile = ("kvikio through cuFile without nvidia-fs here (kvikio: is_gds_available false), which may read "
                   "by PCI P2PDMA (cufile.json asks, cuFile reports it supported)")
     elif no_nvfs:
         cufile = ("kvikio through cuFile, which has no nvidia-fs here (kvikio: is_gds_available false): cuFile "
