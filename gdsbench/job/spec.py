@@ -57,6 +57,9 @@ MAX_OFFSET = 2**63 - 1  # off_t
 MAX_SEED = 2**64 - 1
 DAY = 86_400 * SECOND
 
+# Refused by run (JobSpec) and by train, whose --warm is its own flag
+WARM_UNCACHED = "--warm with --uncached: uncached reads keep no pages to warm; drop one"
+
 
 @dataclass(frozen=True)
 class _JobOptions:
@@ -263,7 +266,7 @@ class _JobOptions:
         if self.engine != "auto":
             self.refuse_buffered_flags(self.engine)
         if self.uncached and self.warm:
-            raise IncompatibleOptions("--warm with --uncached: uncached reads keep no pages to warm; drop one")
+            raise IncompatibleOptions(WARM_UNCACHED)
         if self.runtime_ns == 0 and not self.io_size:
             raise UsageError("--runtime 0 means no time limit: give --io-size too, or a positive --runtime such as 10s")
         if self.io_size and self.io_size < self.bs * self.threads:

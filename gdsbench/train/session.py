@@ -13,7 +13,7 @@ from gdsbench.execution.parts import check_cache_choice
 from gdsbench.execution.progress import POINTS, Progress
 from gdsbench.execution.runner import resolve_direct, runnable_here
 from gdsbench.job.errors import UsageError
-from gdsbench.job.spec import JobSpec, spec_from_values
+from gdsbench.job.spec import WARM_UNCACHED, JobSpec, spec_from_values
 from gdsbench.results.store import RunStore, keep_row
 from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
@@ -73,7 +73,7 @@ class TrainRun:
 def check_counts(run: TrainRun) -> None:
     """UsageError for a count that cannot run, or --warm with --uncached: before anything is written."""
     if run.warm and run.spec.uncached:  # (run's JobSpec refuses the pair; train's --warm is its own)
-        raise UsageError("--warm with --uncached: uncached reads keep no pages to warm; drop one")
+        raise UsageError(WARM_UNCACHED)
     comm = mpi.world()
     if comm is not None and any(n != comm.Get_size() for n in run.counts):
         raise UsageError(f"--accelerators {','.join(map(str, run.counts))}: under mpirun each rank is one accelerator; "
