@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from gdsbench.checkpoint import models
+from gdsbench.checkpoint import RECORDED_JOB_OPTIONS, models
 from gdsbench.checkpoint.in_bucket import Bucket
 from gdsbench.checkpoint.models import CheckpointFile, Model
 from gdsbench.checkpoint.moves import as_read_flags
@@ -92,7 +92,7 @@ class CheckpointRun:
                 "checkpoints": self.checkpoints, "ranks": self.ranks, "subset": bool(self.subset), "fsync": self.fsync,
                 "verify": self.verify,
                 "read_shift": self.shift(), "checkpoint_bytes": sum(sizes), "rank_bytes": sizes,
-                "job": {k: getattr(self.spec, k) for k in ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu_backend")}
+                "job": {k: getattr(self.spec, k) for k in RECORDED_JOB_OPTIONS}
                 | {"read_bs": read.bs, "read_qd": read.qd},
                 "data_path": {phase: self.data_path(phase) for phase in PHASES}}
 

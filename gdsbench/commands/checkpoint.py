@@ -4,6 +4,7 @@ import argparse
 import json
 import sys
 
+from gdsbench.checkpoint import JOB_OPTIONS
 from gdsbench.commands.options import (
     add_job_arguments,
     add_remote_arguments,
@@ -14,8 +15,6 @@ from gdsbench.commands.options import (
 )
 from gdsbench.commands.pages import Saved, measured
 from gdsbench.job.errors import UsageError
-
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend")  # how each file is written and read
 
 
 def scale_arg(text: str) -> float:
