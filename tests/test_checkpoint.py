@@ -130,6 +130,14 @@ def test_gds_checkpoints_write_from_device_memory_on_the_cpu_stand_in(gdsbench, 
     assert read["verified_blocks"] == write["bytes"] // 4096 and read["verify_mismatches"] == 0
     info = json.loads(next((tmp_path / "res").glob("*/run.json")).read_text())
     assert info["data_path"]["write"].startswith("psync writes from simulated device memory, standing in for cufile")
+    # from VMM memory (PyTorch's expandable segments hold a model's tensors so), recorded and said
+    res = gdsbench("checkpoint", tmp_path / "ck2", *SMALL, "--checkpoints", "1", "--mode", "gds", "--gpu-backend", "sim",
+                   "--gpu-memory", "vmm", "--results", tmp_path / "res2", "--json")
+    assert res.code == 0, res.err
+    write, read = json.loads(res.out)
+    assert read["verified_blocks"] == write["bytes"] // 4096 and read["verify_mismatches"] == 0
+    info = json.loads(next((tmp_path / "res2").glob("*/run.json")).read_text())
+    assert info["job"]["gpu_memory"] == "vmm" and info["data_path"]["write"].endswith("mapped by cuMemMap (VMM)")
 
 
 def test_kvikio_checkpoint_ranks_write_and_read_through_kvikio_against_test_doubles(tmp_path, monkeypatch):

@@ -3,5 +3,5 @@
 # How each file is written and read: the job options `gdsbench checkpoint` takes, and (less --gpu,
 # which each rank's result names) those its run records. Here, not in session.py: the command
 # line reads it without loading the session's modules.
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend")
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend", "gpu_memory")
 RECORDED_JOB_OPTIONS = tuple(name for name in JOB_OPTIONS if name != "gpu")

@@ -13,7 +13,7 @@ from gdsbench.commands.options import (
 from gdsbench.job.errors import UsageError, renamed_flags
 
 # how the storage tier is read and written
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend")
+JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend", "gpu_memory")
 
 
 class KVCacheCommand:
