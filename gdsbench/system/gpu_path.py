@@ -97,24 +97,27 @@ def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = No
               seen: nvfs.Observation | None = None) -> str:
     """What the bytes of this (resolved) job really pass through, in words. `seen` is what
     nvidia-fs counted during the run, for the modes that read through cuFile."""
-    path = _data_path(spec, target, kvikio_path, seen)
-    buffers = _gpu_buffers(spec)
+    # cuFile's side of the machine, read once, where cuFile (or kvikio through it) moves the bytes
+    info = gpu.status() if spec.mode_declaration.path_from != "engine" and not spec.simulated else None
+    path = _data_path(spec, target, kvikio_path, seen, info)
+    buffers = _gpu_buffers(spec, info)
     return f"{path}; GPU buffers {buffers}" if buffers else path
 
 
-def _gpu_buffers(spec: JobSpec) -> str:
+def _gpu_buffers(spec: JobSpec, info: dict | None) -> str:
     """How the GPU buffers were made (where not by cudaMalloc) and, where cuFile may move them
     GPUDirect, whether they were registered with it: unregistered, cuFile stages each request
     through registered buffers of its own (in its compatibility mode registering changes nothing)."""
     words = [GPU_MEMORY_WORDS[spec.gpu_memory]] if spec.gpu_memory != "cudamalloc" else []
-    if spec.mode_declaration.path_from == "cufile-platform" and not spec.simulated and not compat_forced(gpu.status()):
+    if spec.mode_declaration.path_from == "cufile-platform" and info is not None and not compat_forced(info):
         registered = ENGINE_INFO[spec.engine]["registers_gpu_buffers"] or getattr(spec, "gds_register", False)
         words.append("registered with cuFileBufRegister" if registered else
                      "not registered (cuFile stages each request through registered buffers of its own)")
     return ", ".join(words)
 
 
-def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, seen: nvfs.Observation | None) -> str:
+def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, seen: nvfs.Observation | None,
+               info: dict | None) -> str:
     mode = spec.mode_declaration
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
@@ -122,11 +125,11 @@ def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, se
         stood_in = " or ".join(mode.stood_in_by(spec.engine, ENGINE_INFO))
         return f"{spec.engine} {moves.replace('GPU', 'simulated device')}, standing in for {stood_in}{sim}"
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
-        return f"cuFile {moves}, {_through_cufile(gpu.status(), target, seen)}"
+        return f"cuFile {moves}, {_through_cufile(info, target, seen)}"
     if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
         if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
             return f"kvikio {moves} ({kvikio_path})"
-        return f"kvikio {moves} ({kvikio_path}), {_through_cufile(gpu.status(), target, seen)}"
+        return f"kvikio {moves} ({kvikio_path}), {_through_cufile(info, target, seen)}"
     if not spec.opens_target:
         read = f"{spec.engine} engine: no reads (the harness's own floor)"
         return f"{read}; copies from pinned host memory to GPU memory{sim}" if mode.staged else read

@@ -15,11 +15,17 @@ namespace {
 std::mutex g_mu;
 std::map<std::string, std::vector<std::string>> g_extra;  // set by Python: wheel copies
 
-const std::map<std::string, std::vector<std::string>>& defaults() {
-  static const std::map<std::string, std::vector<std::string>> d = {
-      {"cudart", {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}},
-      {"cufile", {"libcufile.so", "libcufile.so.0"}},
-      {"cuda", {"libcuda.so.1", "libcuda.so"}},
+// Each library's overriding environment variable and its usual sonames, tried in that order.
+struct LibraryDefaults {
+  const char* env;
+  std::vector<std::string> names;
+};
+
+const std::map<std::string, LibraryDefaults>& defaults() {
+  static const std::map<std::string, LibraryDefaults> d = {
+      {"cudart", {"GDSBENCH_CUDART", {"libcudart.so", "libcudart.so.13", "libcudart.so.12"}}},
+      {"cufile", {"GDSBENCH_CUFILE", {"libcufile.so", "libcufile.so.0"}}},
+      {"cuda", {"GDSBENCH_LIBCUDA", {"libcuda.so.1", "libcuda.so"}}},
   };
   return d;
 }
@@ -92,12 +98,11 @@ void set_library_candidates(const std::string& library, const std::vector<std::s
 std::vector<std::string> library_candidates(const std::string& library) {
   std::lock_guard<std::mutex> lock(g_mu);
   std::vector<std::string> out;
-  const std::string env = library == "cudart"   ? "GDSBENCH_CUDART"
-                          : library == "cufile" ? "GDSBENCH_CUFILE"
-                                                : "GDSBENCH_LIBCUDA";
-  if (const char* p = std::getenv(env.c_str())) out.push_back(p);
   auto d = defaults().find(library);
-  if (d != defaults().end()) out.insert(out.end(), d->second.begin(), d->second.end());
+  if (d != defaults().end()) {
+    if (const char* p = std::getenv(d->second.env)) out.push_back(p);
+    out.insert(out.end(), d->second.names.begin(), d->second.names.end());
+  }
   auto e = g_extra.find(library);
   if (e != g_extra.end()) out.insert(out.end(), e->second.begin(), e->second.end());
   return out;

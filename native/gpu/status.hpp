@@ -29,8 +29,8 @@ struct GpuStatus {
 
 GpuStatus gpu_status();
 
-// Library files tried in order when loading "cudart" or "cufile", after
-// $GDSBENCH_CUDART / $GDSBENCH_CUFILE and the usual sonames. The Python layer
+// Library files tried in order when loading "cudart", "cufile" or "cuda" (libcuda), after
+// $GDSBENCH_CUDART, $GDSBENCH_CUFILE or $GDSBENCH_LIBCUDA and the usual sonames. The Python layer
 // adds the nvidia-* wheels' copies before first use.
 void set_library_candidates(const std::string& library, const std::vector<std::string>& paths);
 
