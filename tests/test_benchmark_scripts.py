@@ -584,7 +584,8 @@ def test_curl_profile_puts_each_sample_in_one_part(dso, symbol, part):
 
 def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_flight(monkeypatch, tmp_path):
     """gdsbench-threads: the row's requests in flight shared by a thread on every core, judged against the
-    best other client as the one-thread row is; never itself the client gdsbench is judged against."""
+    best other client of all; never itself the client gdsbench is judged against. Where it ran, one-thread
+    gdsbench meets the best client that runs on one thread too, not one that spreads over the cores."""
     vs_clients = load("vs_clients")
     monkeypatch.setattr(vs_clients, "CORES", 2)
     argv, _ = vs_clients.command(vs_clients.THREADS, "http://h/o", "", 4 << 20, 32, 1 << 30, 1 << 30, str(tmp_path))
@@ -599,6 +600,11 @@ def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_f
     runs = {c: [one_and_run(0.1, 1.0 if c == "curl" else 0.5)] * 3 for c in ("gdsbench", vs_clients.THREADS, "curl")}
     rows = vs_clients.table_rows("nginx (HTTP)", 4 << 20, 8, 64 << 20, list(runs), runs, {"rows": []})
     assert [r[-1].split(" of ")[1].split(" ")[0] if r[-1] else "" for r in rows] == ["curl", "curl", ""]
+    fast = {"mib_s": 9.0}
+    assert vs_clients.judged_against({"gdsbench": fast, vs_clients.THREADS: fast, "curl": fast, "obstore": {"mib_s": 9.5},
+                                      "curl-procs": {"mib_s": 8.0}}) == {"gdsbench": "curl", vs_clients.THREADS: "obstore"}
+    assert vs_clients.judged_against({"gdsbench": fast, vs_clients.THREADS: {"error": "x"}, "curl": {"mib_s": 1.0},
+                                      "obstore": fast}) == {"gdsbench": "obstore", vs_clients.THREADS: "obstore"}
 
 
 def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):
