@@ -378,6 +378,17 @@ PYBIND11_MODULE(_native, m) {
         "Extra files to try when loading libcudart or libcufile (the nvidia-* wheels' copies).");
   m.def("gpu_status", &gpu_status_dict,
         "What CUDA and cuFile can do here: libraries found, devices, nvidia-fs as cuFile sees it.");
+  m.def(
+      "cufile_stats",
+      [] {
+        gds::gpu::CufileStats s = gds::gpu::cufile_stats();
+        py::dict d;
+        d["error"] = s.error;
+        d["version"] = s.version;
+        d["bytes"] = py::bytes(s.bytes);
+        return d;
+      },
+      "cuFile's own statistics in this process now: the bytes cuFileGetStatsL3 wrote, or why not (error).");
 
   m.def("engines", &engines_list, "Every engine: capabilities, options, why it cannot run here.");
   m.def(

@@ -311,6 +311,27 @@ def test_real_gpu_vmm_buffers_deliver_correct_data(pattern_file, mode, engine, g
     assert "SIMULATED" not in r.data_path and "GPU buffers from cuMemCreate, mapped by cuMemMap (VMM)" in r.data_path
 
 
+@pytest.mark.gpu
+def test_real_gpu_gds_run_is_counted_by_cufiles_own_statistics(pattern_file, gpu_needs):
+    """Where libcufile has its statistics API (1.15, CUDA 13.0, on), a gds run in this process moves its
+    per-GPU read counters by every request, on one of the three routes, and its label names them."""
+    gpu_needs("gds", verify=False)
+    from gdsbench.system import cufile_stats
+
+    size = os.path.getsize(pattern_file)
+    r = run(JobSpec(path=pattern_file, mode="gds", bs=MiB, io_size=size))
+    read = _native.cufile_stats()
+    if "has no statistics API" in read["error"]:  # an older libcufile: said, in the label too
+        assert read["version"] < 1150 and "counters not read" in r.data_path, (read, r.data_path)
+        return
+    assert read["error"] == "", read["error"]  # 1.15 on: gdsbench turned them on, so they must read
+    gpus = cufile_stats.parse(read["bytes"])["gpus"]
+    moved = sum(g["reads"] for g in gpus.values())
+    routes = sum(g["nvfs_reads"] + g["p2p_reads"] + g["posix_reads"] for g in gpus.values())
+    assert moved >= size // MiB and routes >= size // MiB, gpus
+    assert "cuFile counted" in r.data_path, r.data_path
+
+
 # ---- the rule for gpu-marked tests (tests/conftest.py), proved on a stand-in for a machine's facts ----
 
 pytest_plugins = ["pytester"]
@@ -357,7 +378,7 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
     it has a GPU, under scripts/device_check.sh's variable: each meets an error and fails; only
     kvikio's, whose library is absent, is skipped, naming it."""
     result = _gpu_tests(pytester, monkeypatch, "1", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(failed=12, skipped=2)
+    result.assert_outcomes(failed=13, skipped=2)
     result.stdout.fnmatch_lines(["FAILED *test_real_gpu_modes_deliver_correct_data?gds?*",
                                  "FAILED *test_real_gpu_train_modes_land_correct_samples?bounce?*"], consecutive=False)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]  # the same reason, counted once
@@ -366,12 +387,12 @@ def test_on_a_gpu_machine_an_error_in_a_gpu_test_fails_it(pytester, monkeypatch)
 
 def test_a_gpu_test_skips_only_naming_the_absent_gpu_and_fails_where_one_is_declared(pytester, monkeypatch):
     result = _gpu_tests(pytester, monkeypatch, "0", None, *REAL_GPU_TESTS)
-    result.assert_outcomes(skipped=14)
+    result.assert_outcomes(skipped=15)
     skips = [line for line in result.outlines if line.startswith("SKIPPED")]
     assert skips and all("absent here: no NVIDIA GPU on the PCI bus" in line for line in skips), skips
     # scripts/device_check.sh declares the GPU present: its absence is then an error, not a skip
     result = _gpu_tests(pytester, monkeypatch, "0", "1", *REAL_GPU_TESTS)
-    result.assert_outcomes(errors=14)
+    result.assert_outcomes(errors=15)
     result.stdout.fnmatch_lines(["*GDSBENCH_GPU_REQUIRED=1 declares a GPU present, but it is absent: no NVIDIA GPU*"])
 
 

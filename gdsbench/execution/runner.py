@@ -15,7 +15,7 @@ from gdsbench.job.errors import GdsbenchError, IncompatibleOptions, UsageError, 
 from gdsbench.job.result import Result
 from gdsbench.job.spec import DEFAULT_RUNTIME_NS, ENGINE_INFO, GiB, JobSpec, opens_target
 from gdsbench.job.units import format_duration, format_size
-from gdsbench.system import gpu, gpu_path, nvfs, provenance
+from gdsbench.system import cufile_stats, gpu, gpu_path, nvfs, provenance
 from gdsbench.system.environment import host_environment, meminfo
 from gdsbench.system.pattern import check_written
 from gdsbench.system.targets import HeldRegions, Target, engines_for, is_local, job_target, kind_of, size_to_prepare
@@ -315,6 +315,8 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         kvikio_path = None
         watched = gpu_path.cufile_serves(spec)
         nvfs_before = nvfs.counters() if watched else None
+        counts_here = gpu_path.cufile_counts_here(spec, comm is None and not p.parts)
+        cufile_before = cufile_stats.snapshot() if counts_here else None
         if comm is not None:
             run = mpi.run_rank(parts, progress, warnings)
             if writing:  # once every rank has written (a shared file's mark would go stale under the others)
@@ -331,6 +333,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
             warnings += ran.notes
         cached_after = _after_run("cached_fraction_after", held.cached_fraction, None, warnings)
         seen = nvfs.observe(nvfs_before, sum(t.bytes for t in run.threads)) if watched else None
+        counted = cufile_stats.observe(cufile_before, spec.direction) if counts_here else None
         written = _wrote(parts, spec.verify) if writing and comm is None else None
 
     environment = {}
@@ -350,7 +353,7 @@ def execute(p: Plan, *, record_environment: bool = True, progress=None) -> Resul
         run,
         cached_fraction=cached_before,
         cached_fraction_after=cached_after,
-        data_path=_after_run("data_path", lambda: gpu_path.data_path(spec, target, kvikio_path, seen), "unavailable",
+        data_path=_after_run("data_path", lambda: gpu_path.data_path(spec, target, kvikio_path, seen, counted), "unavailable",
                             warnings),
         warnings=warnings,
         environment=environment,

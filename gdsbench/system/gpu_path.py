@@ -1,6 +1,7 @@
 """The path a GPU job's bytes really took, in words, with its evidence:
-nvidia-fs's counters where they were read, kvikio's per-backend counts, or
-the platform where only it can tell; and whether the GPU and the storage
+cuFile's own per-GPU counters (nvidia-fs, P2PDMA, POSIX) where this process
+served the run, nvidia-fs's counters where they were read, kvikio's
+per-backend counts, or the platform where only it can tell; and whether the GPU and the storage
 sit on one NUMA node. The labels never call a read GPUDirect that did not
 take that path."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 
 from gdsbench.job.spec import ENGINE_INFO, JobSpec, caching
-from gdsbench.system import gpu, nvfs
+from gdsbench.system import cufile_stats, gpu, nvfs
 from gdsbench.system.targets import Target, is_local
 
 SIMULATED = "SIMULATED device (CPU stand-in, not a GPU)"
@@ -23,6 +24,13 @@ def cufile_serves(spec: JobSpec) -> bool:
     """Whether cuFile serves this job's reads on a real GPU: then nvidia-fs's counters,
     read around the run (system/nvfs.py), are the evidence of the path they took."""
     return spec.real_gpu and spec.mode_declaration.path_from != "engine"
+
+
+def cufile_counts_here(spec: JobSpec, in_this_process: bool) -> bool:
+    """Whether cuFile's own counters (system/cufile_stats.py), which count in the process that calls
+    cuFile, can show this job's path: gdsbench's cuFile engines serving it in this process (not
+    --procs workers, MPI ranks or kvikio, whose libcufile is its own)."""
+    return in_this_process and cufile_serves(spec) and spec.mode_declaration.path_from == "cufile-platform"
 
 
 def asks_p2pdma(info: dict) -> str | None:
@@ -73,9 +81,15 @@ def gds_is_direct(info: dict, target: Target | None) -> tuple[bool, str]:
     return True, f"nvidia-fs {fs['version'] or ''} loaded, {target.where} on {storage.get('block_device')}".strip()
 
 
-def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | None) -> str:
-    """How reads that cuFile served went: GPUDirect observed in nvidia-fs's counters, or its
-    compatibility mode (certain, or observed), or GPUDirect inferred from the platform alone."""
+def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | None,
+                    counted: cufile_stats.Observation | None = None) -> str:
+    """How reads that cuFile served went: GPUDirect observed in cuFile's own counters or in
+    nvidia-fs's, or its compatibility mode (certain, or observed), or GPUDirect inferred from the
+    platform alone."""
+    if counted is not None and counted.direct:
+        return f"{nvfs.OBSERVED}: {counted.evidence()}"
+    if counted is not None and counted.direct is False:
+        return f"in cuFile's COMPATIBILITY mode for some or all requests (not GPUDirect; observed: {counted.evidence()})"
     forced = compat_forced(info)
     if forced:
         return f"in cuFile's COMPATIBILITY mode (not GPUDirect: {forced})"
@@ -88,18 +102,21 @@ def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | 
         return f"in cuFile's COMPATIBILITY mode for some or all reads (not GPUDirect; observed: {seen.evidence()})"
     direct, why = gds_is_direct(info, target)
     evidence = seen.evidence() if seen is not None else "nvidia-fs's counters were not read"
+    if counted is not None:
+        evidence += f"; {counted.evidence()}"
     if direct:
         return f"{nvfs.INFERRED}: {why}; {evidence}"
     return f"likely in cuFile's COMPATIBILITY mode (not GPUDirect, inferred: {why}; {evidence})"
 
 
 def data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None = None,
-              seen: nvfs.Observation | None = None) -> str:
+              seen: nvfs.Observation | None = None, counted: cufile_stats.Observation | None = None) -> str:
     """What the bytes of this (resolved) job really pass through, in words. `seen` is what
-    nvidia-fs counted during the run, for the modes that read through cuFile."""
+    nvidia-fs counted during the run, for the modes that read through cuFile; `counted`, what
+    cuFile itself counted, where it served the run in this process."""
     # cuFile's side of the machine, read once, where cuFile (or kvikio through it) moves the bytes
     info = gpu.status() if spec.mode_declaration.path_from != "engine" and not spec.simulated else None
-    path = _data_path(spec, target, kvikio_path, seen, info)
+    path = _data_path(spec, target, kvikio_path, seen, info, counted)
     buffers = _gpu_buffers(spec, info)
     return f"{path}; GPU buffers {buffers}" if buffers else path
 
@@ -117,7 +134,7 @@ def _gpu_buffers(spec: JobSpec, info: dict | None) -> str:
 
 
 def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, seen: nvfs.Observation | None,
-               info: dict | None) -> str:
+               info: dict | None, counted: cufile_stats.Observation | None) -> str:
     mode = spec.mode_declaration
     sim = f" [{SIMULATED}]" if spec.simulated and mode.gpu else ""
     moves = "writes from GPU memory" if spec.direction == "write" else "reads into GPU memory"
@@ -125,7 +142,7 @@ def _data_path(spec: JobSpec, target: Target | None, kvikio_path: str | None, se
         stood_in = " or ".join(mode.stood_in_by(spec.engine, ENGINE_INFO))
         return f"{spec.engine} {moves.replace('GPU', 'simulated device')}, standing in for {stood_in}{sim}"
     if mode.path_from == "cufile-platform":  # nvidia-fs, cufile.json and the storage decide
-        return f"cuFile {moves}, {_through_cufile(info, target, seen)}"
+        return f"cuFile {moves}, {_through_cufile(info, target, seen, counted)}"
     if mode.path_from == "kvikio-statistics":  # what kvikio counted per backend, then what nvidia-fs counted
         if kvikio_path and ("NOT GPUDirect" in kvikio_path or kvikio_path.startswith("MIXED")):
             return f"kvikio {moves} ({kvikio_path})"

@@ -107,10 +107,21 @@ class CuFileApi {
   GDS_SHIM_FN(cuFileWriteAsync);
   std::string batch_missing() const;  // "" where the batch API is there, else why not
   std::string async_missing() const;
+  // cuFile's own statistics (libcufile 1.15, CUDA 13.0, on), null where this libcufile lacks them. Typed
+  // here, not by cufile.h, whose older releases do not declare them; the level-3 struct is taken as bytes
+  // (its layout changed in CUDA 13.4: gdsbench/system/cufile_stats.py reads it).
+  CUfileError_t (*cuFileGetVersion)(int*) = nullptr;
+  CUfileError_t (*cuFileSetStatsLevel)(int) = nullptr;
+  CUfileError_t (*cuFileStatsStart)() = nullptr;
+  CUfileError_t (*cuFileGetStatsL3)(void*) = nullptr;
+  std::string stats_off;  // "" once level-3 statistics are counting, else why they are not
 
   static std::string error_text(CUfileError_t status);
 
   CuFileApi();  // loads and opens the driver; use get()
+
+ private:
+  std::string start_stats();
 };
 
 #undef GDS_SHIM_FN

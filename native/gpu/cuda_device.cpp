@@ -251,4 +251,31 @@ GpuStatus gpu_status() {
   return s;
 }
 
+CufileStats cufile_stats() {
+  CufileStats out;
+  out.error = CuFileApi::probe();
+  if (!out.error.empty()) return out;
+  CuFileApi& cf = CuFileApi::get();
+  if (cf.cuFileGetVersion) cf.cuFileGetVersion(&out.version);
+  if (!cf.stats_off.empty()) {
+    out.error = "cuFile's statistics are not counting: " + cf.stats_off;
+    return out;
+  }
+  // Read twice into room far larger than any known struct (5,112 bytes), filled with two patterns: a byte
+  // the library wrote reads the same both times, one it left does not. Nothing it writes can overflow.
+  constexpr size_t kRoom = 64 << 10;
+  std::vector<unsigned char> first(kRoom, 0xA5), second(kRoom, 0x5A);
+  for (auto* room : {&first, &second}) {
+    CUfileError_t status = cf.cuFileGetStatsL3(room->data());
+    if (status.err != CU_FILE_SUCCESS) {
+      out.error = "cuFileGetStatsL3: " + CuFileApi::error_text(status);
+      return out;
+    }
+  }
+  size_t written = kRoom;
+  while (written > 0 && first[written - 1] != second[written - 1]) --written;
+  out.bytes.assign(first.begin(), first.begin() + written);
+  return out;
+}
+
 }  // namespace gds::gpu

@@ -29,6 +29,16 @@ struct GpuStatus {
 
 GpuStatus gpu_status();
 
+// What cuFile's own statistics say now in this process (cuFileGetStatsL3), as the bytes the library
+// wrote, for gdsbench/system/cufile_stats.py to read by their number (the struct's size tells its layout).
+struct CufileStats {
+  std::string error;  // "" when read, else why not
+  int version = 0;    // cuFileGetVersion: 1000 * major + 10 * minor, 0 where unknown
+  std::string bytes;
+};
+
+CufileStats cufile_stats();
+
 // Library files tried in order when loading "cudart", "cufile" or "cuda" (libcuda), after
 // $GDSBENCH_CUDART, $GDSBENCH_CUFILE or $GDSBENCH_LIBCUDA and the usual sonames. The Python layer
 // adds the nvidia-* wheels' copies before first use.
