@@ -14,14 +14,13 @@ from gdsbench.commands.options import (
 )
 from gdsbench.commands.pages import Saved, measured
 from gdsbench.commands.workload_flags import add_workload_arguments, workload_from_args
+from gdsbench.train import READER_OPTIONS
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="DIR", help="the dataset: a directory `gdsbench prepare --workload` wrote, or any "
                                                    "directory of files (each file one sample, as DLIO's npz)")
     add_workload_arguments(parser)
-    from gdsbench.train.session import READER_OPTIONS
-
     add_job_arguments(parser, only=READER_OPTIONS, title="how samples are read (--qd: chunks in flight per reader)")
     add_remote_arguments(parser)
     parser.add_argument("--allow-cached", action="store_true",

@@ -18,15 +18,13 @@ from gdsbench.results.store import RunStore, keep_row
 from gdsbench.system import gpu_path, nvfs
 from gdsbench.system.environment import host_environment
 from gdsbench.system.targets import job_target
-from gdsbench.train import accelerators, dlio_summary, metrics
+from gdsbench.train import READER_OPTIONS, accelerators, dlio_summary, metrics
 from gdsbench.train.dataset import Dataset, check_cache, disagreements, steps_per_epoch, too_few_steps
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
 
 # The job options a training reader takes (its --bs is the workload's transfer size; the rest of
 # a run is the workload's, or the emulation's own)
-READER_OPTIONS = ("mode", "engine", "qd", "direct", "uncached", "verify", "gpu", "gpu_backend", "gds_register", "http2",
-                  "timeout_ns", "retries")
 
 
 def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
