@@ -490,6 +490,8 @@ def main() -> int:
             run_mode("gds async", "gds", compat or None, dict(queued, engine="cufile_async"), large)
             # GPU memory from CUDA's VMM (cuMemCreate + cuMemMap) instead of cudaMalloc, registered
             run_mode("gds vmm registered", "gds", compat or None, {"gds_register": True, "gpu_memory": "vmm"}, large)
+            # what counting cuFile's own statistics (level 3, on in every gds row above) costs: the gds row without
+            run_mode("gds, cuFile stats off", "gds", {**(compat or {}), "GDSBENCH_CUFILE_STATS": "0"}, None, large)
     if runnable("kvikio"):
         run_mode("kvikio", "kvikio")
         if "error" not in raw["modes"]["kvikio"]:  # it could run here (a failed size is still the comparison's)

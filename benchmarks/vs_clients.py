@@ -505,6 +505,14 @@ def judged_against(figures: dict[str, dict]) -> dict[str, str | None]:
     return {"gdsbench": best_other(figures, SPREAD if threads_ran else ()), THREADS: best_other(figures)}
 
 
+def unjudged(client: str, against: dict[str, str | None]) -> str:
+    """The verdict cell of a client of ours that met no one to be judged against in its row, else ""."""
+    if client == "gdsbench" and against.get(THREADS) and not against.get(client):
+        return (f"not judged: no other client in the row runs on one thread (gdsbench-threads is judged "
+                f"against {against[THREADS]})")
+    return ""
+
+
 def size_text(n: int) -> str:
     return f"{n // GiB} GiB" if n >= GiB and n % GiB == 0 else f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB"
 
@@ -718,7 +726,7 @@ def table_rows(server: str, bs: int, qd: int, total: int, clients: list[str], ru
                            f"{f['client_cores']:.2f}", f"{f['server_cores']:.2f}", busier(f),
                            f"{f['one_range_s']:.2f} s ({f['one_range_s_min']:.2f}-{f['one_range_s_max']:.2f}; "
                            f"{f['one_range_s'] / f['run_s']:.0%})",
-                           verdict_text(judged.get(c), against[c]) if c in judged else ""])
+                           verdict_text(judged.get(c), against[c]) if c in judged else unjudged(c, against)])
     raw["rows"].append({"server": server, "bs": bs, "qd": qd, "bytes_per_run": total, "runs": runs, "net": net,
                         "figures": figures, "best_other": best, "judged_against": against, "judged": judged})
     return out

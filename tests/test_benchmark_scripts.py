@@ -605,6 +605,9 @@ def test_vs_clients_runs_gdsbench_with_a_thread_a_core_at_the_same_requests_in_f
                                       "curl-procs": {"mib_s": 8.0}}) == {"gdsbench": "curl", vs_clients.THREADS: "obstore"}
     assert vs_clients.judged_against({"gdsbench": fast, vs_clients.THREADS: {"error": "x"}, "curl": {"mib_s": 1.0},
                                       "obstore": fast}) == {"gdsbench": "obstore", vs_clients.THREADS: "obstore"}
+    alone = vs_clients.judged_against({"gdsbench": fast, vs_clients.THREADS: fast, "obstore": fast})
+    assert alone == {"gdsbench": None, vs_clients.THREADS: "obstore"}  # no one-thread client to meet: said
+    assert vs_clients.unjudged("gdsbench", alone).startswith("not judged: no other client in the row runs on one thread")
 
 
 def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):

@@ -35,9 +35,31 @@ def test_the_level3_struct_is_read_by_the_layout_its_size_names(layout):
     raw = level3(layout, {gpu0: {"reads": 100, "nvfs_reads": 90, "posix_reads": 10, "writes": 7},
                           gpu1: {"reads": 5, "p2p_reads": 5, "write_bytes": 1 << 40}})
     parsed = cufile_stats.parse(raw)["gpus"]
-    assert parsed[gpu0.hex()]["nvfs_reads"] == 90 and parsed[gpu0.hex()]["posix_reads"] == 10
-    assert parsed[gpu0.hex()]["writes"] == 7 and parsed[gpu1.hex()]["p2p_reads"] == 5
-    assert parsed[gpu1.hex()]["write_bytes"] == 1 << 40 and parsed[gpu1.hex()]["nvfs_reads"] == 0
+    first, second = parsed[f"0:{gpu0.hex()}"], parsed[f"1:{gpu1.hex()}"]
+    assert first["nvfs_reads"] == 90 and first["posix_reads"] == 10 and first["writes"] == 7
+    assert second["p2p_reads"] == 5 and second["write_bytes"] == 1 << 40 and second["nvfs_reads"] == 0
+
+
+@pytest.mark.parametrize("size,gpu_count_at", [(5000, 1024), (5112, 1136)])
+def test_the_offsets_are_cufile_hs_own(size, gpu_count_at):
+    """Written out by hand, not from the module's constants: the GPU count after level 2 (level 1's 512
+    or 624 bytes, then two histograms of 32 counters), each GPU's 248 bytes after 4 bytes of padding,
+    its nvidia-fs reads at 64 and POSIX writes at 176 within them."""
+    raw = bytearray(size)
+    struct.pack_into("<I", raw, gpu_count_at, 2)
+    second_gpu = gpu_count_at + 8 + 248
+    struct.pack_into("<Q", raw, second_gpu + 64, 11)
+    struct.pack_into("<Q", raw, second_gpu + 176, 12)
+    gpus = list(cufile_stats.parse(bytes(raw))["gpus"].values())
+    assert len(gpus) == 2 and gpus[1]["nvfs_reads"] == 11 and gpus[1]["posix_writes"] == 12 and gpus[0]["reads"] == 0
+
+
+def test_a_snapshot_never_fails_the_run_it_is_beside(monkeypatch):
+    def broken():
+        raise RuntimeError("a stale build")
+
+    monkeypatch.setattr(_native, "cufile_stats", broken, raising=False)
+    assert cufile_stats.snapshot() == {"error": "RuntimeError: a stale build"}
 
 
 def test_a_size_no_known_layout_has_is_said_not_read():
@@ -96,6 +118,15 @@ def test_cufiles_own_counters_observe_p2pdma_where_nvidia_fs_cannot(monkeypatch,
     unread = cufile_stats.Observation({"error": "stats off"}, {"error": "stats off"})
     label = gpu_path.data_path(spec, target, None, None, unread)
     assert nvfs.OBSERVED not in label and "cuFile's own counters not read (stats off)" in label
+    # whatever decides instead (here nvidia-fs's counters), why cuFile's did not is said too
+    monkeypatch.setattr(gpu, "status", lambda: dict(PLANTED, nvidia_fs={"loaded": True, "version": "2.20"}))
+    before = {"Reads": {"n": 0, "readMiB": 0}, "io_stats": True}
+    counted_by_nvfs = nvfs.Observation(before, {"Reads": {"n": 64, "readMiB": 64}, "io_stats": True}, 64 * MiB)
+    label = gpu_path.data_path(spec, target, None, counted_by_nvfs, unread)
+    assert nvfs.OBSERVED in label and "); cuFile's own counters not read (stats off); GPU buffers" in label
+    monkeypatch.setenv("CUFILE_FORCE_COMPAT_MODE", "1")
+    label = gpu_path.data_path(spec, target, None, None, unread)
+    assert "compatibility mode is forced" in label and label.endswith("not read (stats off)")
     # read only where gdsbench's own cuFile served the run in this process, on a real GPU
     assert gpu_path.cufile_counts_here(spec, True) and not gpu_path.cufile_counts_here(spec, False)
     assert not gpu_path.cufile_counts_here(JobSpec(path=pattern_file, mode="kvikio", engine="kvikio"), True)

@@ -5,8 +5,10 @@ P2PDMA's reads never reach nvidia-fs.
 
 They count in the process that calls cuFile, so they are read around a run
 served in this process (not across --procs workers or spawned accelerators).
-gdsbench turns them on at level 3 when it opens cuFile (the native side,
-cuFileSetStatsLevel + cuFileStatsStart), unless GDSBENCH_CUFILE_STATS=0.
+The first snapshot turns them on at level 3 (the native side: cuFileSetStatsLevel
++ cuFileStatsStart), overriding cufile.json's profile.cufile_stats in that
+process only, unless GDSBENCH_CUFILE_STATS=0; a process that never reads them
+leaves them as cufile.json has them.
 
 The layout: cuFileGetStatsL3 fills a CUfileStatsLevel3_t, which embeds level 2,
 which embeds level 1; CUDA 13.4 appended vector-IO counters to level 1, which
@@ -22,6 +24,7 @@ import struct
 from dataclasses import dataclass
 
 from gdsbench import _native
+from gdsbench.system import gpu
 
 # bytes cuFileGetStatsL3 writes -> the size of the level-1 struct inside it (CUDA 13.0-13.3; 13.4 on)
 LEVEL1_SIZE = {5000: 512, 5112: 624}
@@ -35,8 +38,8 @@ SEEN_SHARE = 0.9  # GPUDirect observed where nvidia-fs and P2PDMA together serve
 
 
 def parse(raw: bytes) -> dict:
-    """Per-GPU counts ({uuid hex: {"reads": n, "nvfs_reads": n, ...}}) from what cuFileGetStatsL3 wrote,
-    or {"error": why} where its size is not a layout gdsbench knows."""
+    """Per-GPU counts ({"0:<uuid hex>": {"reads": n, "nvfs_reads": n, ...}}, each GPU by its place and
+    UUID) from what cuFileGetStatsL3 wrote, or {"error": why} where its size is not a layout gdsbench knows."""
     level1 = LEVEL1_SIZE.get(len(raw))
     if level1 is None:
         known = " or ".join(str(n) for n in LEVEL1_SIZE)
@@ -46,18 +49,20 @@ def parse(raw: bytes) -> dict:
     per_gpu = {}
     for i in range(min(count, MAX_GPUS)):
         at = gpus_at + 8 + i * PER_GPU_SIZE
-        uuid = raw[at:at + 16].hex()
-        per_gpu[uuid] = {name: struct.unpack_from("<Q", raw, at + off)[0] for name, off in PER_GPU_FIELDS.items()}
+        counts = {name: struct.unpack_from("<Q", raw, at + off)[0] for name, off in PER_GPU_FIELDS.items()}
+        per_gpu[f"{i}:{raw[at:at + 16].hex()}"] = counts
     return {"gpus": per_gpu}
 
 
 def snapshot() -> dict:
     """This process's cuFile counters now: {"gpus": {...}}, or {"error": why not} (no GPU build, a libcufile
-    before 1.15, stats off)."""
-    read = _native.cufile_stats()
-    if read["error"]:
-        return {"error": read["error"]}
-    return parse(read["bytes"])
+    before 1.15, stats off). Never raises: the counters are evidence beside a run, never its cost."""
+    try:
+        gpu.configure_libraries()
+        read = _native.cufile_stats()
+        return {"error": read["error"]} if read["error"] else parse(read["bytes"])
+    except Exception as e:  # noqa: BLE001 - anything unforeseen is said in the label, the run kept
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,8 @@ class Observation:
             return None
         unit = "reads" if self.direction == "read" else "writes"
         keys = {"all": unit, **{route: f"{route}_{unit}" for route, _ in ROUTES}}
-        return {name: sum(g[key] - self.before["gpus"].get(uuid, {}).get(key, 0) for uuid, g in self.after["gpus"].items())
-                for name, key in keys.items()}
+        return {name: sum(g[key] - self.before["gpus"].get(place, {}).get(key, 0)
+                          for place, g in self.after["gpus"].items()) for name, key in keys.items()}
 
     @property
     def direct(self) -> bool | None:

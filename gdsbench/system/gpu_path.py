@@ -85,11 +85,18 @@ def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | 
                     counted: cufile_stats.Observation | None = None) -> str:
     """How reads that cuFile served went: GPUDirect observed in cuFile's own counters or in
     nvidia-fs's, or its compatibility mode (certain, or observed), or GPUDirect inferred from the
-    platform alone."""
+    platform alone. Where cuFile's counters were read and did not decide, what they showed (or why
+    they could not be read) follows whatever did."""
     if counted is not None and counted.direct:
         return f"{nvfs.OBSERVED}: {counted.evidence()}"
     if counted is not None and counted.direct is False:
         return f"in cuFile's COMPATIBILITY mode for some or all requests (not GPUDirect; observed: {counted.evidence()})"
+    label = _through_cufile_platform(info, target, seen)
+    return f"{label}; {counted.evidence()}" if counted is not None else label
+
+
+def _through_cufile_platform(info: dict, target: Target | None, seen: nvfs.Observation | None) -> str:
+    """How cuFile's reads went as nvidia-fs's counters and the platform tell, cuFile's own counters aside."""
     forced = compat_forced(info)
     if forced:
         return f"in cuFile's COMPATIBILITY mode (not GPUDirect: {forced})"
@@ -102,8 +109,6 @@ def _through_cufile(info: dict, target: Target | None, seen: nvfs.Observation | 
         return f"in cuFile's COMPATIBILITY mode for some or all reads (not GPUDirect; observed: {seen.evidence()})"
     direct, why = gds_is_direct(info, target)
     evidence = seen.evidence() if seen is not None else "nvidia-fs's counters were not read"
-    if counted is not None:
-        evidence += f"; {counted.evidence()}"
     if direct:
         return f"{nvfs.INFERRED}: {why}; {evidence}"
     return f"likely in cuFile's COMPATIBILITY mode (not GPUDirect, inferred: {why}; {evidence})"

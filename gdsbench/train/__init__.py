@@ -10,7 +10,8 @@
     predict.py       the answer in minutes: a short probe of the storage and a model of the pipeline
 """
 
-# The job options a train or predict run's readers take from the command line (one list for the parser,
-# which must not import the session and with it the results store, and for the record the session writes)
+# The job options a train or predict run's readers take from the command line (their --bs is the workload's
+# transfer size; the rest of a run is the workload's, or the emulation's own): one list for the parser, which
+# must not import the session and with it the results store, and for the record the session writes
 READER_OPTIONS = ("mode", "engine", "qd", "direct", "uncached", "verify", "gpu", "gpu_backend", "gds_register", "http2",
                   "timeout_ns", "retries")

@@ -23,9 +23,6 @@ from gdsbench.train.dataset import Dataset, check_cache, disagreements, steps_pe
 from gdsbench.train.predict import Prediction
 from gdsbench.train.workloads import Workload
 
-# The job options a training reader takes (its --bs is the workload's transfer size; the rest of
-# a run is the workload's, or the emulation's own)
-
 
 def reader_spec(workload: Workload, dataset: Dataset, values: dict) -> JobSpec:
     """The job every SampleReader runs: the mode, engine and cache choice asked

@@ -217,20 +217,24 @@ CuFileApi::CuFileApi() {
   if (status.err != CU_FILE_SUCCESS)
     throw InputError("cuFileDriverOpen failed: " + error_text(status) +
                      " (is nvidia-fs loaded, or compat mode allowed in cufile.json?)");
-  stats_off = start_stats();
 }
 
 // Level 3 (per GPU: requests through nvidia-fs, by PCI P2PDMA, by POSIX) is the level that observes the
 // path a request took; the counting is cuFile's, in this process, from here on.
-std::string CuFileApi::start_stats() {
-  const char* setting = std::getenv("GDSBENCH_CUFILE_STATS");
-  if (setting && std::string(setting) == "0") return "turned off (GDSBENCH_CUFILE_STATS=0)";
-  if (!cuFileSetStatsLevel || !cuFileStatsStart || !cuFileGetStatsL3)
-    return path + " has no statistics API (cuFileGetStatsL3: libcufile 1.15, CUDA 13.0, on)";
-  CUfileError_t status = cuFileSetStatsLevel(3);
-  if (status.err != CU_FILE_SUCCESS) return "cuFileSetStatsLevel(3): " + error_text(status);
-  status = cuFileStatsStart();
-  return status.err == CU_FILE_SUCCESS ? "" : "cuFileStatsStart: " + error_text(status);
+const std::string& CuFileApi::start_stats() {
+  std::call_once(stats_once_, [this] {
+    const char* setting = std::getenv("GDSBENCH_CUFILE_STATS");
+    if (setting && std::string(setting) == "0") {
+      stats_off_ = "turned off (GDSBENCH_CUFILE_STATS=0)";
+    } else if (!cuFileSetStatsLevel || !cuFileStatsStart || !cuFileGetStatsL3) {
+      stats_off_ = path + " has no statistics API (cuFileGetStatsL3: libcufile 1.15, CUDA 13.0, on)";
+    } else if (CUfileError_t s = cuFileSetStatsLevel(3); s.err != CU_FILE_SUCCESS) {
+      stats_off_ = "cuFileSetStatsLevel(3): " + error_text(s);
+    } else if (s = cuFileStatsStart(); s.err != CU_FILE_SUCCESS) {
+      stats_off_ = "cuFileStatsStart: " + error_text(s);
+    }
+  });
+  return stats_off_;
 }
 
 std::string CuFileApi::error_text(CUfileError_t status) {

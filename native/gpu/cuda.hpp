@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <cufile.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -114,14 +115,17 @@ class CuFileApi {
   CUfileError_t (*cuFileSetStatsLevel)(int) = nullptr;
   CUfileError_t (*cuFileStatsStart)() = nullptr;
   CUfileError_t (*cuFileGetStatsL3)(void*) = nullptr;
-  std::string stats_off;  // "" once level-3 statistics are counting, else why they are not
+  // Turns level-3 statistics on, the first time only: "" once they count, else why they do not.
+  // Left off in processes that never read them (info, --procs workers, kvikio), as cufile.json has it.
+  const std::string& start_stats();
 
   static std::string error_text(CUfileError_t status);
 
   CuFileApi();  // loads and opens the driver; use get()
 
  private:
-  std::string start_stats();
+  std::once_flag stats_once_;
+  std::string stats_off_;
 };
 
 #undef GDS_SHIM_FN

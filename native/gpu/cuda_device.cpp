@@ -257,8 +257,8 @@ CufileStats cufile_stats() {
   if (!out.error.empty()) return out;
   CuFileApi& cf = CuFileApi::get();
   if (cf.cuFileGetVersion) cf.cuFileGetVersion(&out.version);
-  if (!cf.stats_off.empty()) {
-    out.error = "cuFile's statistics are not counting: " + cf.stats_off;
+  if (const std::string& off = cf.start_stats(); !off.empty()) {
+    out.error = "cuFile's statistics are not counting: " + off;
     return out;
   }
   // Read twice into room far larger than any known struct (5,112 bytes), filled with two patterns: a byte
