@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 from tests.test_checkpoint import SMALL as SMALL_MODEL
 from tests.test_train import SMALL as SMALL_WORKLOAD
@@ -26,25 +27,34 @@ ui.close()
 
 def on_a_terminal(*argv: str, cwd=None) -> tuple[str, str]:
     """(stdout, what the terminal showed): argv run with stderr a terminal and stdout a pipe, as
-    `gdsbench sweep ... > rows.txt` typed at a terminal."""
+    `gdsbench sweep ... > rows.txt` typed at a terminal. The terminal is read while the command runs:
+    a pty holds only a few KiB, and a bar redrawn for longer (a loaded machine) would block the
+    command on a full one until the timeout."""
     main, terminal = os.openpty()
-    try:
-        done = subprocess.run([sys.executable, *argv], stdout=subprocess.PIPE, stderr=terminal, text=True,
-                              timeout=300, cwd=cwd, env={**os.environ, "TERM": "xterm", "COLUMNS": "120"})
-        os.close(terminal)
-        shown = b""
+    shown = bytearray()
+
+    def read_terminal():
         while True:
             try:
                 chunk = os.read(main, 65536)
             except OSError:  # the other end closed: all was read
-                break
+                return
             if not chunk:
-                break
-            shown += chunk
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run([sys.executable, *argv], stdout=subprocess.PIPE, stderr=terminal, text=True,
+                              timeout=300, cwd=cwd, env={**os.environ, "TERM": "xterm", "COLUMNS": "120"})
     finally:
+        os.close(terminal)  # the reader then meets the end of what was written
+        reader.join(timeout=30)
         os.close(main)
-    assert done.returncode == 0, shown.decode(errors="replace")
-    return done.stdout, shown.decode(errors="replace")
+    text = bytes(shown).decode(errors="replace")
+    assert done.returncode == 0, text
+    return done.stdout, text
 
 
 def test_a_bar_on_a_terminal_stays_off_a_redirected_stdout():
