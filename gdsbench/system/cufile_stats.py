@@ -73,13 +73,17 @@ class Observation:
     after: dict
     direction: str = "read"
 
+    @property
+    def unit(self) -> str:
+        """What cuFile counts of this run's direction: "reads" or "writes"."""
+        return "reads" if self.direction == "read" else "writes"
+
     def moved(self) -> dict[str, int] | None:
         """Requests by route over the run, summed over the GPUs ({"all": n, "nvfs": n, "p2p": n,
         "posix": n}), or None where the counters could not be read."""
         if "gpus" not in self.before or "gpus" not in self.after:
             return None
-        unit = "reads" if self.direction == "read" else "writes"
-        keys = {"all": unit, **{route: f"{route}_{unit}" for route, _ in ROUTES}}
+        keys = {"all": self.unit, **{route: f"{route}_{self.unit}" for route, _ in ROUTES}}
         return {name: sum(g[key] - self.before["gpus"].get(place, {}).get(key, 0)
                           for place, g in self.after["gpus"].items()) for name, key in keys.items()}
 
@@ -100,11 +104,10 @@ class Observation:
         moved = self.moved()
         if moved is None:
             return f"cuFile's own counters not read ({(self.after.get('error') or self.before.get('error'))})"
-        unit = "reads" if self.direction == "read" else "writes"
         if moved["all"] <= 0:
-            return f"cuFile's own counters counted no {unit}"
+            return f"cuFile's own counters counted no {self.unit}"
         routes = ", ".join(f"{moved[route]:,} {how}" for route, how in ROUTES)
-        return f"cuFile counted {moved['all']:,} {unit}: {routes}"
+        return f"cuFile counted {moved['all']:,} {self.unit}: {routes}"
 
 
 def observe(before: dict, direction: str) -> Observation:
