@@ -54,6 +54,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -68,6 +69,7 @@ DLIO_VERSION = "import importlib.metadata as m; print('dlio_benchmark', m.versio
 AU_POINTS, THROUGHPUT = 5.0, 0.10  # the targets
 BUSY_CORES = 0.3  # other processes using more than this many cores during a run: the host was not quiet
 RUN_LIMIT_S = 900
+SAMPLE_S = 0.25  # how often a run's disk counters are read
 UNET3D_STDEV = 68341808 / 146600628  # unet3d_h100's record_length_stdev / record_length
 
 
@@ -156,12 +158,42 @@ def timed(cmd: list[str], env: dict | None = None,
     return proc, wall, cpu, other
 
 
+def reading_phase(samples: list[tuple[float, int]]) -> dict:
+    """When a run's reading got going and how fast the disk gave while it did, from (seconds since its
+    start, disk bytes so far) samples: the first 5% and the last 5% of its bytes left out (its footers
+    or startup, its tail). Two tools that got the same from the storage show the same rate here, however
+    their steps divide the waiting."""
+    total = samples[-1][1] if samples else 0
+    if total <= 0:
+        return {"reading_from_s": None, "reading_mib_per_s": None}
+    t5 = next(t for t, b in samples if b >= 0.05 * total)
+    t95 = next(t for t, b in samples if b >= 0.95 * total)
+    rate = 0.9 * total / MiB / (t95 - t5) if t95 > t5 else None
+    return {"reading_from_s": t5, "reading_mib_per_s": rate}
+
+
 def throttled(throttle: Throttle, cmd: list[str], env: dict | None = None,
-              cwd: str | None = None) -> tuple[subprocess.CompletedProcess, float, float, float, int]:
-    """timed, inside the throttle; also the bytes the run read from the disk (its counters)."""
+              cwd: str | None = None) -> tuple[subprocess.CompletedProcess, float, float, float, int, dict]:
+    """timed, inside the throttle; also the bytes the run read from the disk (its counters) and, from
+    those sampled every SAMPLE_S, its reading_phase."""
     before = throttle.read_bytes()
-    proc, wall, cpu, other = timed(throttle.wrap(cmd), env, cwd)
-    return proc, wall, cpu, other, throttle.read_bytes() - before
+    samples: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        start = time.monotonic()
+        while not done.wait(SAMPLE_S):
+            samples.append((time.monotonic() - start, throttle.read_bytes() - before))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        proc, wall, cpu, other = timed(throttle.wrap(cmd), env, cwd)
+    finally:
+        done.set()
+        sampler.join()
+    disk = throttle.read_bytes() - before
+    return proc, wall, cpu, other, disk, reading_phase(samples + [(wall, disk)])
 
 
 class Dlio:
@@ -242,13 +274,13 @@ class Dlio:
         run = os.path.join(self.out, f"train-{ranks}-{time.time_ns()}")
         cmd = self.mpirun(ranks) + self.overrides() + ["++workload.workflow.generate_data=False",
                                                       "++workload.workflow.train=True", f"hydra.run.dir={run}"]
-        proc, wall, cpu, other, disk = throttled(throttle, cmd, self.env, self.cwd)
+        proc, wall, cpu, other, disk, reading = throttled(throttle, cmd, self.env, self.cwd)
         if proc.returncode:
             raise SystemExit(f"DLIO failed ({self.case.name}, {ranks} ranks):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
         m = json.load(open(os.path.join(run, "summary.json")))["metric"]
         return {"au": float(m["train_au_mean_percentage"]), "mib_per_s": float(m["train_io_mean_MB_per_second"]),
                 "samples_per_s": float(m["train_throughput_mean_samples_per_second"]), "wall_s": wall, "cpu_s": cpu,
-                "other_cores": other, "disk_bytes": disk, **self.waits(run, ranks), "out": run}
+                "other_cores": other, "disk_bytes": disk, **reading, **self.waits(run, ranks), "out": run}
 
     @staticmethod
     def waits(run: str, ranks: int) -> dict:
@@ -273,7 +305,7 @@ def gdsbench(case: Case, data: str, results: str, throttle: Throttle, ranks: int
            str(case.record), "--record-stdev", str(case.stdev), "--batch", str(case.batch), "--read-threads",
            str(case.read_threads), "--prefetch", str(case.prefetch), "--compute-time", f"{case.compute}s",
            "--accelerators", str(ranks), "--buffered", "--allow-cached", "--results", results, "--json"]
-    proc, wall, cpu, other, disk = throttled(throttle, cmd)
+    proc, wall, cpu, other, disk, reading = throttled(throttle, cmd)
     if proc.returncode:
         raise SystemExit(f"gdsbench train failed ({case.name}):\n{proc.stderr[-3000:]}")
     row = json.loads(proc.stdout)[0]
@@ -281,7 +313,7 @@ def gdsbench(case: Case, data: str, results: str, throttle: Throttle, ranks: int
     mib = row["mib_per_s_v3"] if case.dlio == 3 else row["mib_per_s"]
     au = row["au_percent_v3"] if case.dlio == 3 else row["au_percent"]
     later = row["wait_mean_s"] * (row["steps_per_epoch"] - 1) if row["wait_mean_s"] is not None else None
-    return {"au": au, "mib_per_s": mib, "wall_s": wall, "cpu_s": cpu, "other_cores": other, "disk_bytes": disk,
+    return {"au": au, "mib_per_s": mib, "wall_s": wall, "cpu_s": cpu, "other_cores": other, "disk_bytes": disk, **reading,
             "first_wait_s": row["first_wait_s"], "later_waits_s": later,
             "raw": {k: row[k] for k in ("au_percent", "au_percent_v3", "mib_per_s", "mib_per_s_v3", "read_mib_per_s",
                                         "samples_per_s", "steps_per_epoch", "cached_fraction", "straggler_mean_s", "wait_p99_s")}}
@@ -301,6 +333,12 @@ def where_waits(runs: list[dict]) -> str:
     firsts = [x["first_wait_s"] for x in known]
     return (f"; its waits for data total {min(totals):.0f}-{max(totals):.0f} s a run, of which step 1 (outside "
             f"AU's window) {min(firsts):.0f}-{max(firsts):.0f} s")
+
+
+def reading_cell(runs: list[dict], key: str, spec: str) -> str:
+    """The runs' median of a reading_phase figure; "-" where a run has none (tables before it was kept)."""
+    known = [x[key] for x in runs if x.get(key) is not None]
+    return format(median(known), spec) if len(known) == len(runs) else "-"
 
 
 def waits_cell(runs: list[dict]) -> str:
@@ -370,11 +408,14 @@ def main() -> int:
                              f"{median([x['cpu_s'] for x in d]):.0f} / {median([x['cpu_s'] for x in g]):.0f}",
                              f"{median([x['disk_bytes'] for x in d]) / GiB:.1f} / "
                              f"{median([x['disk_bytes'] for x in g]) / GiB:.1f}",
+                             f"{reading_cell(d, 'reading_mib_per_s', '.0f')} / {reading_cell(g, 'reading_mib_per_s', '.0f')}",
+                             f"{reading_cell(d, 'reading_from_s', '.0f')} / {reading_cell(g, 'reading_from_s', '.0f')}",
                              waits_cell(d), waits_cell(g),
                              f"{max(x['other_cores'] for x in d + g):.2f}", verdict + (f": {why}" if why else "")])
     table = markdown_table(["workload", "accelerators", "DLIO AU % (range)", "gdsbench AU % (range)",
                             "AU difference (points)", "DLIO MiB/s", "gdsbench MiB/s", "ratio", "CPU-s DLIO / gdsbench",
-                            "disk GiB a run DLIO / gdsbench", "DLIO wait s, step 1 / later steps",
+                            "disk GiB a run DLIO / gdsbench", "disk MiB/s while reading DLIO / gdsbench",
+                            "reading from s DLIO / gdsbench", "DLIO wait s, step 1 / later steps",
                             "gdsbench wait s, step 1 / later steps",
                             "other load (cores)", "verdict"], rows)
     notes = [f"{c.name}: {'DLIO 2.0' if c.dlio == 2 else 'v3.0 DLIO'}'s {c.dlio_workload} ({c.fmt}) scaled: "
@@ -397,6 +438,10 @@ def main() -> int:
               "CPU-s: the whole process tree of each run (DLIO: mpirun, its ranks and their data-loader workers)",
               "disk GiB a run: what the run's processes read from the disk (the throttle's blkio counters, page-cache "
               "hits not counted): the load each tool put on the storage for the same epoch",
+              f"disk MiB/s while reading: from those counters read every {SAMPLE_S} s, the rate between the moments "
+              "5% and 95% of the run's disk bytes had been read; reading from s: when 5% had (after the run's start: "
+              "its startup, its footers). The same rate on both sides means the storage gave both the same, whatever "
+              "their steps made of it",
               "wait s: an accelerator's waits for its batch, step 1's and the later steps' summed (medians of the runs; "
               "each run's DLIO figure a median over its ranks, gdsbench's a mean over accelerators; "
               "DLIO's from its per-step loads, N_output.json, where it writes them): "

@@ -630,6 +630,20 @@ def test_vs_dlio_runs_v3_dlio_with_mlcommons_storage_s_workload_files(tmp_path):
     assert not [a for a in argv if a.startswith("--config-dir")] and "++workload.dataset.record_length_stdev=0" in argv
 
 
+def test_vs_dlio_reading_phase_is_the_disk_rate_between_5_and_95_percent_of_the_bytes():
+    """A run that starts late reads at the same rate as one that starts at once: the rate leaves the start out."""
+    vs_dlio = load("vs_dlio")
+    mib = vs_dlio.MiB
+    late = [(t, 0) for t in range(40)] + [(40 + t, t * 100 * mib) for t in range(101)]  # 100 MiB/s from 40 s
+    prompt = [(t, t * 100 * mib) for t in range(101)]
+    assert vs_dlio.reading_phase(late) == {"reading_from_s": 45, "reading_mib_per_s": 100.0}
+    assert vs_dlio.reading_phase(prompt) == {"reading_from_s": 5, "reading_mib_per_s": 100.0}
+    assert vs_dlio.reading_phase([(1.0, 0)]) == {"reading_from_s": None, "reading_mib_per_s": None}
+    assert vs_dlio.reading_cell([{"reading_from_s": 45}, {"reading_from_s": 5}, {"reading_from_s": 7}],
+                                "reading_from_s", ".0f") == "7"
+    assert vs_dlio.reading_cell([{"reading_from_s": 45}, {}], "reading_from_s", ".0f") == "-"
+
+
 def test_vs_dlio_says_where_dlio_waited_when_its_runs_spread(tmp_path):
     """DLIO writes each rank's per-step loads (N_output.json, epoch "1", by block): step 1's and the
     later ones' summed, a median over ranks; a NOISE row names each run's total and step 1's share."""
