@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 
+from gdsbench.checkpoint import JOB_OPTIONS  # KV entries, like checkpoint files, are whole objects through one engine
 from gdsbench.commands.options import (
     add_job_arguments,
     add_run_name_arguments,
@@ -11,9 +12,6 @@ from gdsbench.commands.options import (
     write_job_in,
 )
 from gdsbench.job.errors import UsageError, renamed_flags
-
-# how the storage tier is read and written
-JOB_OPTIONS = ("mode", "engine", "bs", "qd", "direct", "uncached", "gpu", "gpu_backend", "gpu_memory")
 
 
 class KVCacheCommand:
