@@ -336,7 +336,7 @@ def where_waits(runs: list[dict]) -> str:
 
 
 def reading_cell(runs: list[dict], key: str, spec: str) -> str:
-    """The runs' median of a reading_phase figure; "-" where a run has none (tables before it was kept)."""
+    """The runs' median of a reading_phase figure; "-" where a run has none (it read nothing from the disk)."""
     known = [x[key] for x in runs if x.get(key) is not None]
     return format(median(known), spec) if len(known) == len(runs) else "-"
 
